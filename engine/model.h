@@ -1,0 +1,119 @@
+/* model.h - Gemma 3 (and later other) decoder-only transformers on the CPU.
+ *
+ * struct model holds read-only weights (memory-mapped GGUF) and
+ * hyper-parameters; struct model_state holds one stream's KV cache and
+ * scratch (whisper.h split: model apart from per-stream state).
+ * Global-attention layers can delegate their attention to a provider
+ * (struct model_attn: SeKV memory, see engine/sekv/sekv.h); sliding-window
+ * layers always use the exact ring kept in the state.
+ * KV rows are fp16, activations fp32. Keys are cached after RoPE.
+ */
+#ifndef SEKV_MODEL_H
+#define SEKV_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MODEL_MAX_LAYER 128
+
+struct gguf;
+
+struct model_hparams {
+	char arch[32];          /* general.architecture, e.g. "gemma3" */
+	int n_layer;
+	int n_embd;
+	int n_head;             /* query heads */
+	int n_head_kv;          /* KV heads (GQA) */
+	int d_head;             /* key/value head size d_h */
+	int n_ff;
+	int n_vocab;
+	int n_ctx_train;
+	int swa_window;         /* sliding window in tokens (local layers), 0 = none */
+	float rope_base_global; /* RoPE theta on global layers */
+	float rope_base_local;  /* RoPE theta on sliding-window layers */
+	float norm_eps;
+	float q_scale;          /* attention logits = q.k * q_scale */
+	float embd_scale;       /* token embeddings multiplied by this (sqrt(n_embd)) */
+	uint8_t is_global[MODEL_MAX_LAYER]; /* 1 = global attention layer */
+	int n_global;
+	int global_layer[MODEL_MAX_LAYER];  /* [n_global] model indices of global layers */
+	char fingerprint[65];   /* hex digest identifying the weights file */
+};
+
+struct model; /* opaque: weights + hparams */
+
+/* One layer's KV cache inside a state. Global layers (when exact): rows
+ * indexed by position, cap >= n_ctx. Local layers: ring of cap rows, row of
+ * position p at p % cap (cap = swa_window + n_batch). */
+struct model_kv_layer {
+	int cap;            /* rows allocated */
+	uint16_t *k;        /* [cap][n_head_kv][d_head] fp16, post-RoPE */
+	uint16_t *v;        /* [cap][n_head_kv][d_head] fp16 */
+};
+
+struct model_state {
+	int n_ctx;          /* max positions for exact global layers */
+	int n_batch;        /* max tokens per model_prefill call */
+	int n_past;         /* positions already in the cache */
+	int global_exact;   /* 1: global layers keep rows here (prefill, --kv full) */
+	struct model_kv_layer kv[MODEL_MAX_LAYER];
+	float *last_logits; /* [n_vocab] logits after the last processed token */
+	double last_lse;    /* log-sum-exp of last_logits */
+	int have_last;      /* last_logits valid */
+	void *scratch;      /* implementation scratch, sized at state_new */
+};
+
+/* Attention provider for global layers during decode.
+ * attend(): `layer` is the model layer index, pos the token position;
+ * q [n_head][d_head] after q-norm and RoPE, NOT scaled (apply
+ * hparams.q_scale); k, v [n_head_kv][d_head] of this token (k after k-norm
+ * and RoPE). The provider must include this token's own k, v in the softmax
+ * (append them to its memory first). Writes out [n_head][d_head].
+ * Returns 0 or a negative SEKV_E* code (the forward pass then fails). */
+struct model_attn {
+	void *ctx;
+	int (*attend)(void *ctx, int layer, int pos, const float *q,
+		      const float *k, const float *v, float *out);
+};
+
+/* Opens a GGUF model. n_threads <= 0 means all cores. Errors name the file
+ * and the missing/bad key or tensor (SEKV_EFORMAT, SEKV_EUNSUP for an
+ * architecture this build lacks). *out owns the mapping. */
+int model_open(struct model **out, const char *path, int n_threads,
+	       char *err, size_t errlen);
+void model_close(struct model *m); /* NULL is a no-op */
+const struct model_hparams *model_hparams(const struct model *m);
+/* The GGUF the model reads from (borrowed, valid until model_close). */
+const struct gguf *model_gguf(const struct model *m);
+
+/* Allocates a stream state: exact global rows for n_ctx positions when
+ * global_exact, local rings of swa_window + n_batch rows, scratch for
+ * batches of up to n_batch tokens. Nothing is allocated per token later. */
+int model_state_new(struct model_state **out, const struct model *m,
+		    int n_ctx, int n_batch, int global_exact,
+		    char *err, size_t errlen);
+void model_state_free(struct model_state *s);
+/* Forgets all positions (n_past = 0). */
+void model_state_reset(struct model_state *s);
+
+/* Prefill: runs tokens[0..n) (n <= n_batch) at positions n_past.. with exact
+ * attention on every layer (requires global_exact), appends their KV.
+ * When surprisal != NULL writes surprisal[i] = -log p(tokens[i] | tokens
+ * before it) in nats (0 for position 0), computed with a streaming
+ * log-sum-exp over the vocabulary. Leaves last_logits for the last token.
+ * Returns 0 or a negative code. */
+int model_prefill(const struct model *m, struct model_state *s,
+		  const int32_t *tokens, int n, float *surprisal,
+		  char *err, size_t errlen);
+
+/* Decode one token at position n_past. Global layers use attn when non-NULL,
+ * else the exact rows in the state. Writes logits [n_vocab] when non-NULL
+ * (also kept in s->last_logits). Returns 0 or a negative code. */
+int model_decode(const struct model *m, struct model_state *s, int32_t token,
+		 const struct model_attn *attn, float *logits,
+		 char *err, size_t errlen);
+
+/* Bytes of one KV row (K and V, all KV heads) for one layer at fp16. */
+size_t model_kv_row_bytes(const struct model *m);
+
+#endif

@@ -1,0 +1,41 @@
+/* quant.h - ggml tensor types used by GGUF files: block layouts,
+ * dequantisation and dot products against fp32 vectors.
+ *
+ * Layouts follow ggml (ggml-common.h block_q8_0, block_q5_0, block_q4_K,
+ * block_q6_K, ...); values are little-endian, fp16 scales are IEEE half.
+ * The scalar code here is the reference; faster kernels must match it.
+ */
+#ifndef SEKV_QUANT_H
+#define SEKV_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type ids as stored in GGUF tensor infos. */
+enum qtype {
+	QT_F32 = 0, QT_F16 = 1, QT_Q4_0 = 2, QT_Q4_1 = 3, QT_Q5_0 = 6,
+	QT_Q5_1 = 7, QT_Q8_0 = 8, QT_Q8_1 = 9, QT_Q2_K = 10, QT_Q3_K = 11,
+	QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_Q8_K = 15, QT_BF16 = 30,
+};
+
+/* 1 when this build can dequantise `type`, else 0. */
+int quant_supported(uint32_t type);
+const char *quant_name(uint32_t type);
+/* Elements per block (1 for float types) and bytes per block; 0 if unknown. */
+size_t quant_block_elems(uint32_t type);
+size_t quant_block_bytes(uint32_t type);
+/* Bytes of a row of n elements; 0 if n is not a multiple of the block. */
+size_t quant_row_bytes(uint32_t type, uint64_t n);
+
+/* y[0..n) = dequant(x). n must be a multiple of the block size. */
+void quant_dequant_row(uint32_t type, const void *x, float *y, size_t n);
+/* Returns sum_i dequant(x)[i] * y[i] over n elements. */
+float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n);
+
+/* IEEE half <-> float. */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+void quant_f16_to_f32_row(const uint16_t *x, float *y, size_t n);
+void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
+
+#endif

@@ -1,0 +1,171 @@
+/* sekv.h - SeKV hierarchical KV memory (SeKV paper, arXiv 2606.31145;
+ * shared/DESIGN.md sections 2-4).
+ *
+ * A document's global-layer KV cache becomes: exact rows (attention sinks,
+ * surprisal anchors, short spans, the recent window) and compressed spans,
+ * each with a device-tier summary (k_bar, v_bar) and host-tier truncated-SVD
+ * factors of its K and V. Decoding routes every query head to the spans that
+ * matter, rebuilds them from their factors only, and attends with one
+ * softmax over exact rows, coarse rows and reconstructed rows.
+ * struct sekv_mem is the durable document memory (persisted by store/);
+ * struct sekv_ctx is one decode stream over it (plus its own tail rows).
+ * Layer indices below are indices into the global layers (0..n_layer-1)
+ * unless named model layers.
+ */
+#ifndef SEKV_SEKV_H
+#define SEKV_SEKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SEKV_D_ROUTE 32  /* d' of the router (DESIGN.md section 3) */
+
+struct sekv_params {
+	float alpha;         /* boundary threshold mu_t + alpha*sigma_t (1.0) */
+	int l_min;           /* spans shorter than this stay exact (4) */
+	int n_sink;          /* first tokens always exact (attention sinks) (4) */
+	int n_recent;        /* last document tokens always exact (64) */
+	int r_max;           /* max stored SVD rank R_max (32) */
+	int r_use;           /* rank used at decode, <= stored (default = r_max) */
+	double budget;       /* device-tier budget as a fraction of full_kv_bytes
+	                        (0.10); <= 0 or >= 1 with everything fitting:
+	                        no cap */
+	double static_share; /* share of the budget that exact rows + summaries
+	                        may take; alpha rises until they fit (0.5) */
+	float tau;           /* default zoom threshold on alpha_S (0.0) */
+	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
+	int n_threads;       /* SVD threads; <= 0 all cores */
+};
+
+void sekv_default_params(struct sekv_params *p);
+
+/* A run of tokens between anchors. */
+struct sekv_span {
+	int32_t start;   /* first position */
+	int32_t len;     /* tokens */
+	int32_t full;    /* 1: kept at full resolution (short), 0: compressed */
+};
+
+/* Truncated SVD of one span's K (or V) for one layer and KV head:
+ * X_hat[i][j] = sum_r u[i*rank + r] * s[r] * v[j*rank + r]. */
+struct sekv_factor {
+	int32_t rank;
+	float *u;        /* [len][rank] */
+	float *s;        /* [rank], descending */
+	float *v;        /* [d_h][rank] */
+};
+
+struct sekv_mem {
+	int n_tok;            /* document tokens */
+	int n_layer;          /* global layers */
+	int n_head;           /* query heads */
+	int n_head_kv;
+	int d_h;
+	int r_max;            /* R_max the factors were built with */
+	float alpha_used;     /* threshold multiplier actually used */
+	int32_t *layer_id;    /* [n_layer] model layer index of each global layer */
+
+	int32_t *tokens;      /* [n_tok] */
+	float *surprisal;     /* [n_tok] nats, surprisal[0] = 0 */
+	uint8_t *is_anchor;   /* [n_tok] 1 = anchor (incl. sinks) */
+
+	int n_span;
+	struct sekv_span *span;   /* [n_span] in position order */
+	int n_comp;               /* compressed spans */
+	int32_t *comp_span;       /* [n_comp] index into span[] */
+
+	int n_exact;              /* positions kept exact */
+	int32_t *exact_pos;       /* [n_exact] ascending */
+	uint16_t *exact_k;        /* [n_layer][n_exact][n_head_kv][d_h] fp16 */
+	uint16_t *exact_v;        /* same */
+
+	float *k_bar;             /* [n_layer][n_comp][n_head_kv][d_h] */
+	float *v_bar;             /* same */
+	struct sekv_factor *fac;  /* [n_layer][n_comp][n_head_kv][2] (0 = K, 1 = V) */
+
+	float *route_w;           /* [n_layer][n_head][SEKV_D_ROUTE][d_h] */
+	float *tau;               /* [n_layer][n_head] */
+
+	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
+	size_t static_bytes;      /* exact rows + summaries, device tier */
+	size_t host_bytes;        /* all factors */
+	void *arena;              /* implementation-owned storage */
+};
+
+/* Segmentation (DESIGN.md section 2 step 4): position t is an anchor when
+ * H_t > mu_t + alpha * sigma_t, mu_t and sigma_t being the mean and standard
+ * deviation of H_0..H_{t-1} (causal; no anchor before 2 samples). Positions
+ * < n_sink and >= n - n_recent are exact and belong to no span. Runs between
+ * anchors become spans; runs shorter than l_min are marked full.
+ * is_anchor [n] out; *span is malloc'ed (caller frees). Returns 0 or code. */
+int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
+		 int n_sink, int n_recent, uint8_t *is_anchor,
+		 struct sekv_span **span, int *n_span);
+
+/* Builds the memory of a document from its global-layer KV cache:
+ * k[l], v[l] point to [n_tok][n_head_kv][d_h] fp16 rows of global layer l
+ * (post-RoPE keys). Chooses alpha (>= p->alpha) so that static bytes fit
+ * p->static_share * p->budget * full_kv_bytes (reported in alpha_used);
+ * computes summaries, SVD factors (LAPACK sgesdd) and the untrained router
+ * (W = top-d' principal directions of the layer's keys; tau = p->tau).
+ * Borrowed inputs are copied. *out owned by caller (sekv_mem_free). */
+int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
+	       int n_tok, const int32_t *tokens, const float *surprisal,
+	       int n_layer, const int32_t *layer_id, int n_head, int n_head_kv,
+	       int d_h, const uint16_t *const *k, const uint16_t *const *v,
+	       char *err, size_t errlen);
+
+/* Allocates an empty memory with the given shape and counts, every array
+ * zeroed and sized (factor arrays sized from ranks[] [n_layer][n_comp]
+ * [n_head_kv][2] and span lengths); used by store/ when loading. */
+int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
+		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
+		   int n_exact, const int32_t *ranks);
+void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
+/* Recomputes n_comp/comp_span from span[], and the byte counters. */
+void sekv_mem_update_counts(struct sekv_mem *m);
+
+/* One zoomed span at the current step (for the UI and --json). */
+struct sekv_zoom {
+	int32_t span;   /* index into mem->span */
+	int32_t layer;  /* global layer index */
+	int32_t head;   /* query head that routed it (highest alpha) */
+	float alpha;    /* alpha_S */
+};
+
+/* Live counters of a decode stream, updated at every sekv_attend call. */
+struct sekv_stats {
+	int step;                 /* decode steps seen (tokens) */
+	int *zoom_count;          /* [n_layer][n_head] spans zoomed this step */
+	int n_zoom;               /* entries in zoom[] this step (all layers) */
+	struct sekv_zoom *zoom;   /* [cap] this step's zooms, all layers */
+	long long zoom_total;     /* sum over steps of distinct (layer, span) zooms */
+	size_t resident_bytes;    /* device-tier KV rows now */
+	size_t peak_resident_bytes;
+	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
+	size_t tail_bytes;        /* question + generated rows */
+	size_t recon_bytes;       /* reconstructed rows this step */
+};
+
+struct sekv_ctx; /* opaque decode stream */
+
+/* Opens a decode stream over mem (borrowed: must outlive the ctx). tail_cap
+ * is the most question + generated tokens it will see; q_scale as in
+ * model_hparams. All scratch is sized here. */
+int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *mem,
+		 const struct sekv_params *p, int tail_cap, float q_scale,
+		 char *err, size_t errlen);
+void sekv_ctx_free(struct sekv_ctx *c);
+/* Forgets tail rows and statistics (new conversation on the same doc). */
+void sekv_ctx_reset(struct sekv_ctx *c);
+
+/* model_attn callback (engine/model.h): `layer` is the MODEL layer index;
+ * routes, zooms under the budget, reconstructs from factors and attends
+ * with one softmax (DESIGN.md section 3). ctx is a struct sekv_ctx. */
+int sekv_attend(void *ctx, int layer, int pos, const float *q,
+		const float *k, const float *v, float *out);
+
+/* Live statistics (borrowed, valid until the next sekv_attend). */
+const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c);
+
+#endif

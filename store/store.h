@@ -1,0 +1,113 @@
+/* store.h - the SQLite library file: documents, their SeKV memories, the
+ * exact KV decoding needs, and ingest progress.
+ *
+ * One file (default $XDG_DATA_HOME/sekv/library.db). Every write that
+ * belongs together happens in one transaction, so a crash leaves either the
+ * old or the new state. Only this module includes sqlite3.h. Blobs are
+ * little-endian arrays; every blob length read back is checked against the
+ * shape recorded beside it before use.
+ */
+#ifndef SEKV_STORE_H
+#define SEKV_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct sekv_mem;
+struct store; /* opaque; one connection, not thread-safe */
+
+/* Opens (creating directories, file and schema; running migrations) the
+ * library at path. NULL path = default location. Errors: SEKV_EIO, SEKV_EDB
+ * (SQLite message included), SEKV_EFORMAT (newer schema than this build). */
+int store_open(struct store **out, const char *path, char *err, size_t errlen);
+void store_close(struct store *s); /* NULL is a no-op */
+/* Path of the open database file (borrowed). */
+const char *store_path(const struct store *s);
+/* Default library path into buf: $XDG_DATA_HOME/sekv/library.db, or
+ * $HOME/.local/share/sekv/library.db. Returns 0 or SEKV_EINVAL. */
+int store_default_path(char *buf, size_t cap);
+
+enum store_doc_state { STORE_DOC_PREFILL = 0, STORE_DOC_READY = 1 };
+
+struct store_doc {
+	int64_t id;
+	char title[256];
+	char source[1024];        /* path the text came from */
+	char model_fp[65];        /* model fingerprint (model_hparams) */
+	char model_name[128];
+	int state;                /* enum store_doc_state */
+	int64_t n_tok;            /* tokens stored so far */
+	int n_layer_global;
+	int n_layer_swa;
+	int n_head_kv;
+	int d_h;
+	int swa_window;
+	double prefill_s;         /* seconds spent in forward passes */
+	double created;           /* unix time */
+	int64_t disk_bytes;       /* bytes of this document's blobs */
+	double budget;            /* budget the memory was built for */
+	int r_max;
+	float alpha_used;
+};
+
+/* Creates a document row in state PREFILL and stores its text (UTF-8).
+ * Shape fields of *doc are stored; doc->id is set. */
+int store_doc_create(struct store *s, struct store_doc *doc, const char *text,
+		     size_t text_len, char *err, size_t errlen);
+
+/* Appends one prefill chunk in one transaction: tokens [n], surprisal [n]
+ * (nats), and the exact KV of every global layer for those positions:
+ * k[l], v[l] -> [n][n_head_kv][d_h] fp16. pos0 must equal the tokens stored
+ * so far. Also updates n_tok and prefill_s (seconds to add). */
+int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
+			const int32_t *tokens, const float *surprisal,
+			const uint16_t *const *k, const uint16_t *const *v,
+			double prefill_s, char *err, size_t errlen);
+
+/* Stores the sliding-window layers' last rows: for swa layer i (model
+ * layer layer_id[i]) rows of positions n_tok-n_row .. n_tok-1, k[i], v[i]
+ * -> [n_row][n_head_kv][d_h] fp16 in position order. Replaces earlier ones. */
+int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
+		      const int32_t *layer_id, int n_row,
+		      const uint16_t *const *k, const uint16_t *const *v,
+		      char *err, size_t errlen);
+
+/* Stores (replacing any earlier one) the SeKV memory and marks the document
+ * READY, in one transaction. budget/r_max are recorded in the doc row. */
+int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
+		      double budget, char *err, size_t errlen);
+
+/* Reads a document row. SEKV_ENOTFOUND when absent. */
+int store_doc_get(struct store *s, int64_t doc, struct store_doc *out,
+		  char *err, size_t errlen);
+/* Lists documents in id order: *out malloc'ed array of *n rows. */
+int store_doc_list(struct store *s, struct store_doc **out, int *n,
+		   char *err, size_t errlen);
+/* Deletes a document and everything it owns. */
+int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
+/* The document's text (malloc'ed, NUL-terminated, caller frees). */
+int store_doc_text_dup(struct store *s, int64_t doc, char **text,
+		       size_t *len, char *err, size_t errlen);
+
+/* Tokens and surprisal of positions [0, n_tok): malloc'ed, caller frees. */
+int store_doc_get_tokens(struct store *s, int64_t doc, int32_t **tokens,
+			 float **surprisal, int64_t *n_tok, char *err, size_t errlen);
+/* Exact KV of global layer l (0..n_layer_global-1) for all stored positions
+ * into caller buffers k, v [n_tok][n_head_kv][d_h] fp16 (only for --kv full
+ * and for building the memory; never read by the SeKV decode path). */
+int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
+			  uint16_t *k, uint16_t *v, char *err, size_t errlen);
+/* SWA rows as stored by store_doc_put_swa; arrays malloc'ed [n_layer]
+ * pointers each to [n_row][n_head_kv][d_h], freed with store_swa_free. */
+int store_doc_get_swa(struct store *s, int64_t doc, int *n_layer,
+		      int32_t **layer_id, int *n_row, uint16_t ***k,
+		      uint16_t ***v, char *err, size_t errlen);
+void store_swa_free(int n_layer, int32_t *layer_id, uint16_t **k, uint16_t **v);
+/* Loads the SeKV memory (all shapes checked against blob lengths). */
+int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
+		      char *err, size_t errlen);
+
+/* Bytes the document occupies in the file (sum of its blob lengths). */
+int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
+
+#endif

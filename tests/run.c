@@ -1,0 +1,78 @@
+/* run.c - the test runner: runs every table (or the tests whose name
+ * contains argv[1]), prints one line per test and ends with
+ * "N passed, N failed, N skipped"; exits 1 on any failure. Tables are weak
+ * so a module without tests yet still links. */
+#include "tests/test.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define TABLE(name) extern const struct test_case name[] __attribute__((weak));
+TABLE(test_err)
+TABLE(test_gguf)
+TABLE(test_quant)
+TABLE(test_tokenizer)
+TABLE(test_model)
+TABLE(test_sampler)
+TABLE(test_sekv)
+TABLE(test_store)
+TABLE(test_ui)
+TABLE(test_app)
+TABLE(test_integration)
+
+const char *test_model_path(void)
+{
+	const char *p = getenv("SEKV_MODEL");
+	return p && *p ? p : "assets/models/gemma-3-270m-q4_k_m.gguf";
+}
+
+const char *test_tmpdir(void)
+{
+	static char dir[256];
+	if (!dir[0]) {
+		const char *base = getenv("TMPDIR");
+		snprintf(dir, sizeof dir, "%s/sekv-tests-XXXXXX", base && *base ? base : "/tmp");
+		if (!mkdtemp(dir)) {
+			perror("mkdtemp");
+			exit(2);
+		}
+	}
+	return dir;
+}
+
+int main(int argc, char **argv)
+{
+	const struct test_case *tables[] = {
+		test_err, test_gguf, test_quant, test_tokenizer, test_model,
+		test_sampler, test_sekv, test_store, test_ui, test_app,
+		test_integration,
+	};
+	const char *pat = argc > 1 ? argv[1] : NULL;
+	int n_pass = 0, n_fail = 0, n_skip = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+		if (!tables[i])
+			continue;
+		for (const struct test_case *tc = tables[i]; tc->name; tc++) {
+			struct test_ctx t = {0};
+			if (pat && !strstr(tc->name, pat))
+				continue;
+			tc->fn(&t);
+			if (t.failed) {
+				printf("FAIL %s %s\n", tc->name, t.msg);
+				n_fail++;
+			} else if (t.skipped) {
+				printf("skip %s: %s\n", tc->name, t.msg);
+				n_skip++;
+			} else {
+				printf("ok %s\n", tc->name);
+				n_pass++;
+			}
+		}
+	}
+	printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
+	return n_fail ? 1 : 0;
+}

@@ -1,0 +1,34 @@
+/* test.h - the tiny test harness: each tests/test_<module>.c exports a
+ * table of {name, fn} ending in {NULL, NULL}; tests/run.c runs them. */
+#ifndef SEKV_TEST_H
+#define SEKV_TEST_H
+
+#include <stdio.h>
+
+struct test_ctx {
+	int failed;
+	int skipped;
+	char msg[512];
+};
+
+struct test_case {
+	const char *name;
+	void (*fn)(struct test_ctx *t);
+};
+
+#define T_FAIL(t, ...) do { if (!(t)->failed) { \
+	int n_ = snprintf((t)->msg, sizeof (t)->msg, "%s:%d ", __FILE__, __LINE__); \
+	if (n_ > 0 && n_ < (int)sizeof (t)->msg) snprintf((t)->msg + n_, sizeof (t)->msg - n_, __VA_ARGS__); } \
+	(t)->failed = 1; } while (0)
+
+/* Checks cond; on failure records file:line and returns from the test. */
+#define T_CHECK(t, cond) do { if (!(cond)) { T_FAIL(t, "%s", #cond); return; } } while (0)
+#define T_CHECKF(t, cond, ...) do { if (!(cond)) { T_FAIL(t, __VA_ARGS__); return; } } while (0)
+#define T_SKIP(t, ...) do { (t)->skipped = 1; snprintf((t)->msg, sizeof (t)->msg, __VA_ARGS__); return; } while (0)
+
+/* Path of the default model (SEKV_MODEL or assets/models/...). */
+const char *test_model_path(void);
+/* A fresh temporary directory for this test run (created once). */
+const char *test_tmpdir(void);
+
+#endif

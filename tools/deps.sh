@@ -1,0 +1,16 @@
+#!/bin/sh
+# deps.sh - installs the Debian packages the build and tests need (idempotent:
+# returns at once when every package is already installed).
+set -e
+PKGS="build-essential pkg-config libsentencepiece-dev libopenblas-dev liblapacke-dev \
+libsqlite3-dev libncurses-dev libcjson-dev python3 python3-pip tmux"
+missing=""
+for p in $PKGS; do
+	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "deps: installing$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing

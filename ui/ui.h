@@ -1,0 +1,82 @@
+/* ui.h - the ncurses chat screen (`sekv chat`).
+ *
+ * The UI knows nothing about models or SQLite: the app hands it a table of
+ * operations (ask a question, quote a span) and, while an answer streams,
+ * calls ui_chat_on_token with a view of the current decode step. Panels:
+ * transcript + input line, zoom panel (global layers x heads grid of zoom
+ * counts, zoomed spans quoted), memory gauge, status line (tokens/s).
+ * Ctrl-C once stops an answer; twice within 2 s quits, terminal restored.
+ */
+#ifndef SEKV_UI_H
+#define SEKV_UI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ui_chat;
+
+/* One zoomed span for display. */
+struct ui_zoom {
+	int32_t span;      /* span id */
+	int32_t layer;     /* global layer index */
+	int32_t head;      /* query head */
+	int32_t start;     /* first token position in the document */
+	int32_t len;       /* tokens */
+	float alpha;       /* router score alpha_S */
+};
+
+/* What the screen shows about the current decode step (borrowed: valid for
+ * the duration of the ui_chat_on_token call). */
+struct ui_frame {
+	const char *piece;        /* new answer text (UTF-8, may be "") */
+	int piece_len;
+	int n_gen;                /* tokens generated so far in this answer */
+	double tps;               /* decode tokens/s so far */
+	int n_layer;              /* global layers */
+	int n_head;               /* query heads */
+	const int32_t *layer_id;  /* [n_layer] model layer indices */
+	const int *zoom_count;    /* [n_layer][n_head] zooms this step; NULL for --kv full */
+	int n_zoom;
+	const struct ui_zoom *zoom; /* [n_zoom] */
+	int n_tok_doc;            /* document tokens */
+	size_t resident_bytes;    /* device tier now */
+	size_t peak_resident_bytes;
+	size_t budget_bytes;      /* 0 = no cap */
+	size_t full_kv_bytes;
+	size_t host_bytes;
+	const char *mode;         /* "sekv" or "full" */
+};
+
+/* Operations the app provides. */
+struct ui_chat_ops {
+	void *ud;
+	/* Answers question (UTF-8). Must call ui_chat_on_token for every token
+	 * and return 0, SEKV_EINTR when stopped by the user, or another
+	 * negative code with err filled. */
+	int (*ask)(void *ud, struct ui_chat *ui, const char *question,
+		   char *err, size_t errlen);
+	/* Writes up to cap-1 bytes of the text of tokens [start, start+len) of
+	 * the document into buf (NUL-terminated). */
+	void (*span_text)(void *ud, int32_t start, int32_t len, char *buf, size_t cap);
+};
+
+/* Header facts shown at the top. */
+struct ui_doc_info {
+	const char *title;
+	int64_t doc_id;
+	int n_tok;
+	const char *model_name;
+	double resume_s;
+};
+
+/* Runs the chat screen until the user quits. Returns 0 or a negative code.
+ * Restores the terminal on every exit path (including fatal signals). */
+int ui_chat_run(const struct ui_chat_ops *ops, const struct ui_doc_info *info,
+		char *err, size_t errlen);
+
+/* Called by ops->ask for every decoded token: appends the piece to the
+ * transcript and redraws zoom panel, gauge and status. Returns 1 when the
+ * user asked to stop (Ctrl-C), else 0. */
+int ui_chat_on_token(struct ui_chat *ui, const struct ui_frame *f);
+
+#endif
