@@ -5,6 +5,9 @@
 
 #include <stdio.h>
 
+/* Failure messages are truncated to msg on purpose. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
 struct test_ctx {
 	int failed;
 	int skipped;

@@ -1,0 +1,54 @@
+/* app.h - the sub-commands and the pieces they share: loading the model and
+ * tokenizer, ingesting a document, and a question-answering session over a
+ * stored document (app/session.c). Only app/ calls exit(). */
+#ifndef SEKV_APP_H
+#define SEKV_APP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/config.h"
+#include "engine/chat.h"
+
+struct model;
+struct tok;
+struct store;
+struct sekv_mem;
+struct sekv_ctx;
+struct model_state;
+
+/* Opens the model (o->model) and its tokenizer (o->tokenizer when given,
+ * else the GGUF vocabulary). Either out pointer may be NULL to skip it; the
+ * model pointer is required when *tk is built from the GGUF. */
+int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
+	     char *err, size_t errlen);
+
+/* Text the document turn starts with, before the document itself. */
+#define APP_DOC_PREAMBLE "Read the following document and answer questions about it.\n\n"
+
+/* Ingests path: extract, tokenize, prefill in chunks (progress on stderr
+ * unless o->quiet), persist every chunk, build and store the SeKV memory.
+ * *doc_id is the new document. Returns 0 or a negative code. */
+int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
+	       char *err, size_t errlen);
+
+/* Sub-commands: argc/argv are the words after the sub-command name.
+ * Each returns a process exit status. */
+int cmd_inspect(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_generate(int argc, char **argv);
+int cmd_ingest(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_rm(int argc, char **argv);
+int cmd_ask(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+
+/* Parses a positive document id; 0 or -1. */
+int app_parse_doc_id(const char *s, int64_t *id);
+
+/* Wall clock in seconds (monotonic). */
+double app_now(void);
+/* Peak resident set size of this process in bytes (getrusage). */
+size_t app_peak_rss(void);
+
+#endif

@@ -1,0 +1,149 @@
+/* cmd_ask.c - `sekv ask DOC QUESTION`: one answer from the stored memory,
+ * streamed to stdout, or one JSON object with --json (field names from
+ * DESIGN.md section 6). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "app/app.h"
+#include "app/session.h"
+#include "engine/err.h"
+#include "engine/sekv/sekv.h"
+
+#define ASK_MAX_SPANS_JSON 64 /* zoomed spans listed in --json */
+
+static int print_step(void *ud, const struct session_step *st)
+{
+	(void)ud;
+	fwrite(st->piece, 1, (size_t)st->piece_len, stdout);
+	fflush(stdout);
+	return 0;
+}
+
+int app_parse_doc_id(const char *s, int64_t *id)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0)
+		return -1;
+	*id = v;
+	return 0;
+}
+
+static cJSON *zooms_json(const struct session *s, const struct session_info *in,
+			 const struct session_answer *a)
+{
+	cJSON *arr = cJSON_CreateArray();
+	char text[512];
+
+	for (int i = 0; i < a->n_zoom && i < ASK_MAX_SPANS_JSON; i++) {
+		const struct session_zoom *z = &a->zoom[i];
+		const struct sekv_span *sp = &in->mem->span[z->span];
+		cJSON *o = cJSON_CreateObject();
+		session_span_text(s, sp->start, sp->len, text, sizeof text);
+		cJSON_AddNumberToObject(o, "span", z->span);
+		cJSON_AddNumberToObject(o, "layer", in->layer_id[z->layer]);
+		cJSON_AddNumberToObject(o, "head", z->head);
+		cJSON_AddNumberToObject(o, "steps", z->steps);
+		cJSON_AddNumberToObject(o, "start", sp->start);
+		cJSON_AddNumberToObject(o, "len", sp->len);
+		cJSON_AddNumberToObject(o, "alpha", z->alpha_max);
+		cJSON_AddStringToObject(o, "text", text);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+static int print_json(const struct session *s, const struct app_opts *o,
+		      const struct session_answer *a)
+{
+	struct session_info in;
+	cJSON *j = cJSON_CreateObject();
+
+	session_get_info(s, &in);
+	cJSON_AddStringToObject(j, "answer", a->text ? a->text : "");
+	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
+	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
+	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
+	cJSON_AddNumberToObject(j, "rmax", in.r_use);
+	cJSON_AddNumberToObject(j, "length", in.n_tok);
+	cJSON_AddNumberToObject(j, "prefill_s", 0.0);
+	cJSON_AddNumberToObject(j, "resume_s", in.resume_s);
+	cJSON_AddNumberToObject(j, "question_tokens", a->n_question);
+	cJSON_AddNumberToObject(j, "question_s", a->question_s);
+	cJSON_AddNumberToObject(j, "answer_tokens", a->n_gen);
+	cJSON_AddNumberToObject(j, "decode_tps", a->decode_tps);
+	cJSON_AddNumberToObject(j, "resident_bytes", (double)a->peak_resident_bytes);
+	cJSON_AddNumberToObject(j, "full_kv_bytes", (double)in.full_kv_bytes);
+	cJSON_AddNumberToObject(j, "resident_ratio",
+				in.full_kv_bytes ? (double)a->peak_resident_bytes / (double)in.full_kv_bytes : 0);
+	cJSON_AddNumberToObject(j, "host_bytes", (double)in.host_bytes);
+	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
+	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
+	if (!in.kv_full) {
+		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
+		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
+		cJSON_AddNumberToObject(j, "n_span", in.n_span);
+		cJSON_AddNumberToObject(j, "n_compressed", in.n_comp);
+		cJSON_AddNumberToObject(j, "zoom_per_token", a->zoom_per_token);
+		cJSON_AddNumberToObject(j, "zoomed_distinct", a->n_zoom);
+		cJSON_AddItemToObject(j, "zoomed_spans", zooms_json(s, &in, a));
+	} else {
+		cJSON_AddItemToObject(j, "zoomed_spans", cJSON_CreateArray());
+	}
+	(void)o;
+	char *txt = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	if (!txt)
+		return SEKV_ENOMEM;
+	printf("%s\n", txt);
+	free(txt);
+	return 0;
+}
+
+int cmd_ask(int argc, char **argv)
+{
+	struct app_opts o;
+	struct session *s = NULL;
+	struct session_answer a = {0};
+	char err[1024];
+	int64_t id;
+	int rc;
+
+	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
+		fprintf(stderr, "sekv ask: %s\n", err);
+		return 2;
+	}
+	if (o.n_args != 2 || app_parse_doc_id(o.args[0], &id)) {
+		fprintf(stderr, "usage: sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json]\n");
+		return 2;
+	}
+	if ((rc = session_open(&s, &o, id, err, sizeof err))) {
+		fprintf(stderr, "sekv ask: %s\n", err);
+		return 1;
+	}
+	rc = session_ask(s, o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
+	if (rc && rc != SEKV_EINTR) {
+		fprintf(stderr, "sekv ask: %s\n", err);
+	} else if (o.json) {
+		rc = print_json(s, &o, &a);
+	} else {
+		printf("\n");
+		if (!o.quiet) {
+			struct session_info in;
+			session_get_info(s, &in);
+			fprintf(stderr, "ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
+				"%.1f zoomed spans/token, resume %.3fs\n",
+				a.n_gen, a.decode_tps,
+				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),
+				a.zoom_per_token, in.resume_s);
+		}
+	}
+	session_answer_free(&a);
+	session_close(s);
+	return rc ? 1 : 0;
+}

@@ -1,0 +1,133 @@
+/* cmd_chat.c - `sekv chat [DOC]`: the terminal UI over a session. Without
+ * DOC, the newest ready document is opened. The UI sees the engine only
+ * through struct ui_frame, filled here from the SeKV live statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "app/session.h"
+#include "engine/err.h"
+#include "engine/sekv/sekv.h"
+#include "store/store.h"
+#include "ui/ui.h"
+
+#define CHAT_MAX_ZOOM 256
+
+struct chat_app {
+	struct session *s;
+	struct session_info info;
+	struct ui_chat *ui;
+	struct ui_zoom zoom[CHAT_MAX_ZOOM];
+};
+
+static int on_step(void *ud, const struct session_step *st)
+{
+	struct chat_app *c = ud;
+	struct ui_frame f;
+	int n = 0;
+
+	memset(&f, 0, sizeof f);
+	f.piece = st->piece;
+	f.piece_len = st->piece_len;
+	f.n_gen = st->n_gen;
+	f.tps = st->tps;
+	f.n_layer = c->info.n_layer;
+	f.n_head = c->info.n_head;
+	f.layer_id = c->info.layer_id;
+	f.n_tok_doc = c->info.n_tok;
+	f.resident_bytes = st->resident_bytes;
+	f.peak_resident_bytes = st->peak_resident_bytes;
+	f.full_kv_bytes = c->info.full_kv_bytes;
+	f.host_bytes = c->info.host_bytes;
+	f.mode = c->info.kv_full ? "full" : "sekv";
+	if (st->stats && c->info.mem) {
+		const struct sekv_mem *mem = c->info.mem;
+		f.zoom_count = st->stats->zoom_count;
+		f.budget_bytes = st->stats->budget_bytes;
+		for (int i = 0; i < st->stats->n_zoom && n < CHAT_MAX_ZOOM; i++) {
+			const struct sekv_zoom *z = &st->stats->zoom[i];
+			if (z->span < 0 || z->span >= mem->n_span)
+				continue;
+			c->zoom[n++] = (struct ui_zoom){ z->span, z->layer, z->head,
+				mem->span[z->span].start, mem->span[z->span].len, z->alpha };
+		}
+	}
+	f.n_zoom = n;
+	f.zoom = c->zoom;
+	return ui_chat_on_token(c->ui, &f);
+}
+
+static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size_t errlen)
+{
+	struct chat_app *c = ud;
+	struct session_answer a;
+
+	c->ui = ui;
+	int rc = session_ask(c->s, q, on_step, c, &a, err, errlen);
+	session_answer_free(&a);
+	return rc;
+}
+
+static void chat_span_text(void *ud, int32_t start, int32_t len, char *buf, size_t cap)
+{
+	struct chat_app *c = ud;
+	session_span_text(c->s, start, len, buf, cap);
+}
+
+/* Newest document in state READY, or 0. */
+static int64_t newest_doc(const struct app_opts *o, char *err, size_t errlen)
+{
+	struct store *st = NULL;
+	struct store_doc *docs = NULL;
+	int n = 0;
+	int64_t id = 0;
+
+	if (store_open(&st, o->db, err, errlen) == 0 && store_doc_list(st, &docs, &n, err, errlen) == 0)
+		for (int i = n - 1; i >= 0 && !id; i--)
+			if (docs[i].state == STORE_DOC_READY)
+				id = docs[i].id;
+	free(docs);
+	store_close(st);
+	return id;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+	struct app_opts o;
+	struct chat_app c;
+	char err[1024];
+	int64_t id = 0;
+
+	memset(&c, 0, sizeof c);
+	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
+		fprintf(stderr, "sekv chat: %s\n", err);
+		return 2;
+	}
+	if (o.n_args > 1 || (o.n_args == 1 && app_parse_doc_id(o.args[0], &id))) {
+		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
+		return 2;
+	}
+	if (!id && !(id = newest_doc(&o, err, sizeof err))) {
+		fprintf(stderr, "sekv chat: no document in %s yet: run 'sekv ingest FILE' first\n", o.db);
+		return 1;
+	}
+	fprintf(stderr, "sekv chat: opening document %lld...\n", (long long)id);
+	if (session_open(&c.s, &o, id, err, sizeof err)) {
+		fprintf(stderr, "sekv chat: %s\n", err);
+		return 1;
+	}
+	session_get_info(c.s, &c.info);
+	struct ui_chat_ops ops = { .ud = &c, .ask = chat_ask, .span_text = chat_span_text };
+	struct ui_doc_info di = {
+		.title = c.info.title, .doc_id = c.info.doc_id, .n_tok = c.info.n_tok,
+		.model_name = c.info.model_name, .resume_s = c.info.resume_s,
+	};
+	int rc = ui_chat_run(&ops, &di, err, sizeof err);
+	session_close(c.s);
+	if (rc) {
+		fprintf(stderr, "sekv chat: %s\n", err);
+		return 1;
+	}
+	return 0;
+}

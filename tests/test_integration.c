@@ -1,0 +1,248 @@
+/* test_integration.c - the whole path with the real model: ingest the
+ * bundled sample (~9,200 tokens) into a fresh library, then answer from the
+ * stored memory. The ingest runs once (first test) and later tests reuse
+ * the document; each test still fails on its own when the ingest failed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "app/app.h"
+#include "app/session.h"
+#include "engine/err.h"
+#include "engine/model.h"
+#include "engine/sekv/sekv.h"
+#include "store/store.h"
+#include "tests/test.h"
+
+#define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
+
+static int64_t g_doc;      /* ingested document, 0 until done */
+static double g_prefill_s; /* as stored */
+static char g_db[512];
+
+static void base_opts(struct app_opts *o)
+{
+	char err[256];
+	app_opts_parse(o, 0, NULL, err, sizeof err);
+	snprintf(o->model, sizeof o->model, "%s", test_model_path());
+	snprintf(o->db, sizeof o->db, "%s", g_db);
+	o->quiet = 1;
+}
+
+static void integration_ingest_sample(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct store *st = NULL;
+	struct store_doc d;
+	char err[1024];
+
+	T_CHECKF(t, access(test_model_path(), R_OK) == 0, "model %s missing (make model)", test_model_path());
+	snprintf(g_db, sizeof g_db, "%s/library.db", test_tmpdir());
+	base_opts(&o);
+	/* rank 256 >= d_h: the stored factors can rebuild spans exactly, which
+	 * the full-budget equivalence test below relies on; other tests use
+	 * --rmax 32 at ask time. */
+	o.r_max = 256;
+	int rc = app_ingest(&o, SAMPLE, &g_doc, err, sizeof err);
+	T_CHECKF(t, rc == 0, "ingest: %s", err);
+	T_CHECK(t, store_open(&st, g_db, err, sizeof err) == 0);
+	rc = store_doc_get(st, g_doc, &d, err, sizeof err);
+	store_close(st);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECK(t, d.state == STORE_DOC_READY);
+	T_CHECKF(t, d.n_tok > 9000 && d.n_tok < 9400, "n_tok %lld", (long long)d.n_tok);
+	T_CHECKF(t, d.prefill_s > 0, "prefill_s %f", d.prefill_s);
+	g_prefill_s = d.prefill_s;
+}
+
+static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct session_answer *a,
+	       struct session_info *info, long long *n_eval)
+{
+	struct session *s = NULL;
+	char err[1024];
+	int rc = session_open(&s, o, g_doc, err, sizeof err);
+	if (rc) {
+		T_FAIL(t, "session_open: %s", err);
+		return rc;
+	}
+	long long e0 = model_n_eval(session_model(s));
+	rc = session_ask(s, q, NULL, NULL, a, err, sizeof err);
+	if (rc)
+		T_FAIL(t, "session_ask: %s", err);
+	if (n_eval)
+		*n_eval = model_n_eval(session_model(s)) - e0;
+	if (info) {
+		session_get_info(s, info);
+		info->mem = NULL;
+		info->tokens = NULL;
+		info->layer_id = NULL;
+		info->title = info->model_name = NULL;
+	}
+	session_close(s);
+	return rc;
+}
+
+static void integration_ask_without_document_forward(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct session_answer a;
+	struct session_info in;
+	long long n_eval = 0;
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.n_predict = 24;
+	o.r_max = 32;
+	o.r_max_set = 1;
+	if (ask(t, &o, "What is this document about?", &a, &in, &n_eval))
+		return;
+	int ok_eval = n_eval == a.n_question + a.n_gen;
+	int n_gen = a.n_gen;
+	double resume = in.resume_s;
+	session_answer_free(&a);
+	/* every forward position is a question or answer token: none of the
+	 * ~9,200 document tokens went through the model again */
+	T_CHECKF(t, ok_eval, "forward positions %lld != question + answer", n_eval);
+	T_CHECK(t, n_gen > 0);
+	T_CHECKF(t, resume < g_prefill_s / 5, "resume %.3fs vs prefill %.3fs", resume, g_prefill_s);
+}
+
+static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct session_answer full, sk;
+	const char *q = "Summarize the conditions for conveying modified source versions.";
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.n_predict = 32;
+	o.kv_full = 1;
+	if (ask(t, &o, q, &full, NULL, NULL))
+		return;
+	base_opts(&o);
+	o.n_predict = 32;
+	o.budget = 1.0;
+	o.budget_set = 1;
+	o.r_max = 256;
+	o.r_max_set = 1;
+	if (ask(t, &o, q, &sk, NULL, NULL)) {
+		session_answer_free(&full);
+		return;
+	}
+	int same = full.n_gen == sk.n_gen && !memcmp(full.ids, sk.ids, (size_t)full.n_gen * sizeof *full.ids);
+	int first_diff = -1;
+	for (int i = 0; i < full.n_gen && i < sk.n_gen && first_diff < 0; i++)
+		if (full.ids[i] != sk.ids[i])
+			first_diff = i;
+	int n_full = full.n_gen, n_sk = sk.n_gen;
+	session_answer_free(&full);
+	session_answer_free(&sk);
+	T_CHECKF(t, n_full == 32, "full answer has %d tokens", n_full);
+	T_CHECKF(t, same, "sekv (%d tokens) differs from full (%d) at token %d", n_sk, n_full, first_diff);
+}
+
+static void integration_budget_respected(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct session_answer a;
+	struct session_info in;
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.n_predict = 24;
+	o.r_max = 32;
+	o.r_max_set = 1;
+	if (ask(t, &o, "Which version of the license applies?", &a, &in, NULL))
+		return;
+	size_t peak = a.peak_resident_bytes;
+	double zpt = a.zoom_per_token;
+	session_answer_free(&a);
+	T_CHECKF(t, peak <= in.full_kv_bytes / 10 + 1, "resident %zu > 10%% of %zu", peak, in.full_kv_bytes);
+	T_CHECKF(t, zpt > 0, "no span zoomed (%.2f per token)", zpt);
+	T_CHECK(t, in.host_bytes > 0);
+}
+
+static char *run_cmd(const char *cmd)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	if (!p || !buf) {
+		free(buf);
+		if (p)
+			pclose(p);
+		return NULL;
+	}
+	size_t r;
+	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+		n += r;
+		if (n + 1 >= cap) {
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+	}
+	buf[n] = 0;
+	if (pclose(p) != 0) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void cli_ask_json_fields(struct test_ctx *t)
+{
+	char cmd[2048];
+
+	T_CHECK(t, g_doc > 0);
+	snprintf(cmd, sizeof cmd, "./bin/sekv ask %lld 'Who is the licensor?' --db %s -m %s -n 12 --rmax 32 --json 2>/dev/null",
+		 (long long)g_doc, g_db, test_model_path());
+	char *out = run_cmd(cmd);
+	T_CHECKF(t, out != NULL, "command failed: %s", cmd);
+	cJSON *j = cJSON_Parse(out);
+	free(out);
+	T_CHECK(t, j != NULL);
+	const char *keys[] = { "answer", "prefill_s", "resume_s", "decode_tps", "resident_bytes",
+			       "full_kv_bytes", "host_bytes", "zoomed_spans" };
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+		if (!cJSON_GetObjectItem(j, keys[i])) {
+			T_FAIL(t, "--json lacks %s", keys[i]);
+			cJSON_Delete(j);
+			return;
+		}
+	cJSON *z = cJSON_GetObjectItem(j, "zoomed_spans");
+	int ok = cJSON_IsArray(z) && cJSON_GetArraySize(z) > 0 &&
+		 cJSON_GetObjectItem(cJSON_GetArrayItem(z, 0), "text") &&
+		 cJSON_GetObjectItem(j, "prefill_s")->valuedouble == 0.0 &&
+		 cJSON_IsString(cJSON_GetObjectItem(j, "answer"));
+	cJSON_Delete(j);
+	T_CHECK(t, ok);
+}
+
+static void cli_ls_lists_document(struct test_ctx *t)
+{
+	char cmd[1024], want[64];
+
+	T_CHECK(t, g_doc > 0);
+	snprintf(cmd, sizeof cmd, "./bin/sekv ls --db %s", g_db);
+	char *out = run_cmd(cmd);
+	T_CHECK(t, out != NULL);
+	snprintf(want, sizeof want, "%lld\t", (long long)g_doc);
+	int ok = strncmp(out, want, strlen(want)) == 0 && strstr(out, "gnu-gpl-3-and-lgpl-3.txt");
+	free(out);
+	T_CHECK(t, ok);
+}
+
+const struct test_case test_integration[] = {
+	{ "integration_ingest_sample", integration_ingest_sample },
+	{ "integration_ask_without_document_forward", integration_ask_without_document_forward },
+	{ "integration_sekv_full_budget_equals_full_kv", integration_sekv_full_budget_equals_full_kv },
+	{ "integration_budget_respected", integration_budget_respected },
+	{ "cli_ask_json_fields", cli_ask_json_fields },
+	{ "cli_ls_lists_document", cli_ls_lists_document },
+	{ NULL, NULL },
+};
