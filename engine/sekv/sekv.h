@@ -63,6 +63,8 @@ struct sekv_mem {
 	int d_h;
 	int r_max;            /* R_max the factors were built with */
 	float alpha_used;     /* threshold multiplier actually used */
+	char note[256];       /* how alpha / merging was chosen to fit the budget,
+	                         e.g. "alpha raised 1.00 -> 2.35, ..." ("" = none) */
 	int32_t *layer_id;    /* [n_layer] model layer index of each global layer */
 
 	int32_t *tokens;      /* [n_tok] */
@@ -94,7 +96,8 @@ struct sekv_mem {
 
 /* Segmentation (DESIGN.md section 2 step 4): position t is an anchor when
  * H_t > mu_t + alpha * sigma_t, mu_t and sigma_t being the mean and standard
- * deviation of H_0..H_{t-1} (causal; no anchor before 2 samples). Positions
+ * (population) deviation of H_0..H_{t-1} (causal, Welford; no anchor
+ * before 2 samples). Positions
  * < n_sink and >= n - n_recent are exact and belong to no span. Runs between
  * anchors become spans; runs shorter than l_min are marked full.
  * is_anchor [n] out; *span is malloc'ed (caller frees). Returns 0 or code. */
@@ -108,6 +111,14 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
  * p->static_share * p->budget * full_kv_bytes (reported in alpha_used);
  * computes summaries, SVD factors (LAPACK sgesdd) and the untrained router
  * (W = top-d' principal directions of the layer's keys; tau = p->tau).
+ * Alpha policy: the smallest alpha >= p->alpha (geometric search, then
+ * bisection to 0.01) whose exact rows (fp16) + summaries (fp32) fit; when
+ * none does, neighbouring spans merge pairwise (anchors between them are
+ * demoted) until they fit or one span is left; m->note says what was done
+ * ("budget not met: ..." when even that cannot fit: decoding then zooms
+ * nothing). Ranks r = min(|S|, d_h, p->r_max). tokens may be NULL (zeros).
+ * Uses p->n_threads threads (plus LAPACK's own). Errors: SEKV_EINVAL (bad
+ * shape, non-finite surprisal or KV, LAPACK failure), SEKV_ENOMEM.
  * Borrowed inputs are copied. *out owned by caller (sekv_mem_free). */
 int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	       int n_tok, const int32_t *tokens, const float *surprisal,
@@ -117,12 +128,22 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 
 /* Allocates an empty memory with the given shape and counts, every array
  * zeroed and sized (factor arrays sized from ranks[] [n_layer][n_comp]
- * [n_head_kv][2] and span lengths); used by store/ when loading. */
+ * [n_head_kv][2] and span lengths); used by store/ when loading.
+ * span [n_span] is copied and checked (ascending, non-overlapping, inside
+ * 0..n_tok, full 0/1); n_comp = spans with full == 0; ranks may be NULL
+ * (all ranks 0), else each rank is in 0..min(len, d_h). r_max is set to the
+ * largest rank, tau to 0, layer_id to 0..n_layer-1: the caller fills the
+ * rest. One allocation (m->arena). Returns 0, SEKV_EINVAL (bad shape, span
+ * or rank) or SEKV_ENOMEM. Byte counters are filled (update_counts). */
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
 		   int n_exact, const int32_t *ranks);
 void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
-/* Recomputes n_comp/comp_span from span[], and the byte counters. */
+/* Recomputes n_comp/comp_span from span[], and the byte counters:
+ * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows (fp16)
+ * + k_bar/v_bar (fp32); host_bytes = all factors (u, s, v fp32). The span
+ * array's full flags must not change the number of compressed spans the
+ * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
 
 /* One zoomed span at the current step (for the UI and --json). */
@@ -135,12 +156,16 @@ struct sekv_zoom {
 
 /* Live counters of a decode stream, updated at every sekv_attend call. */
 struct sekv_stats {
-	int step;                 /* decode steps seen (tokens) */
-	int *zoom_count;          /* [n_layer][n_head] spans zoomed this step */
+	int step;                 /* decode steps seen: a call with a new pos
+	                             starts a step and clears the per-step fields */
+	int *zoom_count;          /* [n_layer][n_head] spans zoomed this step for
+	                             the head's KV head (all its query heads
+	                             see a zoomed span's rows) */
 	int n_zoom;               /* entries in zoom[] this step (all layers) */
 	struct sekv_zoom *zoom;   /* [cap] this step's zooms, all layers */
 	long long zoom_total;     /* sum over steps of distinct (layer, span) zooms */
-	size_t resident_bytes;    /* device-tier KV rows now */
+	size_t resident_bytes;    /* device-tier KV rows now: static_bytes + tail
+	                             + this step's reconstructed rows */
 	size_t peak_resident_bytes;
 	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
 	size_t tail_bytes;        /* question + generated rows */
@@ -151,7 +176,11 @@ struct sekv_ctx; /* opaque decode stream */
 
 /* Opens a decode stream over mem (borrowed: must outlive the ctx). tail_cap
  * is the most question + generated tokens it will see; q_scale as in
- * model_hparams. All scratch is sized here. */
+ * model_hparams. From p it takes budget, r_use and recon_f32; the zoom
+ * thresholds are mem->tau (p->tau only seeds them in sekv_build). The
+ * router's kappa_S are precomputed here: change mem->route_w, mem->tau
+ * only before opening a ctx. All scratch is sized here. Errors:
+ * SEKV_EINVAL (tail_cap < 1, bad shape), SEKV_ENOMEM. */
 int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *mem,
 		 const struct sekv_params *p, int tail_cap, float q_scale,
 		 char *err, size_t errlen);
@@ -161,7 +190,17 @@ void sekv_ctx_reset(struct sekv_ctx *c);
 
 /* model_attn callback (engine/model.h): `layer` is the MODEL layer index;
  * routes, zooms under the budget, reconstructs from factors and attends
- * with one softmax (DESIGN.md section 3). ctx is a struct sekv_ctx. */
+ * with one softmax (DESIGN.md section 3). ctx is a struct sekv_ctx.
+ * q [n_head][d_h] unscaled, k, v [n_head_kv][d_h] of this token (stored
+ * fp16 as tail row pos - n_tok), out [n_head][d_h]. Tail rows are appended
+ * in order per layer (a position may be redone: later rows are forgotten).
+ * Budget: the allowance left by static + tail bytes is split equally over
+ * global layers; a layer zooms its candidates (alpha_S > tau, one per
+ * (KV head, span), best alpha of its query heads) by descending alpha_S,
+ * skipping one that no longer fits (so a long span cannot block shorter,
+ * lower-alpha ones). SEKV_EINVAL: layer not global, pos
+ * outside n_tok..n_tok+tail_cap-1 or skipping a row. Not thread-safe
+ * per ctx; several ctx may share one mem. */
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		const float *k, const float *v, float *out);
 

@@ -1,0 +1,203 @@
+/* mem.c - storage of a SeKV document memory: default parameters, the one-
+ * allocation layout of struct sekv_mem (sekv_mem_alloc/free) and its byte
+ * counters (DESIGN.md sections 4 and 6).
+ * Invariant: every array of a sekv_mem lives in m->arena, 64-byte aligned,
+ * sized once from the shapes; nothing here is resized later.
+ * Segmentation and building live in segment.c/build.c, decoding in attend.c.
+ */
+#include "engine/sekv/sekv.h"
+#include "engine/err.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void sekv_default_params(struct sekv_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->alpha = 1.0f;
+	p->l_min = 4;
+	p->n_sink = 4;
+	p->n_recent = 64;
+	p->r_max = 32;
+	p->r_use = 32;
+	p->budget = 0.10;
+	p->static_share = 0.5;
+	p->tau = 0.0f;
+	p->recon_f32 = 0;
+	p->n_threads = 0;
+}
+
+/* a * b into *r; 0 on overflow. */
+static int mul_ok(size_t a, size_t b, size_t *r)
+{
+	if (a && b > (size_t)-1 / a)
+		return 0;
+	*r = a * b;
+	return 1;
+}
+
+/* Reserves n elements of size es at the aligned end of *off. */
+static int reserve(size_t *off, size_t n, size_t es, size_t *at)
+{
+	size_t bytes, o = (*off + 63) & ~(size_t)63;
+
+	if (o < *off || !mul_ok(n, es, &bytes) || o + bytes < o)
+		return 0;
+	*at = o;
+	*off = o + bytes;
+	return 1;
+}
+
+static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
+{
+	int32_t end = 0;
+
+	for (int i = 0; i < n_span; i++) {
+		const struct sekv_span *s = &span[i];
+		if (s->start < end || s->len < 1 || s->len > n_tok - s->start ||
+		    (s->full != 0 && s->full != 1))
+			return 0;
+		end = s->start + s->len;
+	}
+	return 1;
+}
+
+int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
+		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
+		   int n_exact, const int32_t *ranks)
+{
+	struct sekv_mem *m;
+	size_t off = 0, o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
+	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fl, n_row, n_bar, n_fac,
+	       n_rw, n_fl = 0;
+	int n_comp = 0;
+	char *a;
+
+	*out = NULL;
+	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
+	    n_head % n_head_kv || d_h < 1 || n_span < 0 || n_exact < 0 ||
+	    n_exact > n_tok || (n_span > 0 && !span) ||
+	    !check_spans(n_tok, n_span, span))
+		return SEKV_EINVAL;
+	for (int i = 0; i < n_span; i++)
+		n_comp += !span[i].full;
+	n_fac = (size_t)n_layer * n_comp * n_head_kv * 2;
+	/* factor f of (layer l, compressed span c, KV head, K/V) is
+	 * ((l * n_comp + c) * n_head_kv + kv) * 2 + K/V: spans in order */
+	if (ranks) {
+		const int32_t *r = ranks;
+		for (int l = 0; l < n_layer; l++)
+			for (int i = 0; i < n_span; i++) {
+				if (span[i].full)
+					continue;
+				for (int j = 0; j < n_head_kv * 2; j++, r++) {
+					if (*r < 0 || *r > span[i].len || *r > d_h)
+						return SEKV_EINVAL;
+					n_fl += (size_t)*r * ((size_t)span[i].len + 1 + (size_t)d_h);
+				}
+			}
+	}
+	if (!mul_ok((size_t)n_layer * n_head_kv * d_h, (size_t)n_exact, &n_row) ||
+	    !mul_ok((size_t)n_layer * n_head_kv * d_h, (size_t)n_comp, &n_bar) ||
+	    !mul_ok((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw))
+		return SEKV_EINVAL;
+	if (!reserve(&off, sizeof *m, 1, &o_m) ||
+	    !reserve(&off, n_layer, sizeof(int32_t), &o_lid) ||
+	    !reserve(&off, n_tok, sizeof(int32_t), &o_tok) ||
+	    !reserve(&off, n_tok, sizeof(float), &o_h) ||
+	    !reserve(&off, n_tok, 1, &o_anc) ||
+	    !reserve(&off, n_span, sizeof(struct sekv_span), &o_span) ||
+	    !reserve(&off, n_span, sizeof(int32_t), &o_comp) ||
+	    !reserve(&off, n_exact, sizeof(int32_t), &o_epos) ||
+	    !reserve(&off, n_row, sizeof(uint16_t), &o_ek) ||
+	    !reserve(&off, n_row, sizeof(uint16_t), &o_ev) ||
+	    !reserve(&off, n_bar, sizeof(float), &o_kb) ||
+	    !reserve(&off, n_bar, sizeof(float), &o_vb) ||
+	    !reserve(&off, n_fac, sizeof(struct sekv_factor), &o_fac) ||
+	    !reserve(&off, n_rw, sizeof(float), &o_rw) ||
+	    !reserve(&off, (size_t)n_layer * n_head, sizeof(float), &o_tau) ||
+	    !reserve(&off, n_fl, sizeof(float), &o_fl))
+		return SEKV_EINVAL;
+	a = calloc(1, off ? off : 1);
+	if (!a)
+		return SEKV_ENOMEM;
+	m = (struct sekv_mem *)(a + o_m);
+	m->arena = a;
+	m->n_tok = n_tok;
+	m->n_layer = n_layer;
+	m->n_head = n_head;
+	m->n_head_kv = n_head_kv;
+	m->d_h = d_h;
+	m->layer_id = (int32_t *)(a + o_lid);
+	for (int l = 0; l < n_layer; l++)
+		m->layer_id[l] = l;
+	m->tokens = (int32_t *)(a + o_tok);
+	m->surprisal = (float *)(a + o_h);
+	m->is_anchor = (uint8_t *)(a + o_anc);
+	m->n_span = n_span;
+	m->span = (struct sekv_span *)(a + o_span);
+	if (n_span)
+		memcpy(m->span, span, (size_t)n_span * sizeof *span);
+	m->comp_span = (int32_t *)(a + o_comp);
+	m->n_exact = n_exact;
+	m->exact_pos = (int32_t *)(a + o_epos);
+	m->exact_k = (uint16_t *)(a + o_ek);
+	m->exact_v = (uint16_t *)(a + o_ev);
+	m->k_bar = (float *)(a + o_kb);
+	m->v_bar = (float *)(a + o_vb);
+	m->fac = (struct sekv_factor *)(a + o_fac);
+	m->route_w = (float *)(a + o_rw);
+	m->tau = (float *)(a + o_tau);
+	if (ranks) {
+		float *fl = (float *)(a + o_fl);
+		struct sekv_factor *fc = m->fac;
+		for (int l = 0; l < n_layer; l++)
+			for (int i = 0; i < n_span; i++) {
+				if (span[i].full)
+					continue;
+				for (int j = 0; j < n_head_kv * 2; j++, fc++) {
+					fc->rank = ranks[fc - m->fac];
+					fc->u = fl;
+					fl += (size_t)span[i].len * fc->rank;
+					fc->s = fl;
+					fl += fc->rank;
+					fc->v = fl;
+					fl += (size_t)d_h * fc->rank;
+					if (fc->rank > m->r_max)
+						m->r_max = fc->rank;
+				}
+			}
+	}
+	sekv_mem_update_counts(m);
+	*out = m;
+	return SEKV_OK;
+}
+
+void sekv_mem_free(struct sekv_mem *m)
+{
+	if (m)
+		free(m->arena);
+}
+
+void sekv_mem_update_counts(struct sekv_mem *m)
+{
+	size_t row = (size_t)m->n_layer * m->n_head_kv * m->d_h;
+	size_t host = 0;
+
+	m->n_comp = 0;
+	for (int i = 0; i < m->n_span; i++)
+		if (!m->span[i].full)
+			m->comp_span[m->n_comp++] = i;
+	m->full_kv_bytes = (size_t)m->n_tok * row * 2 * 2;
+	m->static_bytes = (size_t)m->n_exact * row * 2 * 2 +
+			  (size_t)m->n_comp * row * 2 * sizeof(float);
+	for (int l = 0; l < m->n_layer; l++)
+		for (int c = 0; c < m->n_comp; c++)
+			for (int kv = 0; kv < m->n_head_kv * 2; kv++) {
+				const struct sekv_factor *f = &m->fac[
+					((size_t)l * m->n_comp + c) * m->n_head_kv * 2 + kv];
+				size_t len = (size_t)m->span[m->comp_span[c]].len;
+				host += (size_t)f->rank * (len + 1 + m->d_h) * sizeof(float);
+			}
+	m->host_bytes = host;
+}
