@@ -27,6 +27,12 @@ struct gguf_str {
 	uint64_t len;
 };
 
+/* For a STRING value, data points at its u64 length prefix (use
+ * gguf_get_str). For arrays, data points at element 0 (past the element
+ * type and count); string elements are length-prefixed (use gguf_arr_str).
+ * Arrays of arrays are validated (nesting <= 8) and kept with arr_type ==
+ * GGUF_ARRAY; the element accessors refuse them with SEKV_EFORMAT.
+ * Scalars are little-endian and unaligned: read them with memcpy. */
 struct gguf_kv {
 	struct gguf_str key;
 	enum gguf_vtype type;      /* GGUF_ARRAY for arrays */
@@ -64,7 +70,15 @@ struct gguf {
 /* Maps and validates `path`. On success *out owns the mapping (gguf_close).
  * Errors: SEKV_EIO (open/mmap, errno text), SEKV_EFORMAT (bad magic, version,
  * any count/length/offset beyond the file; message names file and field),
- * SEKV_EUNSUP (unknown tensor type), SEKV_ENOMEM. */
+ * SEKV_EUNSUP (unknown tensor type), SEKV_ENOMEM. *out is NULL on error.
+ * Also rejected (EFORMAT): duplicate keys or tensor names, general.alignment
+ * not a u32 power of two, tensor offsets not multiples of the alignment,
+ * rows not a whole number of blocks, element counts beyond int64 (product
+ * of the non-zero dims). Tensor types that are known but not decodable
+ * (quant_supported() == 0) open fine: callers check before use.
+ * Cost: one pass over the metadata (the 262144-entry vocabulary of the
+ * default model indexes in a few ms). After open, every accessor below is
+ * read-only and safe to call from several threads. */
 int gguf_open(struct gguf **out, const char *path, char *err, size_t errlen);
 
 /* Same as gguf_open over a caller-owned buffer (used by tests and fuzzing);
@@ -74,7 +88,8 @@ int gguf_open_buffer(struct gguf **out, const void *buf, size_t size,
 
 void gguf_close(struct gguf *g); /* NULL is a no-op */
 
-/* Lookups return NULL when absent. Keys are compared exactly. */
+/* Lookups return NULL when absent. Keys are compared exactly; both are
+ * O(1) (hash tables built at open). Only for handles from gguf_open*. */
 const struct gguf_kv *gguf_find_kv(const struct gguf *g, const char *key);
 const struct gguf_tensor *gguf_find_tensor(const struct gguf *g, const char *name);
 
@@ -88,7 +103,10 @@ int gguf_get_bool(const struct gguf *g, const char *key, int *out);
 int gguf_get_str(const struct gguf *g, const char *key, struct gguf_str *out);
 
 /* Array access: element i of an array kv. Strings inside arrays are
- * length-prefixed, so gguf_arr_str walks an index built at open (O(1)). */
+ * length-prefixed, so gguf_arr_str walks an index built at open (O(1)).
+ * Both return SEKV_EINVAL when kv is not an array (or, for gguf_arr_str,
+ * not one of g's keys) or i >= arr_n, SEKV_EFORMAT when the element type
+ * does not fit the call. */
 int gguf_arr_str(const struct gguf *g, const struct gguf_kv *kv, uint64_t i,
 		 struct gguf_str *out);
 /* Numeric element i converted to double (any numeric or bool element type). */

@@ -27,12 +27,28 @@ size_t quant_block_bytes(uint32_t type);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block. */
 size_t quant_row_bytes(uint32_t type, uint64_t n);
 
-/* y[0..n) = dequant(x). n must be a multiple of the block size. */
+/* y[0..n) = dequant(x). n must be a multiple of the block size; x holds
+ * quant_row_bytes(type, n) bytes. Types with quant_supported() == 0 leave y
+ * untouched (callers check support when they open a model).
+ * Thread-safe (no state). */
 void quant_dequant_row(uint32_t type, const void *x, float *y, size_t n);
-/* Returns sum_i dequant(x)[i] * y[i] over n elements. */
+/* Returns sum_i dequant(x)[i] * y[i] over n elements (same contract as
+ * quant_dequant_row; 0 for unsupported types). Decodes one block at a time,
+ * never a whole row; the summation order differs from a sequential sum
+ * (independent per-lane partial sums), so results agree with a double
+ * precision reference to ~1e-6 relative, not bit for bit. Thread-safe. */
 float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n);
 
-/* IEEE half <-> float. */
+/* y[r] = quant_dot_row(type, w + r*row_bytes, x, n_cols) for r in
+ * [0, n_rows): w is a row-major [n_rows][row_bytes] matrix (row_bytes >=
+ * quant_row_bytes(type, n_cols)), x is [n_cols], y is [n_rows].
+ * Single-threaded; callers split rows across threads. */
+void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		  int n_cols, const float *x, float *y);
+
+/* IEEE half <-> float. f32 -> f16 rounds to nearest even, overflows to
+ * inf, flushes below half the smallest subnormal to zero and keeps NaN a
+ * (quiet) NaN; f16 -> f32 is exact, subnormals included. */
 float quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);
 void quant_f16_to_f32_row(const uint16_t *x, float *y, size_t n);

@@ -1,0 +1,529 @@
+/* test_quant.c - quant.c against goldens from an independent implementation
+ * (tests/golden/quant_rows.json, written by tools/gen_quant_goldens.py with
+ * the PyPI gguf package), dot products against double-precision sums, the
+ * matvec against the dot product, and exhaustive fp16 round trips.
+ * Real model rows are read through gguf.c from test_model_path(); the model
+ * is required (make test fetches it), so its absence is a failure.
+ */
+#include "tests/test.h"
+
+#include "engine/gguf.h"
+#include "engine/quant.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GOLDEN_PATH "tests/golden/quant_rows.json"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static cJSON *golden_load(struct test_ctx *t)
+{
+	FILE *f = fopen(GOLDEN_PATH, "rb");
+	char *buf;
+	long n;
+	cJSON *doc;
+
+	if (!f) {
+		T_FAIL(t, "cannot open %s (run from the repository root)", GOLDEN_PATH);
+		return NULL;
+	}
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	buf = malloc((size_t)n + 1);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		T_FAIL(t, "cannot read %s", GOLDEN_PATH);
+		return NULL;
+	}
+	fclose(f);
+	buf[n] = 0;
+	doc = cJSON_Parse(buf);
+	free(buf);
+	if (!doc)
+		T_FAIL(t, "%s: invalid JSON", GOLDEN_PATH);
+	return doc;
+}
+
+/* values array -> malloc'd floats; NULL (and a failure) if malformed. */
+static float *golden_values(struct test_ctx *t, const cJSON *obj, int *n_out)
+{
+	const cJSON *vals = cJSON_GetObjectItemCaseSensitive(obj, "values");
+	int n = cJSON_GetArraySize(vals), i = 0;
+	float *v;
+	const cJSON *e;
+
+	if (!cJSON_IsArray(vals) || n <= 0 || !(v = malloc((size_t)n * sizeof *v))) {
+		T_FAIL(t, "golden entry without values");
+		return NULL;
+	}
+	cJSON_ArrayForEach(e, vals)
+		v[i++] = (float)e->valuedouble;
+	*n_out = n;
+	return v;
+}
+
+static uint32_t type_by_name(const char *name)
+{
+	for (uint32_t ty = 0; ty < 64; ty++)
+		if (quant_block_elems(ty) && !strcmp(quant_name(ty), name))
+			return ty;
+	return UINT32_MAX;
+}
+
+/* Deterministic pseudo-random floats in [-1, 1) (xorshift64). */
+static void fill_random(float *y, size_t n, uint64_t seed)
+{
+	uint64_t s = seed * 2654435761u + 1;
+	for (size_t i = 0; i < n; i++) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		y[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+	}
+}
+
+static float max_abs(const float *x, size_t n)
+{
+	float m = 0.0f;
+	for (size_t i = 0; i < n; i++)
+		m = fabsf(x[i]) > m ? fabsf(x[i]) : m;
+	return m;
+}
+
+/* Compares quant_dot_row(type, q) with sum(x*y) in double, where x is the
+ * dequantised row. Tolerance 1e-4 relative to sum |x_i*y_i|: the kernels
+ * sum n fp32 products in 16-32 partial sums (worst-case error about
+ * (n/16 + 32) * 2^-24 relative to that sum, < 1e-5 for n <= 2048), and
+ * the absolute-product sum stays meaningful when cancellation drives the
+ * dot itself near zero. */
+static int dot_ok(uint32_t type, const void *q, const float *x, size_t n,
+		  uint64_t seed, double *err_out, double *ref_out)
+{
+	float *y = malloc(n * sizeof *y);
+	double ref = 0.0, mag = 0.0, got;
+
+	if (!y)
+		return 0;
+	fill_random(y, n, seed);
+	for (size_t i = 0; i < n; i++) {
+		ref += (double)x[i] * y[i];
+		mag += fabs((double)x[i] * y[i]);
+	}
+	got = quant_dot_row(type, q, y, n);
+	free(y);
+	*err_out = fabs(got - ref);
+	*ref_out = ref;
+	return *err_out <= 1e-4 * mag;
+}
+
+/* ---- model rows ------------------------------------------------------- */
+
+/* Every golden row of `type_name` from the real model: dequantise the row
+ * read through gguf.c and compare with the golden floats, then check
+ * quant_dot_row on it. Dequantisation tolerance: 1e-6 * max|row|. gguf-py
+ * evaluates the same formulas in fp32 (d*sc*q - dmin*m), possibly grouping
+ * products differently; each value then differs by at most a few fp32
+ * roundings (2^-24 relative) of terms no larger than ~2*max|row|, i.e.
+ * < 3e-7 * max|row|; a wrong bit in any layout gives errors >= one
+ * quantisation step, orders of magnitude above this. */
+static void check_model_rows(struct test_ctx *t, const char *type_name)
+{
+	char err[512];
+	struct gguf *g = NULL;
+	cJSON *doc = golden_load(t);
+	const cJSON *rows, *row;
+	uint32_t want_type = type_by_name(type_name);
+	int n_checked = 0;
+
+	if (!doc)
+		return;
+	if (gguf_open(&g, test_model_path(), err, sizeof err)) {
+		cJSON_Delete(doc);
+		T_FAIL(t, "model required (make model): %s", err);
+		return;
+	}
+	rows = cJSON_GetObjectItemCaseSensitive(doc, "model_rows");
+	cJSON_ArrayForEach(row, rows) {
+		const char *ty = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "type"));
+		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "tensor"));
+		int r = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(row, "row"));
+		int n = 0;
+		const struct gguf_tensor *tn;
+		float *want, *got;
+		const uint8_t *q;
+		size_t rb;
+		double derr, dref;
+
+		if (!ty || strcmp(ty, type_name) || !name)
+			continue;
+		tn = gguf_find_tensor(g, name);
+		if (!tn || tn->type != want_type) {
+			T_FAIL(t, "tensor %s missing or not %s", name, type_name);
+			break;
+		}
+		if (!(want = golden_values(t, row, &n)))
+			break;
+		rb = quant_row_bytes(tn->type, tn->ne[0]);
+		if ((uint64_t)n != tn->ne[0] || (uint64_t)r >= tn->nbytes / rb) {
+			free(want);
+			T_FAIL(t, "%s: golden row %d of %d values does not fit", name, r, n);
+			break;
+		}
+		q = (const uint8_t *)tn->data + (size_t)r * rb;
+		got = malloc((size_t)n * sizeof *got);
+		if (!got) {
+			free(want);
+			T_FAIL(t, "out of memory");
+			break;
+		}
+		quant_dequant_row(tn->type, q, got, (size_t)n);
+		float tol = 1e-6f * max_abs(want, (size_t)n);
+		for (int i = 0; i < n; i++) {
+			if (!(fabsf(got[i] - want[i]) <= tol)) {
+				T_FAIL(t, "%s row %d [%d]: got %.9g want %.9g (tol %.3g)",
+				       name, r, i, got[i], want[i], tol);
+				break;
+			}
+		}
+		if (!t->failed && !dot_ok(tn->type, q, got, (size_t)n, (uint64_t)r + 7, &derr, &dref))
+			T_FAIL(t, "%s row %d: dot error %.3g (ref %.9g)", name, r, derr, dref);
+		free(want);
+		free(got);
+		if (t->failed)
+			break;
+		n_checked++;
+	}
+	gguf_close(g);
+	cJSON_Delete(doc);
+	if (!t->failed && n_checked == 0)
+		T_FAIL(t, "no golden rows of type %s", type_name);
+}
+
+static void dequant_f32_vs_golden(struct test_ctx *t) { check_model_rows(t, "F32"); }
+static void dequant_q8_0_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q8_0"); }
+static void dequant_q5_0_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q5_0"); }
+static void dequant_q4_k_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q4_K"); }
+static void dequant_q6_k_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q6_K"); }
+
+/* ---- synthetic blocks ------------------------------------------------- */
+
+static int hex_decode(const char *hex, uint8_t *out, size_t cap, size_t *n)
+{
+	size_t len = strlen(hex);
+	if (len % 2 || len / 2 > cap)
+		return -1;
+	for (size_t i = 0; i < len / 2; i++) {
+		unsigned v;
+		if (sscanf(hex + 2 * i, "%2x", &v) != 1)
+			return -1;
+		out[i] = (uint8_t)v;
+	}
+	*n = len / 2;
+	return 0;
+}
+
+/* Random blocks of every supported type (also the types the default model
+ * lacks): dequant must match gguf-py (exactly for the float types, whose
+ * conversion is exact; 1e-6*max|block| otherwise, as for model rows), and
+ * the dot product must match the double reference. */
+static void dequant_random_blocks_vs_golden(struct test_ctx *t)
+{
+	cJSON *doc = golden_load(t);
+	const cJSON *b;
+	int n_types = 0;
+
+	if (!doc)
+		return;
+	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(doc, "blocks")) {
+		const char *ty = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "type"));
+		const char *hex = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "hex"));
+		uint32_t type = ty ? type_by_name(ty) : UINT32_MAX;
+		static uint8_t raw[4096];
+		float got[1024], *want;
+		size_t nraw;
+		int n = 0;
+		double derr, dref;
+
+		if (type == UINT32_MAX || !hex || hex_decode(hex, raw, sizeof raw, &nraw)) {
+			T_FAIL(t, "bad golden block entry %s", ty ? ty : "?");
+			break;
+		}
+		if (!(want = golden_values(t, b, &n)))
+			break;
+		if (n > 1024 || quant_row_bytes(type, (uint64_t)n) != nraw || !quant_supported(type)) {
+			T_FAIL(t, "%s: %d values in %zu bytes (row bytes %zu, supported %d)",
+			       ty, n, nraw, quant_row_bytes(type, (uint64_t)n), quant_supported(type));
+			free(want);
+			break;
+		}
+		quant_dequant_row(type, raw, got, (size_t)n);
+		int exact = quant_block_elems(type) == 1;
+		float tol = exact ? 0.0f : 1e-6f * max_abs(want, (size_t)n);
+		for (int i = 0; i < n; i++) {
+			if (!(fabsf(got[i] - want[i]) <= tol) &&
+			    !(exact && got[i] == want[i])) {
+				T_FAIL(t, "%s [%d]: got %.9g want %.9g (tol %.3g)",
+				       ty, i, got[i], want[i], tol);
+				break;
+			}
+		}
+		/* the F16/BF16 goldens hold values up to 1e30: dot only on the
+		 * quantised ones, whose magnitudes keep the double sum exact-ish */
+		if (!t->failed && !exact &&
+		    !dot_ok(type, raw, got, (size_t)n, 99, &derr, &dref))
+			T_FAIL(t, "%s: dot error %.3g (ref %.9g)", ty, derr, dref);
+		free(want);
+		if (t->failed)
+			break;
+		n_types++;
+	}
+	cJSON_Delete(doc);
+	if (!t->failed && n_types < 10)
+		T_FAIL(t, "only %d golden block types", n_types);
+}
+
+/* ---- dot and matvec on whole tensors ---------------------------------- */
+
+/* For one tensor of each model type, quant_dot_row over 64 rows matches the
+ * double-precision dot of quant_dequant_row, and quant_matvec over those
+ * rows equals quant_dot_row row by row. */
+static void matvec_vs_dot_row_model(struct test_ctx *t)
+{
+	static const char *names[] = {
+		"token_embd.weight", "blk.0.attn_k.weight", "blk.0.attn_output.weight",
+		"blk.0.ffn_down.weight", "blk.1.attn_q.weight",
+	};
+	char err[512];
+	struct gguf *g = NULL;
+
+	if (gguf_open(&g, test_model_path(), err, sizeof err))
+		T_CHECKF(t, 0, "model required (make model): %s", err);
+	for (size_t k = 0; k < sizeof names / sizeof names[0] && !t->failed; k++) {
+		const struct gguf_tensor *tn = gguf_find_tensor(g, names[k]);
+		enum { ROWS = 64 };
+		size_t n, rb;
+		float *x, *deq, mv[ROWS];
+		double derr, dref;
+
+		if (!tn) {
+			T_FAIL(t, "tensor %s missing", names[k]);
+			break;
+		}
+		n = (size_t)tn->ne[0];
+		rb = quant_row_bytes(tn->type, n);
+		x = malloc(n * sizeof *x);
+		deq = malloc(n * sizeof *deq);
+		if (!x || !deq) {
+			free(x), free(deq);
+			T_FAIL(t, "out of memory");
+			break;
+		}
+		fill_random(x, n, 1234 + k);
+		quant_matvec(tn->type, tn->data, rb, ROWS, (int)n, x, mv);
+		for (int r = 0; r < ROWS && !t->failed; r++) {
+			const uint8_t *q = (const uint8_t *)tn->data + (size_t)r * rb;
+			float d = quant_dot_row(tn->type, q, x, n);
+			if (!(fabsf(mv[r] - d) <= 1e-5f * (fabsf(d) + 1e-6f)))
+				T_FAIL(t, "%s row %d: matvec %.9g vs dot %.9g", names[k], r, mv[r], d);
+			quant_dequant_row(tn->type, q, deq, n);
+			if (!t->failed && !dot_ok(tn->type, q, deq, n, 1000 + (uint64_t)r, &derr, &dref))
+				T_FAIL(t, "%s row %d: dot error %.3g (ref %.9g)", names[k], r, derr, dref);
+		}
+		free(x), free(deq);
+	}
+	gguf_close(g);
+}
+
+/* F32, F16 and BF16 rows long enough to use the chunked paths (and a
+ * ragged tail): dequant is exact and the dot matches the double sum. */
+static void dot_float_types_vs_double(struct test_ctx *t)
+{
+	enum { N = 1000 };
+	static float x[N], deq[N];
+	static uint16_t h[N], bf[N];
+	static const uint32_t types[] = {QT_F32, QT_F16, QT_BF16};
+	double derr, dref;
+
+	fill_random(x, N, 42);
+	quant_f32_to_f16_row(x, h, N);
+	for (int i = 0; i < N; i++) {
+		uint32_t u;
+		memcpy(&u, &x[i], 4);
+		bf[i] = (uint16_t)(u >> 16);
+	}
+	for (size_t k = 0; k < 3; k++) {
+		const void *q = types[k] == QT_F32 ? (const void *)x :
+				types[k] == QT_F16 ? (const void *)h : (const void *)bf;
+		quant_dequant_row(types[k], q, deq, N);
+		for (int i = 0; i < N; i++) {
+			float want = types[k] == QT_F32 ? x[i] : types[k] == QT_F16 ?
+				     quant_f16_to_f32(h[i]) : 0.0f;
+			if (types[k] == QT_BF16) {
+				uint32_t u = (uint32_t)bf[i] << 16;
+				memcpy(&want, &u, 4);
+			}
+			T_CHECKF(t, deq[i] == want, "%s [%d]: %.9g vs %.9g",
+				 quant_name(types[k]), i, deq[i], want);
+		}
+		T_CHECKF(t, dot_ok(types[k], q, deq, N, 5, &derr, &dref),
+			 "%s: dot error %.3g (ref %.9g)", quant_name(types[k]), derr, dref);
+	}
+}
+
+/* ---- sizes and names -------------------------------------------------- */
+
+static void quant_block_sizes_match_ggml(struct test_ctx *t)
+{
+	static const struct { uint32_t type; const char *name; size_t elems, bytes; int sup; } want[] = {
+		{QT_F32, "F32", 1, 4, 1}, {QT_F16, "F16", 1, 2, 1},
+		{QT_Q4_0, "Q4_0", 32, 18, 1}, {QT_Q4_1, "Q4_1", 32, 20, 1},
+		{QT_Q5_0, "Q5_0", 32, 22, 1}, {QT_Q5_1, "Q5_1", 32, 24, 1},
+		{QT_Q8_0, "Q8_0", 32, 34, 1}, {QT_Q8_1, "Q8_1", 32, 36, 0},
+		{QT_Q2_K, "Q2_K", 256, 84, 0}, {QT_Q3_K, "Q3_K", 256, 110, 0},
+		{QT_Q4_K, "Q4_K", 256, 144, 1}, {QT_Q5_K, "Q5_K", 256, 176, 1},
+		{QT_Q6_K, "Q6_K", 256, 210, 1}, {QT_Q8_K, "Q8_K", 256, 292, 0},
+		{QT_BF16, "BF16", 1, 2, 1},
+	};
+	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+		T_CHECKF(t, !strcmp(quant_name(want[i].type), want[i].name), "name of %u", want[i].type);
+		T_CHECKF(t, quant_block_elems(want[i].type) == want[i].elems, "%s elems", want[i].name);
+		T_CHECKF(t, quant_block_bytes(want[i].type) == want[i].bytes, "%s bytes", want[i].name);
+		T_CHECKF(t, quant_supported(want[i].type) == want[i].sup, "%s supported", want[i].name);
+	}
+	T_CHECK(t, quant_row_bytes(QT_Q4_K, 1024) == 4 * 144);
+	T_CHECK(t, quant_row_bytes(QT_Q4_K, 1000) == 0);
+	T_CHECK(t, quant_row_bytes(QT_Q8_0, 640) == 20 * 34);
+	T_CHECK(t, quant_row_bytes(QT_F32, 3) == 12);
+	T_CHECK(t, quant_row_bytes(QT_Q8_0, UINT64_MAX - 31) == 0);
+	T_CHECK(t, quant_block_elems(4) == 0 && quant_block_bytes(5) == 0);
+	T_CHECK(t, quant_block_elems(1000) == 0 && !quant_supported(1000));
+	T_CHECK(t, !strcmp(quant_name(4), "unknown"));
+	/* an unsupported type must neither crash nor produce a value */
+	uint8_t blk[84] = {0};
+	float y[256] = {0};
+	T_CHECK(t, quant_dot_row(QT_Q2_K, blk, y, 256) == 0.0f);
+}
+
+/* ---- fp16 ------------------------------------------------------------- */
+
+static int f16_is_nan(uint16_t h)
+{
+	return (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+}
+
+/* All 65536 halves: f16 -> f32 -> f16 is the identity (NaNs stay NaNs with
+ * their sign), and f16 -> f32 is the exact value sign * m * 2^(e-25),
+ * computed here independently with ldexp. */
+static void f16_roundtrip_all_halves(struct test_ctx *t)
+{
+	for (uint32_t h = 0; h < 0x10000; h++) {
+		float f = quant_f16_to_f32((uint16_t)h);
+		uint16_t back = quant_f32_to_f16(f);
+		int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+		double v;
+
+		if (e == 31) {
+			if (m) {
+				T_CHECKF(t, isnan(f), "0x%04x should be NaN", h);
+				T_CHECKF(t, f16_is_nan(back) && (back & 0x8000) == (h & 0x8000),
+					 "NaN 0x%04x came back as 0x%04x", h, back);
+			} else {
+				T_CHECKF(t, isinf(f) && (f < 0) == !!(h & 0x8000), "0x%04x inf", h);
+				T_CHECKF(t, back == h, "inf 0x%04x -> 0x%04x", h, back);
+			}
+			continue;
+		}
+		v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+		if (h & 0x8000)
+			v = -v;
+		T_CHECKF(t, (double)f == v && !!signbit(f) == !!signbit(v),
+			 "0x%04x -> %.9g, want %.9g", h, f, v);
+		T_CHECKF(t, back == h, "0x%04x -> %.9g -> 0x%04x", h, f, back);
+	}
+}
+
+/* f32 -> f16 rounds to the nearest half, ties to even; beyond the largest
+ * half (65504) by at least half a step it gives inf, below 2^-25 zero. */
+static void f32_to_f16_rounding(struct test_ctx *t)
+{
+	static const struct { float f; uint16_t h; } cases[] = {
+		{1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.0f, 0x0000}, {-0.0f, 0x8000},
+		{65504.0f, 0x7bff}, {65519.0f, 0x7bff}, {65520.0f, 0x7c00},
+		{1e9f, 0x7c00}, {-1e9f, 0xfc00}, {70000.0f, 0x7c00}, {-131000.0f, 0xfc00},
+		{1.0f + 0x1p-11f, 0x3c00},          /* tie -> even (down) */
+		{1.0f + 3 * 0x1p-11f, 0x3c02},      /* tie -> even (up) */
+		{1.0f + 0x1p-11f + 0x1p-20f, 0x3c01},
+		{0x1p-24f, 0x0001}, {0x1p-25f, 0x0000}, /* tie -> even 0 */
+		{0x1p-25f * 1.0001f, 0x0001}, {3 * 0x1p-25f, 0x0002},
+		{0x1p-26f, 0x0000}, {-0x1p-26f, 0x8000}, {1e-30f, 0x0000},
+		{0x1p-14f, 0x0400}, {0x1p-14f - 0x1p-25f, 0x0400}, /* rounds up into normal */
+		{0x3ffp-24f, 0x03ff}, {1.401298e-45f, 0x0000},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		uint16_t h = quant_f32_to_f16(cases[i].f);
+		T_CHECKF(t, h == cases[i].h, "%.9g -> 0x%04x, want 0x%04x", cases[i].f, h, cases[i].h);
+	}
+	T_CHECK(t, f16_is_nan(quant_f32_to_f16(NAN)));
+	T_CHECK(t, quant_f32_to_f16(INFINITY) == 0x7c00);
+	T_CHECK(t, quant_f32_to_f16(-INFINITY) == 0xfc00);
+}
+
+/* Nearest-ness on pseudo-random floats across the whole half range: no
+ * neighbouring half is strictly closer than the one chosen. */
+static void f32_to_f16_is_nearest(struct test_ctx *t)
+{
+	uint64_t s = 88172645463325252ull;
+	for (int i = 0; i < 200000; i++) {
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		/* exponents 2^-27 .. 2^16, both signs */
+		float f = ldexpf(1.0f + (float)(s >> 40) / 16777216.0f, (int)(s % 44) - 27);
+		if (s & 0x100)
+			f = -f;
+		uint16_t h = quant_f32_to_f16(f);
+		if ((h & 0x7fff) >= 0x7c00) {
+			T_CHECKF(t, fabsf(f) >= 65520.0f && (h & 0x7fff) == 0x7c00,
+				 "%.9g -> 0x%04x", f, h);
+			continue;
+		}
+		double d = fabs((double)quant_f16_to_f32(h) - f);
+		uint16_t lo = (h & 0x7fff) ? h - 1 : h, hi = h + 1;
+		double dl = fabs((double)quant_f16_to_f32(lo) - f);
+		double dh = (hi & 0x7fff) < 0x7c00 ? fabs((double)quant_f16_to_f32(hi) - f) : INFINITY;
+		T_CHECKF(t, d <= dl && d <= dh, "%.9g -> 0x%04x not nearest", f, h);
+	}
+}
+
+static void f16_rows_convert(struct test_ctx *t)
+{
+	float x[5] = {1.5f, -0.25f, 0x1p-24f, 65504.0f, 3.0f}, y[5];
+	uint16_t h[5];
+
+	quant_f32_to_f16_row(x, h, 5);
+	quant_f16_to_f32_row(h, y, 5);
+	for (int i = 0; i < 5; i++)
+		T_CHECKF(t, x[i] == y[i], "[%d] %.9g -> %.9g", i, x[i], y[i]);
+	T_CHECK(t, h[0] == 0x3e00 && h[2] == 0x0001);
+}
+
+const struct test_case test_quant[] = {
+	{"quant_block_sizes_match_ggml", quant_block_sizes_match_ggml},
+	{"f16_roundtrip_all_halves", f16_roundtrip_all_halves},
+	{"f32_to_f16_rounding", f32_to_f16_rounding},
+	{"f32_to_f16_is_nearest", f32_to_f16_is_nearest},
+	{"f16_rows_convert", f16_rows_convert},
+	{"dequant_f32_vs_golden", dequant_f32_vs_golden},
+	{"dequant_q8_0_vs_golden", dequant_q8_0_vs_golden},
+	{"dequant_q5_0_vs_golden", dequant_q5_0_vs_golden},
+	{"dequant_q4_k_vs_golden", dequant_q4_k_vs_golden},
+	{"dequant_q6_k_vs_golden", dequant_q6_k_vs_golden},
+	{"dequant_random_blocks_vs_golden", dequant_random_blocks_vs_golden},
+	{"dot_float_types_vs_double", dot_float_types_vs_double},
+	{"matvec_vs_dot_row_model", matvec_vs_dot_row_model},
+	{NULL, NULL},
+};
