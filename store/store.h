@@ -18,7 +18,8 @@ struct store; /* opaque; one connection, not thread-safe */
 
 /* Opens (creating directories, file and schema; running migrations) the
  * library at path. NULL path = default location. Errors: SEKV_EIO, SEKV_EDB
- * (SQLite message included), SEKV_EFORMAT (newer schema than this build). */
+ * (SQLite message included), SEKV_EFORMAT (newer schema than this build,
+ * not a sekv library, not an SQLite file), SEKV_EUNSUP (big-endian host). */
 int store_open(struct store **out, const char *path, char *err, size_t errlen);
 void store_close(struct store *s); /* NULL is a no-op */
 /* Path of the open database file (borrowed). */
@@ -73,7 +74,10 @@ int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 		      char *err, size_t errlen);
 
 /* Stores (replacing any earlier one) the SeKV memory and marks the document
- * READY, in one transaction. budget/r_max are recorded in the doc row. */
+ * READY, in one transaction. budget/r_max are recorded in the doc row.
+ * m (borrowed) must match the document: n_layer = n_layer_global, n_head_kv,
+ * d_h (else SEKV_EMISMATCH), m->n_tok <= n_tok, comp_span = the spans with
+ * full == 0 in order, ranks in 0..min(len, d_h) (else SEKV_EINVAL). */
 int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
 		      double budget, char *err, size_t errlen);
 
@@ -83,31 +87,58 @@ int store_doc_get(struct store *s, int64_t doc, struct store_doc *out,
 /* Lists documents in id order: *out malloc'ed array of *n rows. */
 int store_doc_list(struct store *s, struct store_doc **out, int *n,
 		   char *err, size_t errlen);
-/* Deletes a document and everything it owns. */
+/* Deletes a document and everything it owns in one transaction, then gives
+ * the freed pages back to the file system. SEKV_ENOTFOUND when absent. */
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
 /* The document's text (malloc'ed, NUL-terminated, caller frees). */
 int store_doc_text_dup(struct store *s, int64_t doc, char **text,
 		       size_t *len, char *err, size_t errlen);
 
-/* Tokens and surprisal of positions [0, n_tok): malloc'ed, caller frees. */
+/* Tokens and surprisal of positions [0, n_tok): malloc'ed, caller frees.
+ * Either of tokens/surprisal may be NULL (not wanted). */
 int store_doc_get_tokens(struct store *s, int64_t doc, int32_t **tokens,
 			 float **surprisal, int64_t *n_tok, char *err, size_t errlen);
 /* Exact KV of global layer l (0..n_layer_global-1) for all stored positions
  * into caller buffers k, v [n_tok][n_head_kv][d_h] fp16 (only for --kv full
- * and for building the memory; never read by the SeKV decode path). */
+ * and for building the memory; never read by the SeKV decode path).
+ * SEKV_EFORMAT when the stored chunks do not tile 0..n_tok-1 exactly. */
 int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
 			  uint16_t *k, uint16_t *v, char *err, size_t errlen);
 /* SWA rows as stored by store_doc_put_swa; arrays malloc'ed [n_layer]
- * pointers each to [n_row][n_head_kv][d_h], freed with store_swa_free. */
+ * pointers each to [n_row][n_head_kv][d_h], freed with store_swa_free.
+ * A document without SWA layers gives *n_layer = 0 and NULL arrays.
+ * SEKV_ENOTFOUND: none stored yet; SEKV_EMISMATCH: the rows were stored at
+ * another n_tok than the document's now (a chunk was committed after them,
+ * e.g. a crash between the two: the caller recomputes them). */
 int store_doc_get_swa(struct store *s, int64_t doc, int *n_layer,
 		      int32_t **layer_id, int *n_row, uint16_t ***k,
 		      uint16_t ***v, char *err, size_t errlen);
 void store_swa_free(int n_layer, int32_t *layer_id, uint16_t **k, uint16_t **v);
-/* Loads the SeKV memory (all shapes checked against blob lengths). */
+/* Loads the SeKV memory (all shapes checked against blob lengths; spans,
+ * ranks and exact positions validated) into a new sekv_mem (caller frees
+ * with sekv_mem_free). SEKV_ENOTFOUND when none is stored, SEKV_EFORMAT
+ * naming the doc and table when the file disagrees with itself. */
 int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
 		      char *err, size_t errlen);
 
-/* Bytes the document occupies in the file (sum of its blob lengths). */
+/* Bytes the document occupies in the file (sum of its blob lengths).
+ * Returns the count, or a negative SEKV_E* code (SEKV_EDB). */
 int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
+
+/* Groups several writes (e.g. the last chunk and store_doc_put_swa) into
+ * one transaction: every store_* call between begin and commit joins it,
+ * and nothing is visible or durable before commit. Calls nest (inner levels
+ * are SAVEPOINTs). A failing store_* call inside undoes only its own part;
+ * the caller then commits or rolls back. store_tx_commit that fails has
+ * rolled the level back. Returns 0 or SEKV_EDB. */
+int store_tx_begin(struct store *s, char *err, size_t errlen);
+int store_tx_commit(struct store *s, char *err, size_t errlen);
+void store_tx_rollback(struct store *s);
+
+/* Fault injection (tests only, as in SQLite's own tests): the n-th
+ * sqlite3_step from now on this connection fails with SQLITE_IOERR, and
+ * later ones run normally again. n <= 0 turns it off. ROLLBACKs are exempt
+ * (they are the recovery being tested). */
+void store_fault_step(struct store *s, int n);
 
 #endif

@@ -1,0 +1,76 @@
+/* store_int.h - what the files of store/ share and nobody else sees: the
+ * connection struct, its cache of prepared statements, the transaction and
+ * fault-injection helpers, and checked blob access.
+ * Invariant: every statement is prepared once (lazily) and reset before the
+ * public function that used it returns, so no read snapshot outlives a call.
+ * The schema lives in schema.c, documents in store.c, prefill chunks and
+ * SWA rows in store_chunk.c, the SeKV memory in store_mem.c.
+ */
+#ifndef SEKV_STORE_INT_H
+#define SEKV_STORE_INT_H
+
+#include "store/store.h"
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+/* Upper bound of every shape field read back (d_h, n_head, layers, ...):
+ * keeps size arithmetic far from overflow whatever a corrupt file says. */
+#define STORE_MAX_DIM 65536
+
+enum store_st {
+	ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO,
+	ST_DOC_INSERT, ST_TEXT_INSERT, ST_DOC_GET, ST_DOC_LIST, ST_DOC_DELETE,
+	ST_TEXT_GET, ST_DISK_BYTES, ST_VACUUM,
+	ST_TOK_INSERT, ST_KV_INSERT, ST_DOC_ADD_CHUNK, ST_TOK_GET, ST_KV_GET,
+	ST_SWA_DELETE, ST_SWA_INSERT, ST_SWA_GET,
+	ST_MEM_DELETE, ST_MEM_INSERT, ST_MEML_INSERT, ST_DOC_READY,
+	ST_MEM_GET, ST_MEML_GET,
+	ST_COUNT
+};
+
+struct store {
+	sqlite3 *db;
+	char path[4096];
+	sqlite3_stmt *st[ST_COUNT];
+	int tx_depth;      /* store_tx_begin nesting: 1 = BEGIN, >1 = SAVEPOINT */
+	int fault_step;    /* >0: the fault_step-th step from now fails */
+	int fault_hit;     /* the last failing step was injected */
+};
+
+/* schema.c: creates or migrates the schema of a freshly opened connection.
+ * Returns 0, SEKV_EFORMAT (newer version, not a sekv library) or SEKV_EDB. */
+int store_schema_open(struct store *s, char *err, size_t errlen);
+
+/* The cached statement id, reset and with bindings cleared, in *out.
+ * Returns 0 or SEKV_EDB. */
+int store_stmt(struct store *s, enum store_st id, sqlite3_stmt **out,
+	       char *err, size_t errlen);
+/* Resets every cached statement (ends read snapshots). */
+void store_stmt_reset_all(struct store *s);
+/* sqlite3_step through the fault-injection counter. */
+int store_step(struct store *s, sqlite3_stmt *st);
+/* A transaction level (as store_tx_begin) that only reads: every
+ * statement until the matching store_tx_commit sees one snapshot. */
+int store_tx_begin_read(struct store *s, char *err, size_t errlen);
+/* Runs a statement that returns no rows to completion. */
+int store_exec_st(struct store *s, enum store_st id, char *err, size_t errlen);
+/* Formats a SQLite failure as "what: obj: message" and maps rc to a code. */
+int store_dberr(struct store *s, int rc, char *err, size_t errlen,
+		const char *what, const char *obj);
+
+/* Binds n bytes (a zero-length blob, never NULL, when n == 0). */
+int store_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n);
+/* Column col as a blob of exactly `expect` bytes in *p (NULL when 0);
+ * anything else is SEKV_EFORMAT "what: doc D: table.column: has N bytes,
+ * expected M". *p is valid until the statement steps or resets. */
+int store_col_blob(sqlite3_stmt *st, int col, size_t expect, const void **p,
+		   const char *what, int64_t doc, const char *table,
+		   const char *column, char *err, size_t errlen);
+
+/* The documents row (no disk_bytes) with shape fields range-checked.
+ * Returns 0, SEKV_ENOTFOUND, SEKV_EFORMAT or SEKV_EDB. */
+int store_doc_read(struct store *s, int64_t doc, struct store_doc *out,
+		   const char *what, char *err, size_t errlen);
+
+#endif

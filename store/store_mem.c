@@ -1,0 +1,603 @@
+/* store_mem.c - the SeKV memory of a document (engine/sekv/sekv.h) in the
+ * mem and mem_layer tables (schema.c): one row of shapes and per-token
+ * arrays, then one row per global layer holding that layer's summaries,
+ * exact rows, router and all its factors packed in factor order.
+ * Invariant: what is written passes the same layout checks (spans, exact
+ * positions, ranks) that loading applies, and loading checks every blob
+ * length against the shapes before anything is copied. Sizes are computed
+ * saturating, so a corrupt shape can only make a length mismatch.
+ */
+#include "store/store_int.h"
+#include "engine/err.h"
+#include "engine/sekv/sekv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t sat_mul(size_t a, size_t b)
+{
+	return a && b > SIZE_MAX / a ? SIZE_MAX : a * b;
+}
+
+/* The shapes every size of a memory follows. */
+struct mem_shape {
+	int n_tok, n_layer, n_head, n_head_kv, d_h, n_span, n_exact, n_comp;
+	int32_t *comp_len;  /* [n_comp] lengths of the compressed spans */
+};
+
+/* Scalar shape fields in range. Returns 0 or 1 (bad). */
+static int shape_bad(const struct mem_shape *sh)
+{
+	return sh->n_tok < 0 || sh->n_layer < 1 || sh->n_layer > STORE_MAX_DIM ||
+	       sh->n_head < 1 || sh->n_head > STORE_MAX_DIM || sh->n_head_kv < 1 ||
+	       sh->n_head_kv > STORE_MAX_DIM || sh->n_head % sh->n_head_kv ||
+	       sh->d_h < 1 || sh->d_h > STORE_MAX_DIM || sh->n_span < 0 ||
+	       sh->n_span > sh->n_tok || sh->n_exact < 0 || sh->n_exact > sh->n_tok;
+}
+
+/* Spans ascending, non-overlapping, inside 0..n_tok, full 0/1; fills
+ * sh->n_comp and sh->comp_len (malloc'ed). Returns -1, the bad span's
+ * index, or -2 when out of memory. */
+static int spans_check(struct mem_shape *sh, const struct sekv_span *span)
+{
+	int64_t end = 0;
+
+	sh->n_comp = 0;
+	for (int i = 0; i < sh->n_span; i++) {
+		if (span[i].start < end || span[i].len < 1 ||
+		    span[i].len > sh->n_tok - span[i].start ||
+		    (span[i].full != 0 && span[i].full != 1))
+			return i;
+		end = (int64_t)span[i].start + span[i].len;
+		sh->n_comp += !span[i].full;
+	}
+	sh->comp_len = malloc((size_t)(sh->n_comp ? sh->n_comp : 1) * sizeof *sh->comp_len);
+	if (!sh->comp_len)
+		return -2;
+	for (int i = 0, c = 0; i < sh->n_span; i++)
+		if (!span[i].full)
+			sh->comp_len[c++] = span[i].len;
+	return -1;
+}
+
+/* Exact positions strictly ascending inside 0..n_tok. -1 or bad index. */
+static int exact_check(const struct mem_shape *sh, const int32_t *pos)
+{
+	for (int i = 0; i < sh->n_exact; i++)
+		if (pos[i] < 0 || pos[i] >= sh->n_tok || (i && pos[i] <= pos[i - 1]))
+			return i;
+	return -1;
+}
+
+static size_t n_fac_layer(const struct mem_shape *sh)
+{
+	return sat_mul(sat_mul((size_t)sh->n_comp, (size_t)sh->n_head_kv), 2);
+}
+
+/* Ranks [n_layer][n_comp][n_head_kv][2] in 0..min(len, d_h). -1 or index. */
+static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
+{
+	size_t nf = n_fac_layer(sh), i = 0;
+
+	for (int l = 0; l < sh->n_layer; l++)
+		for (size_t f = 0; f < nf; f++, i++) {
+			int32_t len = sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
+			if (ranks[i] < 0 || ranks[i] > len || ranks[i] > sh->d_h)
+				return (int64_t)i;
+		}
+	return -1;
+}
+
+/* Float counts of one layer's packed s, u, v (ranks of that layer). */
+static void fac_counts(const struct mem_shape *sh, const int32_t *ranks,
+		       size_t *ns, size_t *nu, size_t *nv)
+{
+	size_t nf = n_fac_layer(sh);
+
+	*ns = *nu = *nv = 0;
+	for (size_t f = 0; f < nf; f++) {
+		size_t r = (size_t)ranks[f];
+		*ns += r;
+		*nu += r * (size_t)sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
+		*nv += r * (size_t)sh->d_h;
+	}
+}
+
+/* Per-layer element counts of the fixed-size arrays. */
+struct layer_counts {
+	size_t tau, route_w, bar, exact;
+};
+
+static struct layer_counts layer_counts(const struct mem_shape *sh)
+{
+	size_t row = sat_mul((size_t)sh->n_head_kv, (size_t)sh->d_h);
+	struct layer_counts c;
+
+	c.tau = (size_t)sh->n_head;
+	c.route_w = sat_mul(sat_mul((size_t)sh->n_head, SEKV_D_ROUTE), (size_t)sh->d_h);
+	c.bar = sat_mul((size_t)sh->n_comp, row);
+	c.exact = sat_mul((size_t)sh->n_exact, row);
+	return c;
+}
+
+/* Checks m's layout for writing; fills sh and ranks (malloc'ed). */
+static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **ranks,
+		      const char *obj, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_put_mem";
+	int64_t bad64;
+	size_t nf;
+	int bad;
+
+	*ranks = NULL;
+	*sh = (struct mem_shape){ m->n_tok, m->n_layer, m->n_head, m->n_head_kv, m->d_h,
+				  m->n_span, m->n_exact, 0, NULL };
+	if (shape_bad(sh) || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
+	    !m->route_w || (sh->n_tok && (!m->tokens || !m->surprisal || !m->is_anchor)) ||
+	    (sh->n_exact && (!m->exact_pos || !m->exact_k || !m->exact_v)))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: bad memory shape", what, obj);
+	if ((bad = spans_check(sh, m->span)) != -1)
+		return bad == -2 ? sekv_errf(err, errlen, SEKV_ENOMEM, "%s: %s: out of memory", what, obj)
+			: sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: span %d is malformed",
+				    what, obj, bad);
+	if (m->n_comp != sh->n_comp || (sh->n_comp && (!m->comp_span || !m->k_bar || !m->v_bar ||
+						       !m->fac)))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: n_comp %d, spans say %d",
+				 what, obj, m->n_comp, sh->n_comp);
+	for (int i = 0, c = 0; i < sh->n_span; i++)
+		if (!m->span[i].full && m->comp_span[c++] != i)
+			return sekv_errf(err, errlen, SEKV_EINVAL,
+					 "%s: %s: comp_span[%d] is not span %d", what, obj, c - 1, i);
+	if ((bad = exact_check(sh, m->exact_pos)) != -1)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: exact_pos[%d] out of order",
+				 what, obj, bad);
+	nf = (size_t)sh->n_layer * n_fac_layer(sh);
+	*ranks = malloc((nf ? nf : 1) * sizeof **ranks);
+	if (!*ranks)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "%s: %s: out of memory", what, obj);
+	for (size_t f = 0; f < nf; f++) {
+		const struct sekv_factor *fc = &m->fac[f];
+		(*ranks)[f] = fc->rank;
+		if (fc->rank > 0 && (!fc->u || !fc->s || !fc->v))
+			return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: factor %zu has no arrays",
+					 what, obj, f);
+	}
+	if ((bad64 = ranks_check(sh, *ranks)) != -1)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: factor %lld has a bad rank",
+				 what, obj, (long long)bad64);
+	return 0;
+}
+
+static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m,
+			  const struct mem_shape *sh, const int32_t *ranks,
+			  char *err, size_t errlen)
+{
+	int32_t *sp = malloc((size_t)(sh->n_span ? sh->n_span : 1) * 3 * sizeof *sp);
+	sqlite3_stmt *st;
+	int rc;
+
+	if (!sp)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_doc_put_mem: mem: out of memory");
+	for (int i = 0; i < sh->n_span; i++) {
+		sp[3 * i] = m->span[i].start;
+		sp[3 * i + 1] = m->span[i].len;
+		sp[3 * i + 2] = m->span[i].full;
+	}
+	if ((rc = store_stmt(s, ST_MEM_INSERT, &st, err, errlen)))
+		goto out;
+	sqlite3_bind_int64(st, 1, doc);
+	sqlite3_bind_int(st, 2, sh->n_tok);
+	sqlite3_bind_int(st, 3, sh->n_layer);
+	sqlite3_bind_int(st, 4, sh->n_head);
+	sqlite3_bind_int(st, 5, sh->n_head_kv);
+	sqlite3_bind_int(st, 6, sh->d_h);
+	sqlite3_bind_int(st, 7, m->r_max);
+	sqlite3_bind_double(st, 8, m->alpha_used);
+	sqlite3_bind_text(st, 9, m->note, (int)strnlen(m->note, sizeof m->note), SQLITE_STATIC);
+	sqlite3_bind_int(st, 10, sh->n_span);
+	sqlite3_bind_int(st, 11, sh->n_exact);
+	store_bind_blob(st, 12, m->layer_id, (size_t)sh->n_layer * sizeof(int32_t));
+	store_bind_blob(st, 13, sp, (size_t)sh->n_span * 3 * sizeof *sp);
+	store_bind_blob(st, 14, m->exact_pos, (size_t)sh->n_exact * sizeof(int32_t));
+	store_bind_blob(st, 15, ranks, (size_t)sh->n_layer * n_fac_layer(sh) * sizeof *ranks);
+	store_bind_blob(st, 16, m->tokens, (size_t)sh->n_tok * sizeof(int32_t));
+	store_bind_blob(st, 17, m->surprisal, (size_t)sh->n_tok * sizeof(float));
+	store_bind_blob(st, 18, m->is_anchor, (size_t)sh->n_tok);
+	if ((rc = store_step(s, st)) != SQLITE_DONE)
+		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
+	else
+		rc = 0;
+out:
+	free(sp);
+	return rc;
+}
+
+/* Packs layer l's factors into ps/pu/pv (capacity from fac_counts). */
+static void pack_factors(const struct sekv_mem *m, const struct mem_shape *sh, int l,
+			 float *ps, float *pu, float *pv)
+{
+	size_t nf = n_fac_layer(sh);
+	const struct sekv_factor *f = m->fac + (size_t)l * nf;
+
+	for (size_t i = 0; i < nf; i++, f++) {
+		size_t r = (size_t)f->rank, len = (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
+		if (!r)
+			continue;
+		memcpy(ps, f->s, r * sizeof *ps);
+		memcpy(pu, f->u, r * len * sizeof *pu);
+		memcpy(pv, f->v, r * (size_t)sh->d_h * sizeof *pv);
+		ps += r;
+		pu += r * len;
+		pv += r * (size_t)sh->d_h;
+	}
+}
+
+static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
+			 const struct mem_shape *sh, const int32_t *ranks,
+			 char *err, size_t errlen)
+{
+	struct layer_counts c = layer_counts(sh);
+	size_t nf = n_fac_layer(sh), ns, nu, nv, cap = 0;
+	float *buf = NULL;
+	sqlite3_stmt *st;
+	int rc = 0;
+
+	for (int l = 0; l < sh->n_layer; l++) {
+		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
+		if (ns + nu + nv > cap)
+			cap = ns + nu + nv;
+	}
+	buf = malloc((cap ? cap : 1) * sizeof *buf);
+	if (!buf)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_doc_put_mem: mem_layer: out of memory");
+	for (int l = 0; l < sh->n_layer && rc == 0; l++) {
+		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
+		pack_factors(m, sh, l, buf, buf + ns, buf + ns + nu);
+		if ((rc = store_stmt(s, ST_MEML_INSERT, &st, err, errlen)))
+			break;
+		sqlite3_bind_int64(st, 1, doc);
+		sqlite3_bind_int(st, 2, l);
+		store_bind_blob(st, 3, m->tau + l * c.tau, c.tau * sizeof(float));
+		store_bind_blob(st, 4, m->route_w + l * c.route_w, c.route_w * sizeof(float));
+		store_bind_blob(st, 5, m->k_bar + l * c.bar, c.bar * sizeof(float));
+		store_bind_blob(st, 6, m->v_bar + l * c.bar, c.bar * sizeof(float));
+		store_bind_blob(st, 7, m->exact_k + l * c.exact, c.exact * sizeof(uint16_t));
+		store_bind_blob(st, 8, m->exact_v + l * c.exact, c.exact * sizeof(uint16_t));
+		store_bind_blob(st, 9, buf, ns * sizeof(float));
+		store_bind_blob(st, 10, buf + ns, nu * sizeof(float));
+		store_bind_blob(st, 11, buf + ns + nu, nv * sizeof(float));
+		if ((rc = store_step(s, st)) != SQLITE_DONE)
+			rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem_layer");
+		else
+			rc = 0;
+		/* the statement holds buf (SQLITE_STATIC) until reset */
+		sqlite3_reset(st);
+	}
+	free(buf);
+	return rc;
+}
+
+int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
+		      double budget, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_put_mem";
+	struct mem_shape sh = {0};
+	struct store_doc d;
+	int32_t *ranks = NULL;
+	sqlite3_stmt *st;
+	char obj[48];
+	int rc;
+
+	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
+	if (!m)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: no memory", what, obj);
+	if ((rc = mem_layout(m, &sh, &ranks, obj, err, errlen)))
+		goto out;
+	if ((rc = store_tx_begin(s, err, errlen)))
+		goto out;
+	if ((rc = store_doc_read(s, doc, &d, what, err, errlen)))
+		goto fail;
+	if (sh.n_layer != d.n_layer_global || sh.n_head_kv != d.n_head_kv || sh.d_h != d.d_h) {
+		rc = sekv_errf(err, errlen, SEKV_EMISMATCH,
+			       "%s: %s: memory of %d layers x %d KV heads x d_h %d, document has %d x %d x %d",
+			       what, obj, sh.n_layer, sh.n_head_kv, sh.d_h, d.n_layer_global,
+			       d.n_head_kv, d.d_h);
+		goto fail;
+	}
+	if (sh.n_tok > d.n_tok) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: memory of %d tokens, %lld stored",
+			       what, obj, sh.n_tok, (long long)d.n_tok);
+		goto fail;
+	}
+	if ((rc = store_stmt(s, ST_MEM_DELETE, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	if ((rc = store_step(s, st)) != SQLITE_DONE) {
+		rc = store_dberr(s, rc, err, errlen, what, "mem");
+		goto fail;
+	}
+	if ((rc = insert_mem_row(s, doc, m, &sh, ranks, err, errlen)) ||
+	    (rc = insert_layers(s, doc, m, &sh, ranks, err, errlen)) ||
+	    (rc = store_stmt(s, ST_DOC_READY, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	sqlite3_bind_double(st, 2, budget);
+	sqlite3_bind_int(st, 3, m->r_max);
+	sqlite3_bind_double(st, 4, m->alpha_used);
+	if ((rc = store_step(s, st)) != SQLITE_DONE) {
+		rc = store_dberr(s, rc, err, errlen, what, "documents");
+		goto fail;
+	}
+	rc = store_tx_commit(s, err, errlen);
+	goto out;
+fail:
+	store_tx_rollback(s);
+out:
+	store_stmt_reset_all(s);
+	free(ranks);
+	free(sh.comp_len);
+	return rc;
+}
+
+/* Reads the mem row's shapes and checks them against the doc row. */
+static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_shape *sh,
+		      char *err, size_t errlen)
+{
+	int64_t v[10];
+
+	/* columns 6 (alpha_used) and 7 (note) are not integers */
+	for (int i = 0; i < 10; i++)
+		v[i] = i == 6 || i == 7 ? 0 : sqlite3_column_int64(st, i);
+	for (int i = 0; i < 10; i++)
+		if (v[i] < INT32_MIN || v[i] > INT32_MAX)
+			return sekv_errf(err, errlen, SEKV_EFORMAT,
+					 "store_doc_get_mem: doc %lld: mem.%s: %lld out of range",
+					 (long long)d->id, sqlite3_column_name(st, i), (long long)v[i]);
+	*sh = (struct mem_shape){ (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4],
+				  (int)v[8], (int)v[9], 0, NULL };
+	if (shape_bad(sh) || sh->n_layer != d->n_layer_global || sh->n_head_kv != d->n_head_kv ||
+	    sh->d_h != d->d_h || sh->n_tok > d->n_tok)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "store_doc_get_mem: doc %lld: mem: shape %d tok x %d layers x %d heads"
+				 " x %d KV heads x d_h %d (%d spans, %d exact) disagrees with the document",
+				 (long long)d->id, sh->n_tok, sh->n_layer, sh->n_head, sh->n_head_kv,
+				 sh->d_h, sh->n_span, sh->n_exact);
+	return 0;
+}
+
+/* Blob columns of the mem row (ST_MEM_GET order). */
+enum { MB_LAYER_ID, MB_SPANS, MB_EXACT_POS, MB_RANKS, MB_TOKENS, MB_SURPRISAL,
+       MB_IS_ANCHOR, MB_COUNT };
+
+/* The mem row's blobs into b[], each checked against the shapes; the
+ * spans decoded into span [n_span] and, with ranks and exact positions,
+ * validated (sh->comp_len filled). */
+static int mem_row_blobs(sqlite3_stmt *st, struct mem_shape *sh, int64_t doc,
+			 const void **b, struct sekv_span *span, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_get_mem";
+	static const char *const col[MB_COUNT] = { "layer_id", "spans", "exact_pos", "ranks",
+						   "tokens", "surprisal", "is_anchor" };
+	size_t bytes[MB_COUNT];
+	int64_t bad = -1;
+	int rc = 0;
+
+	bytes[MB_LAYER_ID] = (size_t)sh->n_layer * 4;
+	bytes[MB_SPANS] = (size_t)sh->n_span * 12;
+	bytes[MB_EXACT_POS] = (size_t)sh->n_exact * 4;
+	bytes[MB_TOKENS] = bytes[MB_SURPRISAL] = (size_t)sh->n_tok * 4;
+	bytes[MB_IS_ANCHOR] = (size_t)sh->n_tok;
+	for (int i = 0; i < MB_COUNT && rc == 0; i++)
+		if (i != MB_RANKS)
+			rc = store_col_blob(st, 10 + i, bytes[i], &b[i], what, doc, "mem", col[i],
+					    err, errlen);
+	if (rc)
+		return rc;
+	/* the ranks' count follows from the spans: check those first */
+	for (int i = 0; i < sh->n_span; i++) {
+		const char *p = (const char *)b[MB_SPANS] + 12 * (size_t)i;
+		memcpy(&span[i].start, p, 4);
+		memcpy(&span[i].len, p + 4, 4);
+		memcpy(&span[i].full, p + 8, 4);
+	}
+	bad = spans_check(sh, span);
+	if (bad == -2)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "%s: doc %lld: out of memory", what,
+				 (long long)doc);
+	if (bad != -1)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.spans: span %lld is malformed",
+				 what, (long long)doc, (long long)bad);
+	bytes[MB_RANKS] = sat_mul(sat_mul((size_t)sh->n_layer, n_fac_layer(sh)), 4);
+	if ((rc = store_col_blob(st, 10 + MB_RANKS, bytes[MB_RANKS], &b[MB_RANKS], what, doc,
+				 "mem", col[MB_RANKS], err, errlen)))
+		return rc;
+	if ((bad = ranks_check(sh, b[MB_RANKS])) != -1)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "%s: doc %lld: mem.ranks: rank of factor %lld out of range",
+				 what, (long long)doc, (long long)bad);
+	if ((bad = exact_check(sh, b[MB_EXACT_POS])) != -1)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "%s: doc %lld: mem.exact_pos: position %lld out of order",
+				 what, (long long)doc, (long long)bad);
+	return 0;
+}
+
+/* The mem row: shapes, blobs and layout checked, then sekv_mem_alloc and
+ * the per-token arrays copied. */
+static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_shape *sh,
+			struct sekv_mem **out, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_get_mem";
+	const int64_t doc = d->id;
+	const void *b[MB_COUNT] = {0};
+	const unsigned char *note;
+	struct sekv_span *span = NULL;
+	struct sekv_mem *m = NULL;
+	sqlite3_stmt *st;
+	size_t n;
+	int rc;
+
+	if ((rc = store_stmt(s, ST_MEM_GET, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, doc);
+	rc = store_step(s, st);
+	if (rc == SQLITE_DONE)
+		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "%s: doc %lld: no memory stored",
+			       what, (long long)doc);
+	else if (rc != SQLITE_ROW)
+		rc = store_dberr(s, rc, err, errlen, what, "mem");
+	else if ((rc = read_shape(st, d, sh, err, errlen)) == 0 &&
+		 !(span = malloc((size_t)(sh->n_span ? sh->n_span : 1) * sizeof *span)))
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "%s: doc %lld: out of memory", what,
+			       (long long)doc);
+	else if (rc == 0)
+		rc = mem_row_blobs(st, sh, doc, b, span, err, errlen);
+	if (rc)
+		goto out;
+	rc = sekv_mem_alloc(&m, sh->n_tok, sh->n_layer, sh->n_head, sh->n_head_kv, sh->d_h,
+			    sh->n_span, span, sh->n_exact, b[MB_RANKS]);
+	if (rc) {
+		rc = sekv_errf(err, errlen, rc == SEKV_ENOMEM ? SEKV_ENOMEM : SEKV_EFORMAT,
+			       "%s: doc %lld: mem: sekv_mem_alloc: %s", what, (long long)doc,
+			       sekv_strerror(rc));
+		goto out;
+	}
+	if (sh->n_layer)
+		memcpy(m->layer_id, b[MB_LAYER_ID], (size_t)sh->n_layer * 4);
+	if (sh->n_exact)
+		memcpy(m->exact_pos, b[MB_EXACT_POS], (size_t)sh->n_exact * 4);
+	if (sh->n_tok) {
+		memcpy(m->tokens, b[MB_TOKENS], (size_t)sh->n_tok * 4);
+		memcpy(m->surprisal, b[MB_SURPRISAL], (size_t)sh->n_tok * 4);
+		memcpy(m->is_anchor, b[MB_IS_ANCHOR], (size_t)sh->n_tok);
+	}
+	m->r_max = sqlite3_column_int(st, 5);
+	m->alpha_used = (float)sqlite3_column_double(st, 6);
+	note = sqlite3_column_text(st, 7);
+	n = note ? strlen((const char *)note) : 0;
+	n = n < sizeof m->note ? n : sizeof m->note - 1;
+	if (n)
+		memcpy(m->note, note, n);
+	m->note[n] = 0;
+	*out = m;
+out:
+	sqlite3_reset(st);
+	free(span);
+	return rc;
+}
+
+/* Copies one mem_layer row into layer l of m. */
+static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
+		      struct sekv_mem *m, int64_t doc, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_get_mem";
+	static const char *const col[] = { "tau", "route_w", "k_bar", "v_bar", "exact_k",
+					   "exact_v", "fac_s", "fac_u", "fac_v" };
+	struct layer_counts c = layer_counts(sh);
+	size_t nf = n_fac_layer(sh), ns, nu, nv, bytes[9];
+	const void *b[9];
+	const float *ps, *pu, *pv;
+	struct sekv_factor *f;
+	int rc;
+
+	if (sqlite3_column_int64(st, 0) != l || l >= sh->n_layer)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "%s: doc %lld: mem_layer: row of layer %lld, expected layer %d of %d",
+				 what, (long long)doc, (long long)sqlite3_column_int64(st, 0), l,
+				 sh->n_layer);
+	f = m->fac + (size_t)l * nf;
+	ns = nu = nv = 0;
+	for (size_t i = 0; i < nf; i++) {
+		size_t r = (size_t)f[i].rank;
+		ns += r;
+		nu += r * (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
+		nv += r * (size_t)sh->d_h;
+	}
+	bytes[0] = c.tau * 4;
+	bytes[1] = sat_mul(c.route_w, 4);
+	bytes[2] = bytes[3] = sat_mul(c.bar, 4);
+	bytes[4] = bytes[5] = sat_mul(c.exact, 2);
+	bytes[6] = ns * 4;
+	bytes[7] = nu * 4;
+	bytes[8] = nv * 4;
+	for (int i = 0; i < 9; i++)
+		if ((rc = store_col_blob(st, 1 + i, bytes[i], &b[i], what, doc, "mem_layer", col[i],
+					 err, errlen)))
+			return rc;
+	if (bytes[0])
+		memcpy(m->tau + l * c.tau, b[0], bytes[0]);
+	if (bytes[1])
+		memcpy(m->route_w + l * c.route_w, b[1], bytes[1]);
+	if (bytes[2]) {
+		memcpy(m->k_bar + l * c.bar, b[2], bytes[2]);
+		memcpy(m->v_bar + l * c.bar, b[3], bytes[3]);
+	}
+	if (bytes[4]) {
+		memcpy(m->exact_k + l * c.exact, b[4], bytes[4]);
+		memcpy(m->exact_v + l * c.exact, b[5], bytes[5]);
+	}
+	ps = b[6];
+	pu = b[7];
+	pv = b[8];
+	for (size_t i = 0; i < nf; i++) {
+		size_t r = (size_t)f[i].rank;
+		size_t len = (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
+		if (!r)
+			continue;
+		memcpy(f[i].s, ps, r * 4);
+		memcpy(f[i].u, pu, r * len * 4);
+		memcpy(f[i].v, pv, r * (size_t)sh->d_h * 4);
+		ps += r;
+		pu += r * len;
+		pv += r * (size_t)sh->d_h;
+	}
+	return 0;
+}
+
+int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
+		      char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_get_mem";
+	struct mem_shape sh = {0};
+	struct sekv_mem *m = NULL;
+	struct store_doc d;
+	sqlite3_stmt *st;
+	char obj[48];
+	int rc, cnt = 0;
+
+	*out = NULL;
+	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
+	if ((rc = store_tx_begin_read(s, err, errlen)))
+		return rc;
+	if ((rc = store_doc_read(s, doc, &d, what, err, errlen)) ||
+	    (rc = load_mem_row(s, &d, &sh, &m, err, errlen)) ||
+	    (rc = store_stmt(s, ST_MEML_GET, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	while ((rc = store_step(s, st)) == SQLITE_ROW)
+		if ((rc = load_layer(st, cnt++, &sh, m, doc, err, errlen)))
+			goto fail;
+	if (rc != SQLITE_DONE) {
+		rc = store_dberr(s, rc, err, errlen, what, obj);
+		goto fail;
+	}
+	if (cnt != sh.n_layer) {
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %s: mem_layer: %d rows for %d layers",
+			       what, obj, cnt, sh.n_layer);
+		goto fail;
+	}
+	if ((rc = store_tx_commit(s, err, errlen)) == 0) {
+		sekv_mem_update_counts(m);
+		*out = m;
+		m = NULL;
+	}
+	goto out;
+fail:
+	store_tx_rollback(s);
+out:
+	sekv_mem_free(m);
+	store_stmt_reset_all(s);
+	free(sh.comp_len);
+	return rc;
+}
