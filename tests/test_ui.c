@@ -1,0 +1,437 @@
+/* test_ui.c - the UI's pure parts: UTF-8 decoding, word wrap, truncation,
+ * byte/percentage formatting, heat buckets, grid fitting, bars, layout,
+ * streamed-piece assembly, span ranking and line editing. Nothing here
+ * opens a terminal; the screen itself is checked by hand with
+ * tools/ui_demo.c in tmux. */
+#include "tests/test.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "ui/screen.h"
+#include "ui/text.h"
+
+/* Every line of a wrap stays within width, starts and ends on character
+ * boundaries, and the non-space characters come out in order. */
+static int wrap_ok(const char *s, int width, char *why, size_t cap)
+{
+	struct ui_line l[256];
+	char joined[1024], orig[1024];
+	int n = ui_text_wrap(s, (int)strlen(s), width, l, 256), o = 0, k = 0;
+
+	if (n < 1 || n > 256) {
+		snprintf(why, cap, "width %d: %d lines", width, n);
+		return 0;
+	}
+	for (int i = 0; i < n; i++) {
+		uint32_t c;
+		int w = ui_text_width(s + l[i].off, l[i].len);
+		if (w != l[i].width || (w > width && l[i].len > 4)) {
+			snprintf(why, cap, "width %d line %d: %d columns", width, i, w);
+			return 0;
+		}
+		for (int j = 0; j < l[i].len;) {
+			int m = ui_utf8_decode(s + l[i].off + j, l[i].len - j, &c);
+			if (c == 0xfffd) {
+				snprintf(why, cap, "width %d line %d splits a character", width, i);
+				return 0;
+			}
+			j += m;
+		}
+		for (int j = 0; j < l[i].len; j++)
+			if (s[l[i].off + j] != ' ' && s[l[i].off + j] != '\n')
+				joined[o++] = s[l[i].off + j];
+	}
+	for (const char *p = s; *p; p++)
+		if (*p != ' ' && *p != '\n')
+			orig[k++] = *p;
+	if (o != k || memcmp(joined, orig, (size_t)k)) {
+		snprintf(why, cap, "width %d: text lost or reordered", width);
+		return 0;
+	}
+	return 1;
+}
+
+static void t_wrap_words_at_spaces(struct test_ctx *t)
+{
+	const char *s = "The quick brown fox jumps";
+	struct ui_line l[8];
+	int n = ui_text_wrap(s, (int)strlen(s), 10, l, 8);
+
+	T_CHECKF(t, n == 3, "lines %d", n);
+	T_CHECK(t, l[0].len == 9 && !memcmp(s + l[0].off, "The quick", 9));
+	T_CHECK(t, l[1].len == 9 && !memcmp(s + l[1].off, "brown fox", 9));
+	T_CHECK(t, l[2].len == 5 && !memcmp(s + l[2].off, "jumps", 5));
+	T_CHECK(t, l[0].width == 9 && l[2].width == 5);
+}
+
+static void t_wrap_utf8_never_split(struct test_ctx *t)
+{
+	const char *s = "Naïve café — 東京タワー was built in 1958; "
+			"supercalifragilistic ünïcödé\n\n  indented 公文書館 end";
+	char why[128];
+
+	for (int w = 1; w <= 40; w++)
+		T_CHECKF(t, wrap_ok(s, w, why, sizeof why), "%s", why);
+}
+
+static void t_wrap_cjk_columns(struct test_ctx *t)
+{
+	const char *s = "東京タワー";
+	struct ui_line l[8];
+	int n = ui_text_wrap(s, (int)strlen(s), 4, l, 8);
+
+	T_CHECKF(t, n == 3, "lines %d", n);
+	T_CHECK(t, l[0].len == 6 && l[0].width == 4);
+	T_CHECK(t, l[1].len == 6 && !memcmp(s + l[1].off, "タワ", 6));
+	T_CHECK(t, l[2].len == 3 && l[2].width == 2);
+}
+
+static void t_wrap_hard_breaks_long_words(struct test_ctx *t)
+{
+	struct ui_line l[8];
+	const char *w = "abcdefghijklmnopqrst";
+	int n;
+
+	T_CHECK(t, ui_text_wrap("", 0, 10, l, 8) == 1 && l[0].len == 0);
+	n = ui_text_wrap("a\n\nb", 4, 10, l, 8);
+	T_CHECKF(t, n == 3, "lines %d", n);
+	T_CHECK(t, l[1].len == 0 && l[2].off == 3);
+	n = ui_text_wrap(w, 20, 5, l, 8);
+	T_CHECKF(t, n == 4, "lines %d", n);
+	T_CHECK(t, l[3].off == 15 && l[3].len == 5);
+	/* Counting alone (cap 0) agrees with filling. */
+	T_CHECK(t, ui_text_wrap(w, 20, 5, NULL, 0) == 4);
+	/* Leading indent of a paragraph is kept. */
+	n = ui_text_wrap("  ab cd", 7, 20, l, 8);
+	T_CHECK(t, n == 1 && l[0].off == 0 && l[0].len == 7);
+}
+
+static void t_width_table(struct test_ctx *t)
+{
+	T_CHECK(t, ui_char_width('a') == 1);
+	T_CHECK(t, ui_char_width(0xe9) == 1);      /* é */
+	T_CHECK(t, ui_char_width(0x301) == 0);     /* combining acute */
+	T_CHECK(t, ui_char_width(0x6771) == 2);    /* 東 */
+	T_CHECK(t, ui_char_width(0xac00) == 2);    /* 가 */
+	T_CHECK(t, ui_char_width(0x1f4dc) == 2);   /* 📜 */
+	T_CHECK(t, ui_char_width(0x200b) == 0);
+	T_CHECK(t, ui_char_width(0x07) == 0);
+	T_CHECK(t, ui_text_width("e\xcc\x81t\xc3\xa9", 6) == 3);
+}
+
+static void t_trunc_no_split(struct test_ctx *t)
+{
+	int cols;
+
+	T_CHECK(t, ui_text_trunc("h\xc3\xa9llo", 6, 2, &cols) == 3 && cols == 2);
+	/* A wide character that does not fit is left out whole. */
+	T_CHECK(t, ui_text_trunc("東京", 6, 3, &cols) == 3 && cols == 2);
+	T_CHECK(t, ui_text_trunc("東京", 6, 1, &cols) == 0 && cols == 0);
+	/* A combining mark stays with its base. */
+	T_CHECK(t, ui_text_trunc("e\xcc\x81x", 4, 1, &cols) == 3 && cols == 1);
+	T_CHECK(t, ui_text_trunc("abc", 3, 10, &cols) == 3 && cols == 3);
+}
+
+static void t_fit_ellipsis(struct test_ctx *t)
+{
+	char out[64];
+	int n;
+
+	n = ui_text_fit("hello world", 11, 8, "\xe2\x80\xa6", out, sizeof out);
+	T_CHECKF(t, !strcmp(out, "hello w\xe2\x80\xa6"), "got '%s'", out);
+	T_CHECK(t, n == 10 && ui_text_width(out, n) == 8);
+	n = ui_text_fit("hello", 5, 8, "...", out, sizeof out);
+	T_CHECK(t, n == 5 && !strcmp(out, "hello"));
+	n = ui_text_fit("東京タワー", 15, 5, "\xe2\x80\xa6", out, sizeof out);
+	T_CHECKF(t, !strcmp(out, "東京\xe2\x80\xa6"), "got '%s'", out);
+	/* No space before the ellipsis, and the byte cap is honoured. */
+	n = ui_text_fit("ab cd ef", 8, 4, "...", out, sizeof out);
+	T_CHECKF(t, !strcmp(out, "a..."), "got '%s'", out);
+	n = ui_text_fit("éééééé", 12, 10, "\xe2\x80\xa6", out, 6);
+	T_CHECKF(t, n <= 5 && ui_utf8_complete(out, n) == n, "n %d", n);
+}
+
+static void t_utf8_decode_malformed(struct test_ctx *t)
+{
+	uint32_t c;
+
+	T_CHECK(t, ui_utf8_decode("\xf0\x9f\x93\x9c", 4, &c) == 4 && c == 0x1f4dc);
+	T_CHECK(t, ui_utf8_decode("\xc0\x80", 2, &c) == 1 && c == 0xfffd);     /* overlong */
+	T_CHECK(t, ui_utf8_decode("\xed\xa0\x80", 3, &c) == 1 && c == 0xfffd); /* surrogate */
+	T_CHECK(t, ui_utf8_decode("\xe4\xb8", 2, &c) == 2 && c == 0xfffd);     /* truncated */
+	T_CHECK(t, ui_utf8_decode("\xf4\x90\x80\x80", 4, &c) == 1 && c == 0xfffd); /* > U+10FFFF */
+	T_CHECK(t, ui_utf8_decode("\xf5\x80\x80\x80", 4, &c) == 1 && c == 0xfffd);
+	T_CHECK(t, ui_utf8_decode("\xe4\x41\x41", 3, &c) == 1 && c == 0xfffd);
+	T_CHECK(t, ui_utf8_decode("x", 0, &c) == 0);
+}
+
+static void t_utf8_complete_tail(struct test_ctx *t)
+{
+	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8", 4) == 2);
+	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8\xad", 5) == 5);
+	T_CHECK(t, ui_utf8_complete("ab\xf0\x9f\x93", 5) == 2);
+	T_CHECK(t, ui_utf8_complete("ab\xc3", 3) == 2);
+	T_CHECK(t, ui_utf8_complete("ab\x80", 3) == 3);   /* stray byte: not held */
+	T_CHECK(t, ui_utf8_complete("", 0) == 0);
+}
+
+static void t_sanitize_squash(struct test_ctx *t)
+{
+	char out[64];
+	int n;
+
+	n = ui_text_sanitize("a\tb\r\n\x01" "c\xff", 8, out, sizeof out);
+	T_CHECKF(t, !strcmp(out, "a b\nc\xef\xbf\xbd"), "got '%s'", out);
+	T_CHECK(t, n == 8);
+	n = ui_text_squash("  one\n\n two\t three  ", 20, out, sizeof out);
+	T_CHECKF(t, !strcmp(out, "one two three"), "got '%s'", out);
+	/* Never a partial character at the cap. */
+	n = ui_text_sanitize("ab東", 5, out, 4);
+	T_CHECK(t, n == 2 && !strcmp(out, "ab"));
+}
+
+static void t_fmt_bytes_units(struct test_ctx *t)
+{
+	char b[32];
+
+	ui_fmt_bytes(0, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "0 B"), "got %s", b);
+	ui_fmt_bytes(1023, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "1023 B"), "got %s", b);
+	ui_fmt_bytes(1024, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "1.0 KiB"), "got %s", b);
+	ui_fmt_bytes(25794969, b, sizeof b);   /* 24.6 MiB */
+	T_CHECKF(t, !strcmp(b, "24.6 MiB"), "got %s", b);
+	ui_fmt_bytes((size_t)310 * 1048576 + 400000, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "310 MiB"), "got %s", b);
+	ui_fmt_bytes((size_t)2040109466, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "1.9 GiB"), "got %s", b);
+	ui_fmt_bytes(SIZE_MAX, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "16.0 EiB"), "got %s", b);
+	ui_fmt_bytes(25794969, b, 4);
+	T_CHECKF(t, !strcmp(b, "24."), "got %s", b);
+}
+
+static void t_fmt_pct_count(struct test_ctx *t)
+{
+	char b[32];
+
+	ui_fmt_pct(0.006, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "0.6%"), "got %s", b);
+	ui_fmt_pct(0.61, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "61%"), "got %s", b);
+	ui_fmt_pct(0.0006, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "0.06%"), "got %s", b);
+	ui_fmt_pct(-1.0, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "0%"), "got %s", b);
+	ui_fmt_count(1234567, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "1,234,567"), "got %s", b);
+	ui_fmt_count(999, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "999"), "got %s", b);
+	ui_fmt_count(-120000, b, sizeof b);
+	T_CHECKF(t, !strcmp(b, "-120,000"), "got %s", b);
+}
+
+static void t_heat_bucket(struct test_ctx *t)
+{
+	int prev = 0;
+
+	T_CHECK(t, ui_heat_bucket(0, 10, 5) == 0);
+	T_CHECK(t, ui_heat_bucket(-3, 10, 5) == 0);
+	T_CHECK(t, ui_heat_bucket(1, 10, 5) == 1);
+	T_CHECK(t, ui_heat_bucket(5, 10, 5) == 2);
+	T_CHECK(t, ui_heat_bucket(6, 10, 5) == 3);
+	T_CHECK(t, ui_heat_bucket(10, 10, 5) == 4);
+	T_CHECK(t, ui_heat_bucket(25, 10, 5) == 4);
+	T_CHECK(t, ui_heat_bucket(1, 0, 5) == 4);
+	T_CHECK(t, ui_heat_bucket(1000000, 2000000, 5) == 2);
+	for (int c = 0; c <= 37; c++) {
+		int b = ui_heat_bucket(c, 37, 5);
+		T_CHECKF(t, b >= prev && b <= 4, "count %d bucket %d after %d", c, b, prev);
+		prev = b;
+	}
+}
+
+static void t_grid_fit(struct test_ctx *t)
+{
+	struct ui_grid_fit g;
+
+	ui_grid_fit(3, 4, 30, 10, &g);        /* Gemma 3 270M: 3 global layers, 4 heads */
+	T_CHECK(t, g.cell_w == 4 && g.numbers && g.n_col == 4 && g.n_row == 3);
+	T_CHECK(t, g.head_grp == 1 && g.layer_grp == 1);
+	ui_grid_fit(32, 32, 40, 10, &g);      /* Llama: every layer global */
+	T_CHECKF(t, g.cell_w == 1 && g.head_grp == 1 && g.n_col == 32, "cell %d grp %d",
+		 g.cell_w, g.head_grp);
+	T_CHECKF(t, g.layer_grp == 4 && g.n_row == 8, "lgrp %d rows %d", g.layer_grp, g.n_row);
+	ui_grid_fit(34, 32, 20, 10, &g);
+	T_CHECK(t, g.head_grp == 2 && g.n_col == 16 && g.n_row <= 10);
+	ui_grid_fit(5, 8, 16, 10, &g);
+	T_CHECK(t, g.cell_w == 2 && !g.numbers && g.n_col == 8);
+}
+
+static void t_pos_cells(struct test_ctx *t)
+{
+	int lo, hi;
+
+	ui_pos_cells(0, 1, 100, 10, &lo, &hi);
+	T_CHECK(t, lo == 0 && hi == 0);
+	ui_pos_cells(99, 1, 100, 10, &lo, &hi);
+	T_CHECK(t, lo == 9 && hi == 9);
+	ui_pos_cells(50, 20, 100, 10, &lo, &hi);
+	T_CHECKF(t, lo == 5 && hi == 6, "%d..%d", lo, hi);
+	ui_pos_cells(500, 20, 100, 10, &lo, &hi);
+	T_CHECK(t, lo == 9 && hi == 9);
+	ui_pos_cells(10, 5, 100, 0, &lo, &hi);
+	T_CHECK(t, hi < lo);
+	ui_pos_cells(44640, 48, 120000, 20, &lo, &hi);
+	T_CHECK(t, lo == 7 && hi == 7);
+}
+
+static void t_bar_eighths(struct test_ctx *t)
+{
+	T_CHECK(t, ui_bar_eighths(0.5, 1.0, 10) == 40);
+	T_CHECK(t, ui_bar_eighths(2.0, 1.0, 10) == 80);
+	T_CHECK(t, ui_bar_eighths(1e-9, 1.0, 10) == 1);
+	T_CHECK(t, ui_bar_eighths(0.0, 1.0, 10) == 0);
+	T_CHECK(t, ui_bar_eighths(1.0, 0.0, 10) == 0);
+	T_CHECK(t, ui_bar_eighths(15.1, 20.0, 40) == 242);
+}
+
+static int inside(struct ui_rect r, int rows, int cols)
+{
+	return r.h == 0 || (r.y >= 0 && r.x >= 0 && r.y + r.h <= rows && r.x + r.w <= cols);
+}
+
+static void t_layout(struct test_ctx *t)
+{
+	struct ui_layout l;
+
+	ui_layout_compute(40, 120, 1, &l);
+	T_CHECK(t, !l.too_small && l.panel == UI_PANEL_SIDE);
+	T_CHECKF(t, l.tr.w == 72 && l.sep.x == 72 && l.zoom.x == 73 && l.zoom.w == 47,
+		 "tr %d zoom %d+%d", l.tr.w, l.zoom.x, l.zoom.w);
+	T_CHECK(t, l.hdr.y == 0 && l.input.y == 39 && l.status.y == 38 && l.gauge.y == 36);
+	T_CHECK(t, l.tr.y == 1 && l.tr.y + l.tr.h == l.gauge.y && l.zoom.h == l.tr.h);
+	ui_layout_compute(24, 80, 0, &l);
+	T_CHECK(t, l.panel == UI_PANEL_NONE && l.tr.w == 80 && l.zoom.h == 0);
+	ui_layout_compute(24, 80, 1, &l);
+	T_CHECK(t, l.panel == UI_PANEL_BELOW && l.zoom.y == l.tr.y + l.tr.h);
+	T_CHECK(t, l.zoom.y + l.zoom.h == l.gauge.y && l.zoom.w == 80);
+	T_CHECK(t, inside(l.tr, 24, 80) && inside(l.zoom, 24, 80) && inside(l.gauge, 24, 80));
+	ui_layout_compute(12, 89, 1, &l);  /* narrow and short: no room below */
+	T_CHECK(t, l.panel == UI_PANEL_NONE && l.gauge.h == 1);
+	ui_layout_compute(5, 20, 1, &l);
+	T_CHECK(t, l.too_small && l.input.y == 4 && l.hdr.h == 0);
+}
+
+static void t_transcript_split_pieces(struct test_ctx *t)
+{
+	struct ui_transcript tr;
+	const char *emoji = "\xf0\x9f\x93\x9c";
+
+	memset(&tr, 0, sizeof tr);
+	T_CHECK(t, ui_transcript_add(&tr, UI_ROLE_ANSWER, "", 0) == 0);
+	ui_transcript_append(&tr, "caf\xc3", 4);
+	T_CHECK(t, tr.ent[0].len == 3);
+	ui_transcript_append(&tr, "\xa9 ok ", 5);
+	for (int i = 0; i < 4; i++)
+		ui_transcript_append(&tr, emoji + i, 1);
+	ui_transcript_append(&tr, "\xe4\xb8", 2);
+	ui_transcript_flush(&tr);
+	T_CHECKF(t, tr.ent[0].len == 16 &&
+		 !memcmp(tr.ent[0].text, "caf\xc3\xa9 ok \xf0\x9f\x93\x9c\xef\xbf\xbd", 16),
+		 "len %d '%.*s'", tr.ent[0].len, tr.ent[0].len, tr.ent[0].text);
+	/* A stopped answer with no text leaves no empty entry behind. */
+	T_CHECK(t, ui_transcript_add(&tr, UI_ROLE_ANSWER, "", 0) == 0 && tr.n_ent == 2);
+	ui_transcript_drop_empty(&tr);
+	T_CHECK(t, tr.n_ent == 1);
+	ui_transcript_drop_empty(&tr);
+	T_CHECK(t, tr.n_ent == 1);
+	ui_transcript_free(&tr);
+}
+
+static void t_snap_ranks_spans(struct test_ctx *t)
+{
+	struct ui_zoom z[5] = {
+		{.span = 7, .layer = 0, .head = 0, .start = 700, .len = 10, .alpha = 0.6f},
+		{.span = 3, .layer = 0, .head = 1, .start = 300, .len = 10, .alpha = 0.7f},
+		{.span = 7, .layer = 1, .head = 2, .start = 700, .len = 10, .alpha = 0.9f},
+		{.span = 3, .layer = 1, .head = 0, .start = 300, .len = 10, .alpha = 0.8f},
+		{.span = 3, .layer = 2, .head = 3, .start = 300, .len = 10, .alpha = 0.5f},
+	};
+	int counts[12] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1};
+	int32_t lid[3] = {5, 11, 17};
+	struct ui_frame f = {.n_layer = 3, .n_head = 4, .layer_id = lid, .zoom_count = counts,
+			     .n_zoom = 5, .zoom = z, .n_tok_doc = 1000, .mode = "sekv"};
+	struct ui_snap s;
+
+	memset(&s, 0, sizeof s);
+	T_CHECK(t, ui_snap_set(&s, &f) == 0);
+	T_CHECKF(t, s.n_span == 2 && s.span[0].span == 3 && s.span[0].n_zoom == 3,
+		 "n_span %d first %d", s.n_span, s.n_span ? s.span[0].span : -1);
+	T_CHECK(t, s.span[0].alpha_max > 0.79f && s.span[1].alpha_max > 0.89f);
+	T_CHECK(t, s.has_grid && s.zoom_count[11] == 1 && s.layer_id[2] == 17);
+	f.zoom_count = NULL;
+	f.n_zoom = 0;
+	T_CHECK(t, ui_snap_set(&s, &f) == 0 && !s.has_grid && s.n_span == 0);
+	ui_snap_free(&s);
+}
+
+static void t_input_editing(struct test_ctx *t)
+{
+	static struct ui_input in;
+	const uint32_t word[] = {'h', 0xe9, 'l', 'l', 'o'};
+
+	memset(&in, 0, sizeof in);
+	ui_input_clear(&in);
+	T_CHECK(t, ui_input_key(&in, 0, 4) == UI_IN_EOF);   /* Ctrl-D, empty */
+	for (int i = 0; i < 5; i++)
+		ui_input_key(&in, 0, word[i]);
+	T_CHECK(t, in.len == 6 && !strcmp(in.buf, "h\xc3\xa9llo"));
+	ui_input_key(&in, 1, KEY_LEFT);
+	ui_input_key(&in, 1, KEY_BACKSPACE);
+	T_CHECKF(t, !strcmp(in.buf, "h\xc3\xa9lo"), "got '%s'", in.buf);
+	ui_input_key(&in, 1, KEY_HOME);
+	ui_input_key(&in, 1, KEY_RIGHT);
+	ui_input_key(&in, 1, KEY_DC);                       /* deletes é whole */
+	T_CHECKF(t, !strcmp(in.buf, "hlo") && in.cur == 1, "got '%s' %d", in.buf, in.cur);
+	T_CHECK(t, ui_input_key(&in, 0, '\r') == UI_IN_SUBMIT);
+	ui_input_commit(&in);
+	T_CHECK(t, in.len == 0 && in.n_hist == 1);
+	ui_input_key(&in, 0, 'x');
+	ui_input_key(&in, 1, KEY_UP);
+	T_CHECK(t, !strcmp(in.buf, "hlo"));
+	ui_input_key(&in, 1, KEY_DOWN);
+	T_CHECK(t, !strcmp(in.buf, "x"));
+	ui_input_key(&in, 0, ' ');
+	ui_input_key(&in, 0, 'y');
+	ui_input_key(&in, 0, 'z');
+	ui_input_key(&in, 0, 0x17);                         /* Ctrl-W */
+	T_CHECKF(t, !strcmp(in.buf, "x "), "got '%s'", in.buf);
+	ui_input_free(&in);
+}
+
+const struct test_case test_ui[] = {
+	{"ui_wrap_words_at_spaces", t_wrap_words_at_spaces},
+	{"ui_wrap_utf8_never_split_and_fits", t_wrap_utf8_never_split},
+	{"ui_wrap_cjk_two_columns", t_wrap_cjk_columns},
+	{"ui_wrap_hard_breaks_and_long_words", t_wrap_hard_breaks_long_words},
+	{"ui_char_width_table", t_width_table},
+	{"ui_trunc_never_splits_utf8", t_trunc_no_split},
+	{"ui_fit_adds_ellipsis_within_width", t_fit_ellipsis},
+	{"ui_utf8_decode_rejects_malformed", t_utf8_decode_malformed},
+	{"ui_utf8_complete_holds_partial_tail", t_utf8_complete_tail},
+	{"ui_sanitize_and_squash", t_sanitize_squash},
+	{"ui_fmt_bytes_binary_units", t_fmt_bytes_units},
+	{"ui_fmt_pct_and_count", t_fmt_pct_count},
+	{"ui_heat_bucket_levels", t_heat_bucket},
+	{"ui_grid_fit_groups_heads_and_layers", t_grid_fit},
+	{"ui_pos_cells_map_document_position", t_pos_cells},
+	{"ui_bar_eighths", t_bar_eighths},
+	{"ui_layout_side_below_small", t_layout},
+	{"ui_transcript_joins_split_utf8_pieces", t_transcript_split_pieces},
+	{"ui_snap_ranks_spans_by_heads", t_snap_ranks_spans},
+	{"ui_input_line_editing_utf8", t_input_editing},
+	{NULL, NULL},
+};
