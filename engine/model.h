@@ -37,7 +37,11 @@ struct model_hparams {
 	uint8_t is_global[MODEL_MAX_LAYER]; /* 1 = global attention layer */
 	int n_global;
 	int global_layer[MODEL_MAX_LAYER];  /* [n_global] model indices of global layers */
-	char fingerprint[65];   /* hex digest identifying the weights file */
+	char fingerprint[65];   /* hex digest identifying the weights file: FNV-1a 64
+	                           over bytes [0, data_offset) (metadata and tensor
+	                           infos), the file size (8 bytes LE) and the first
+	                           min(4096, nbytes) bytes of each tensor, as 16
+	                           lowercase hex digits */
 };
 
 struct model; /* opaque: weights + hparams */
@@ -78,7 +82,10 @@ struct model_attn {
 
 /* Opens a GGUF model. n_threads <= 0 means all cores. Errors name the file
  * and the missing/bad key or tensor (SEKV_EFORMAT, SEKV_EUNSUP for an
- * architecture this build lacks). *out owns the mapping. */
+ * architecture this build lacks). *out owns the mapping.
+ * Thread-safety: prefill/decode calls on states of one model are
+ * serialised by a lock inside the model (they share its backend threads);
+ * an attention provider must not call back into the model. */
 int model_open(struct model **out, const char *path, int n_threads,
 	       char *err, size_t errlen);
 void model_close(struct model *m); /* NULL is a no-op */
@@ -100,20 +107,44 @@ void model_state_reset(struct model_state *s);
  * attention on every layer (requires global_exact), appends their KV.
  * When surprisal != NULL writes surprisal[i] = -log p(tokens[i] | tokens
  * before it) in nats (0 for position 0), computed with a streaming
- * log-sum-exp over the vocabulary. Leaves last_logits for the last token.
- * Returns 0 or a negative code. */
+ * log-sum-exp over the vocabulary. The first token of a later call is
+ * scored with last_logits/last_lse (0 if have_last is not set). Leaves
+ * last_logits for the last token. Returns 0 or a negative code
+ * (SEKV_EINVAL: n outside [1, n_batch], n_past + n > n_ctx, no exact
+ * global rows, or a token outside the vocabulary). */
 int model_prefill(const struct model *m, struct model_state *s,
 		  const int32_t *tokens, int n, float *surprisal,
 		  char *err, size_t errlen);
 
 /* Decode one token at position n_past. Global layers use attn when non-NULL,
  * else the exact rows in the state. Writes logits [n_vocab] when non-NULL
- * (also kept in s->last_logits). Returns 0 or a negative code. */
+ * (also kept in s->last_logits). Returns 0 or a negative code; a provider's
+ * error is returned as is. With attn, exact global rows (if allocated) are
+ * still appended while n_past < n_ctx, and n_ctx does not limit decoding. */
 int model_decode(const struct model *m, struct model_state *s, int32_t token,
 		 const struct model_attn *attn, float *logits,
 		 char *err, size_t errlen);
 
 /* Bytes of one KV row (K and V, all KV heads) for one layer at fp16. */
 size_t model_kv_row_bytes(const struct model *m);
+
+/* Token positions run through the forward pass since model_open, over all
+ * states (prefill and decode that succeeded). Thread-safe. */
+long long model_n_eval(const struct model *m);
+
+/* Copies the fp16 rows of positions [p0, p0+n) of model layer `layer` out
+ * of the state's cache into k, v ([n][n_head_kv][d_head] each). The rows
+ * must be held: p0 >= 0, p0 + n <= n_past, and for a ring (sliding-window
+ * layer) p0 >= n_past - cap. SEKV_EINVAL otherwise (also for a global layer
+ * without exact rows). Used to persist the sliding-window rings. */
+int model_state_get_rows(const struct model_state *s, int layer, int p0, int n,
+			 uint16_t *k, uint16_t *v);
+/* Writes rows of positions [p0, p0+n) into the cache at their slots (row
+ * p % cap); n <= cap, and p0 + n <= cap for exact global rows. Does not
+ * change n_past: to resume a stream, restore the last swa_window rows of
+ * every sliding-window layer (and, without an attention provider, all
+ * global rows), then set n_past, last_logits, last_lse and have_last. */
+int model_state_set_rows(struct model_state *s, int layer, int p0, int n,
+			 const uint16_t *k, const uint16_t *v);
 
 #endif

@@ -1,0 +1,630 @@
+/* backend_cpu.c - the reference backend: fp32 activations on the CPU.
+ *
+ * Batches multiply quantised weights by dequantising the needed rows into
+ * the workspace and calling OpenBLAS cblas_sgemm; one token uses
+ * quant_dot_row per weight row, rows split over a small pthread pool (the
+ * calling thread is worker 0). Attention is tiled over keys with an online
+ * softmax (flash-attention order), so scratch does not grow with context.
+ * Invariant: nothing here allocates after backend_cpu_open / ws_new.
+ * Quantised formats live in quant.c; the forward pass in model.c.
+ */
+#include "engine/backend.h"
+
+#include "engine/err.h"
+#include "engine/quant.h"
+
+#include <cblas.h>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define ATTN_TILE 256 /* keys per attention tile */
+#define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
+
+/* exp(x) for x in [-87, 88] (clamped outside), relative error < 1e-7
+ * (measured 8e-8 against exp in double): Cephes expf's range reduction
+ * x = n ln2 + r and degree-6 polynomial, written branch-free so loops
+ * over it vectorise; libm's expf does not, and the vocabulary
+ * log-sum-exp takes n_vocab of them per token. */
+static inline float exp_fast(float x)
+{
+	float n, r, p, sc;
+	uint32_t u;
+
+	x = x < -87.0f ? -87.0f : x;
+	x = x > 88.0f ? 88.0f : x;
+	n = rintf(x * 1.44269504088896341f);
+	r = fmaf(n, -0.693359375f, x);
+	r = fmaf(n, 2.12194440e-4f, r);
+	p = 1.9875691500e-4f;
+	p = fmaf(p, r, 1.3981999507e-3f);
+	p = fmaf(p, r, 8.3334519073e-3f);
+	p = fmaf(p, r, 4.1665795894e-2f);
+	p = fmaf(p, r, 1.6666665459e-1f);
+	p = fmaf(p, r, 5.0000001201e-1f);
+	p = fmaf(p, r * r, r) + 1.0f;
+	u = (uint32_t)((int32_t)n + 127) << 23;
+	memcpy(&sc, &u, sizeof sc);
+	return p * sc;
+}
+
+/* ---- thread pool ---------------------------------------------------- */
+
+typedef void (*pool_fn)(void *ctx, int i0, int i1);
+
+struct cpu {
+	int n_threads;
+	pthread_t *th;          /* [n_threads - 1] */
+	int n_started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv_go;
+	pthread_cond_t cv_done;
+	unsigned long gen;      /* bumped once per parallel_for */
+	int pending;            /* workers still running this generation */
+	int quit;
+	pool_fn fn;
+	void *ctx;
+	int n_items;
+};
+
+struct worker_arg {
+	struct cpu *c;
+	int id;
+};
+
+static void chunk(int n_items, int n_parts, int part, int *i0, int *i1)
+{
+	int base = n_items / n_parts, rem = n_items % n_parts;
+	*i0 = part * base + (part < rem ? part : rem);
+	*i1 = *i0 + base + (part < rem);
+}
+
+static void *worker_main(void *arg)
+{
+	struct cpu *c = ((struct worker_arg *)arg)->c;
+	int id = ((struct worker_arg *)arg)->id;
+	unsigned long seen = 0;
+
+	free(arg);
+	for (;;) {
+		int i0, i1;
+		pthread_mutex_lock(&c->mu);
+		while (c->gen == seen && !c->quit)
+			pthread_cond_wait(&c->cv_go, &c->mu);
+		if (c->quit) {
+			pthread_mutex_unlock(&c->mu);
+			return NULL;
+		}
+		seen = c->gen;
+		pthread_mutex_unlock(&c->mu);
+		chunk(c->n_items, c->n_threads, id, &i0, &i1);
+		if (i0 < i1)
+			c->fn(c->ctx, i0, i1);
+		pthread_mutex_lock(&c->mu);
+		if (--c->pending == 0)
+			pthread_cond_signal(&c->cv_done);
+		pthread_mutex_unlock(&c->mu);
+	}
+}
+
+/* Runs fn over [0, n_items) split into n_threads contiguous chunks. Small
+ * jobs run on the calling thread alone. */
+static void parallel_for(struct cpu *c, int n_items, int min_per_thread,
+			 pool_fn fn, void *ctx)
+{
+	int i0, i1;
+
+	if (c->n_threads <= 1 || n_items < 2 * min_per_thread) {
+		if (n_items > 0)
+			fn(ctx, 0, n_items);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	c->fn = fn;
+	c->ctx = ctx;
+	c->n_items = n_items;
+	c->pending = c->n_threads - 1;
+	c->gen++;
+	pthread_cond_broadcast(&c->cv_go);
+	pthread_mutex_unlock(&c->mu);
+
+	chunk(n_items, c->n_threads, 0, &i0, &i1);
+	if (i0 < i1)
+		fn(ctx, i0, i1);
+
+	pthread_mutex_lock(&c->mu);
+	while (c->pending > 0)
+		pthread_cond_wait(&c->cv_done, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- workspace ------------------------------------------------------ */
+
+struct backend_ws {
+	struct backend_ws_size sz;
+	float *wbuf;   /* [max_w_elems] dequantised weight rows */
+	float *kt;     /* [ATTN_TILE][d_head] keys of one tile, fp32 */
+	float *vt;     /* [ATTN_TILE][d_head] */
+	float *s;      /* [n_batch][ATTN_TILE] scores */
+	float *mx;     /* [n_head][n_batch] running maxima */
+	float *sm;     /* [n_head][n_batch] running sums */
+};
+
+static void cpu_ws_free(struct backend_ws *ws)
+{
+	if (!ws)
+		return;
+	free(ws->wbuf);
+	free(ws->kt);
+	free(ws->vt);
+	free(ws->s);
+	free(ws->mx);
+	free(ws->sm);
+	free(ws);
+}
+
+static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
+		      struct backend_ws **out)
+{
+	struct backend_ws *ws = calloc(1, sizeof *ws);
+	size_t nb = (size_t)sz->n_batch, d = (size_t)sz->d_head;
+
+	(void)b;
+	*out = NULL;
+	if (!ws)
+		return SEKV_ENOMEM;
+	ws->sz = *sz;
+	ws->wbuf = malloc(sizeof(float) * (sz->max_w_elems ? sz->max_w_elems : 1));
+	ws->kt = malloc(sizeof(float) * ATTN_TILE * d);
+	ws->vt = malloc(sizeof(float) * ATTN_TILE * d);
+	ws->s = malloc(sizeof(float) * nb * ATTN_TILE);
+	ws->mx = malloc(sizeof(float) * nb * (size_t)sz->n_head);
+	ws->sm = malloc(sizeof(float) * nb * (size_t)sz->n_head);
+	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm) {
+		cpu_ws_free(ws);
+		return SEKV_ENOMEM;
+	}
+	*out = ws;
+	return 0;
+}
+
+/* ---- matmul --------------------------------------------------------- */
+
+struct mm_job {
+	const struct backend_weight *w;
+	int r0;
+	const float *x;
+	float *y;
+	float *wbuf;
+};
+
+static void mm_dequant_rows(void *ctx, int i0, int i1)
+{
+	struct mm_job *j = ctx;
+	const uint8_t *base = (const uint8_t *)j->w->data;
+	size_t cols = (size_t)j->w->cols;
+
+	for (int r = i0; r < i1; r++)
+		quant_dequant_row(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
+				  j->wbuf + (size_t)r * cols, cols);
+}
+
+static void mm_dot_rows(void *ctx, int i0, int i1)
+{
+	struct mm_job *j = ctx;
+	const uint8_t *base = (const uint8_t *)j->w->data;
+	size_t cols = (size_t)j->w->cols;
+
+	for (int r = i0; r < i1; r++)
+		j->y[r] = quant_dot_row(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
+					j->x, cols);
+}
+
+static void cpu_matmul(struct backend *b, struct backend_ws *ws,
+		       const struct backend_weight *w, int r0, int rows,
+		       const float *x, int n, float *y, int ldy)
+{
+	struct cpu *c = b->impl;
+	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL };
+	const float *wf;
+
+	if (n == 1) {
+		parallel_for(c, rows, 64, mm_dot_rows, &j);
+		return;
+	}
+	if (w->type == QT_F32) {
+		wf = (const float *)((const uint8_t *)w->data + (size_t)r0 * w->row_bytes);
+	} else {
+		parallel_for(c, rows, 16, mm_dequant_rows, &j);
+		wf = ws->wbuf;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w->cols,
+		    1.0f, x, w->cols, wf, w->cols, 0.0f, y, ldy);
+}
+
+static void cpu_get_rows(struct backend *b, const struct backend_weight *w,
+			 const int32_t *ids, int n, float scale, float *y)
+{
+	size_t cols = (size_t)w->cols;
+
+	(void)b;
+	for (int i = 0; i < n; i++) {
+		float *yi = y + (size_t)i * cols;
+		quant_dequant_row(w->type, (const uint8_t *)w->data + (size_t)ids[i] * w->row_bytes,
+				  yi, cols);
+		for (size_t e = 0; e < cols; e++)
+			yi[e] *= scale;
+	}
+}
+
+/* ---- element-wise --------------------------------------------------- */
+
+static void cpu_rmsnorm(struct backend *b, const float *x, const float *w,
+			int n_rows, int dim, float eps, float *y)
+{
+	(void)b;
+	for (int r = 0; r < n_rows; r++) {
+		const float *xr = x + (size_t)r * dim;
+		float *yr = y + (size_t)r * dim;
+		double ss = 0.0;
+		float inv;
+		for (int e = 0; e < dim; e++)
+			ss += (double)xr[e] * xr[e];
+		inv = (float)(1.0 / sqrt(ss / dim + eps));
+		for (int e = 0; e < dim; e++)
+			yr[e] = xr[e] * inv * w[e];
+	}
+}
+
+static void cpu_rope(struct backend *b, float *x, int n, int n_head, int d_head,
+		     int n_rot, const float *cs, const float *sn)
+{
+	int half = n_rot / 2;
+
+	(void)b;
+	for (int i = 0; i < n; i++) {
+		const float *ci = cs + (size_t)i * half, *si = sn + (size_t)i * half;
+		for (int h = 0; h < n_head; h++) {
+			float *xh = x + ((size_t)i * n_head + h) * d_head;
+			for (int j = 0; j < half; j++) {
+				float x0 = xh[j], x1 = xh[j + half];
+				xh[j] = x0 * ci[j] - x1 * si[j];
+				xh[j + half] = x0 * si[j] + x1 * ci[j];
+			}
+		}
+	}
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(z)), z = sqrt(2/pi) (x + 0.044715 x^3),
+ * written as x / (1 + exp(-2z)) (the same function, stable at both ends). */
+static inline float gelu_tanh(float x)
+{
+	const float k0 = 0.7978845608028654f; /* sqrt(2/pi) */
+	float z = k0 * (x + 0.044715f * x * x * x);
+
+	return x / (1.0f + exp_fast(-2.0f * z));
+}
+
+static void cpu_gelu_mul(struct backend *b, float *restrict g, const float *restrict u, size_t n)
+{
+	size_t i = 0;
+
+	(void)b;
+	for (; i + LANES <= n; i += LANES)
+		for (int k = 0; k < LANES; k++)
+			g[i + k] = gelu_tanh(g[i + k]) * u[i + k];
+	for (; i < n; i++)
+		g[i] = gelu_tanh(g[i]) * u[i];
+}
+
+static void cpu_add(struct backend *b, float *y, const float *x, size_t n)
+{
+	(void)b;
+	for (size_t i = 0; i < n; i++)
+		y[i] += x[i];
+}
+
+static void cpu_kv_store(struct backend *b, uint16_t *kc, uint16_t *vc, int cap,
+			 int width, const float *k, const float *v, int pos0, int n)
+{
+	(void)b;
+	for (int i = 0; i < n; i++) {
+		size_t row = (size_t)((pos0 + i) % cap) * width;
+		quant_f32_to_f16_row(k + (size_t)i * width, kc + row, width);
+		quant_f32_to_f16_row(v + (size_t)i * width, vc + row, width);
+	}
+}
+
+/* ---- attention ------------------------------------------------------ */
+
+/* fp16 -> fp32 of cached rows. Half to single is exact, so the F16C
+ * instruction gives the same bits as quant_f16_to_f32_row, only faster:
+ * attention converts every visible row at every step. */
+static void rows_f16_to_f32(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+
+#if defined(__AVX512F__)
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+#elif defined(__F16C__)
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+#endif
+	quant_f16_to_f32_row(x + i, y + i, n - i);
+}
+
+/* Softmax step for one tile and one query head over score rows [0, nr)
+ * (query i = i_a + r): masks keys outside [lo_i, p_i], updates the running
+ * max/sum and rescales the output row by the change of max. */
+static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
+			      int T, int i_a, int t0, int h, float *mx, float *sm)
+{
+	int ld = a->n_head * a->d_head;
+
+	for (int r = 0; r < nr; r++) {
+		int i = i_a + r, p = a->pos0 + i;
+		int lo = a->window > 0 ? p - a->window + 1 : 0;
+		int j0 = lo > t0 ? lo - t0 : 0;
+		int j1 = p - t0 + 1 < T ? p - t0 + 1 : T; /* exclusive */
+		float *sr = s + (size_t)r * T, m_old = mx[i], m_new = m_old, f;
+		double sum = 0.0;
+
+		for (int j = j0; j < j1; j++)
+			if (sr[j] > m_new)
+				m_new = sr[j];
+		for (int j = 0; j < j0; j++)
+			sr[j] = 0.0f;
+		for (int j = j1; j < T; j++)
+			sr[j] = 0.0f;
+		for (int j = j0; j < j1; j++) {
+			sr[j] = exp_fast(sr[j] - m_new);
+			sum += sr[j];
+		}
+		f = m_old == -INFINITY ? 0.0f : exp_fast(m_old - m_new);
+		if (f != 1.0f) {
+			float *o = a->out + (size_t)i * ld + (size_t)h * a->d_head;
+			for (int e = 0; e < a->d_head; e++)
+				o[e] *= f;
+		}
+		sm[i] = sm[i] * f + (float)sum;
+		mx[i] = m_new;
+	}
+}
+
+static int cpu_attention(struct backend *b, struct backend_ws *ws,
+			 const struct backend_attn *a)
+{
+	int d = a->d_head, ld = a->n_head * d, kvw = a->n_head_kv * d;
+	int group = a->n_head / a->n_head_kv;
+	int p_last = a->pos0 + a->n - 1;
+	int lo_first = a->window > 0 ? a->pos0 - a->window + 1 : 0;
+
+	(void)b;
+	if (a->n < 1 || a->n > ws->sz.n_batch || a->n_head > ws->sz.n_head ||
+	    d > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
+		return SEKV_EINVAL;
+	if (lo_first < 0)
+		lo_first = 0;
+	for (int i = 0; i < a->n; i++)
+		memset(a->out + (size_t)i * ld, 0, sizeof(float) * ld);
+
+	for (int g = 0; g < a->n_head_kv; g++) {
+		for (int hh = 0; hh < group; hh++) {
+			float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
+			for (int i = 0; i < a->n; i++) {
+				mx[i] = -INFINITY;
+				sm[i] = 0.0f;
+			}
+		}
+		for (int t0 = lo_first; t0 <= p_last; t0 += ATTN_TILE) {
+			int t1 = t0 + ATTN_TILE <= p_last + 1 ? t0 + ATTN_TILE : p_last + 1;
+			int T = t1 - t0;
+			int i_a = t0 - a->pos0 > 0 ? t0 - a->pos0 : 0;
+			int i_b = a->window > 0 ? t1 + a->window - 1 - a->pos0 : a->n;
+			int nr;
+
+			if (i_b > a->n)
+				i_b = a->n;
+			nr = i_b - i_a;
+			if (nr <= 0)
+				continue;
+			for (int t = 0; t < T; t++) {
+				size_t row = (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d;
+				rows_f16_to_f32(a->k + row, ws->kt + (size_t)t * d, d);
+				rows_f16_to_f32(a->v + row, ws->vt + (size_t)t * d, d);
+			}
+			for (int hh = 0; hh < group; hh++) {
+				int h = g * group + hh;
+				float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d,
+					    a->scale, a->q + (size_t)i_a * ld + (size_t)h * d, ld,
+					    ws->kt, d, 0.0f, ws->s, T);
+				attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
+				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, T,
+					    1.0f, ws->s, T, ws->vt, d, 1.0f,
+					    a->out + (size_t)i_a * ld + (size_t)h * d, ld);
+			}
+		}
+		for (int hh = 0; hh < group; hh++) {
+			int h = g * group + hh;
+			const float *sm = ws->sm + (size_t)hh * a->n;
+			for (int i = 0; i < a->n; i++) {
+				float *o = a->out + (size_t)i * ld + (size_t)h * d;
+				float inv = sm[i] > 0.0f ? 1.0f / sm[i] : 0.0f;
+				for (int e = 0; e < d; e++)
+					o[e] *= inv;
+			}
+		}
+	}
+	return 0;
+}
+
+/* ---- streaming log-sum-exp ------------------------------------------ */
+
+struct lse_job {
+	const float *s;
+	int cols, lds;
+	float *mx;
+	double *sm;
+};
+
+static float row_max(const float *r, int n)
+{
+	float lane[LANES], mt;
+	int c = 0;
+
+	for (int k = 0; k < LANES; k++)
+		lane[k] = -INFINITY;
+	for (; c + LANES <= n; c += LANES)
+		for (int k = 0; k < LANES; k++)
+			lane[k] = r[c + k] > lane[k] ? r[c + k] : lane[k];
+	mt = -INFINITY;
+	for (int k = 0; k < LANES; k++)
+		mt = lane[k] > mt ? lane[k] : mt;
+	for (; c < n; c++)
+		mt = r[c] > mt ? r[c] : mt;
+	return mt;
+}
+
+/* sum_c exp(r[c] - m) */
+static double row_sum_exp(const float *r, int n, float m)
+{
+	float lane[LANES] = { 0 };
+	double sum = 0.0;
+	int c = 0;
+
+	for (; c + LANES <= n; c += LANES)
+		for (int k = 0; k < LANES; k++)
+			lane[k] += exp_fast(r[c + k] - m);
+	for (int k = 0; k < LANES; k++)
+		sum += lane[k];
+	for (; c < n; c++)
+		sum += exp_fast(r[c] - m);
+	return sum;
+}
+
+static void lse_rows(void *ctx, int i0, int i1)
+{
+	struct lse_job *j = ctx;
+
+	for (int i = i0; i < i1; i++) {
+		const float *r = j->s + (size_t)i * j->lds;
+		float mt = row_max(r, j->cols);
+		if (mt == -INFINITY)
+			continue;
+		if (mt > j->mx[i]) {
+			if (j->mx[i] != -INFINITY)
+				j->sm[i] *= exp((double)j->mx[i] - mt);
+			j->mx[i] = mt;
+		}
+		j->sm[i] += row_sum_exp(r, j->cols, j->mx[i]);
+	}
+}
+
+static void cpu_lse_fold(struct backend *b, const float *s, int n, int cols,
+			 int lds, float *mx, double *sm)
+{
+	struct lse_job j = { s, cols, lds, mx, sm };
+
+	parallel_for(b->impl, n, 4, lse_rows, &j);
+}
+
+/* ---- open / close --------------------------------------------------- */
+
+static void cpu_close(struct backend *b)
+{
+	struct cpu *c;
+
+	if (!b)
+		return;
+	c = b->impl;
+	if (c) {
+		pthread_mutex_lock(&c->mu);
+		c->quit = 1;
+		pthread_cond_broadcast(&c->cv_go);
+		pthread_mutex_unlock(&c->mu);
+		for (int i = 0; i < c->n_started; i++)
+			pthread_join(c->th[i], NULL);
+		pthread_mutex_destroy(&c->mu);
+		pthread_cond_destroy(&c->cv_go);
+		pthread_cond_destroy(&c->cv_done);
+		free(c->th);
+		free(c);
+	}
+	free(b);
+}
+
+static const struct backend_ops cpu_ops = {
+	.name = "cpu",
+	.close = cpu_close,
+	.ws_new = cpu_ws_new,
+	.ws_free = cpu_ws_free,
+	.matmul = cpu_matmul,
+	.get_rows = cpu_get_rows,
+	.rmsnorm = cpu_rmsnorm,
+	.rope = cpu_rope,
+	.gelu_mul = cpu_gelu_mul,
+	.add = cpu_add,
+	.kv_store = cpu_kv_store,
+	.attention = cpu_attention,
+	.lse_fold = cpu_lse_fold,
+};
+
+int backend_cpu_open(struct backend **out, int n_threads, char *err, size_t errlen)
+{
+	struct backend *b = calloc(1, sizeof *b);
+	struct cpu *c = calloc(1, sizeof *c);
+
+	*out = NULL;
+	if (!b || !c) {
+		free(b);
+		free(c);
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "backend: cpu: out of memory");
+	}
+	if (n_threads <= 0) {
+		long nc = sysconf(_SC_NPROCESSORS_ONLN);
+		n_threads = nc > 0 ? (int)nc : 1;
+	}
+	if (n_threads > 256)
+		n_threads = 256;
+	b->ops = &cpu_ops;
+	b->impl = c;
+	b->n_threads = n_threads;
+	c->n_threads = n_threads;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv_go, NULL);
+	pthread_cond_init(&c->cv_done, NULL);
+	c->th = calloc((size_t)n_threads, sizeof *c->th);
+	if (!c->th) {
+		cpu_close(b);
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "backend: cpu: out of memory");
+	}
+	for (int i = 1; i < n_threads; i++) {
+		struct worker_arg *wa = malloc(sizeof *wa);
+		if (wa) {
+			wa->c = c;
+			wa->id = i;
+		}
+		if (!wa || pthread_create(&c->th[c->n_started], NULL, worker_main, wa) != 0) {
+			free(wa);
+			cpu_close(b);
+			return sekv_errf(err, errlen, SEKV_EIO, "backend: cpu: cannot start thread %d", i);
+		}
+		c->n_started++;
+	}
+	openblas_set_num_threads(n_threads);
+	*out = b;
+	return 0;
+}
+
+void backend_close(struct backend *b)
+{
+	if (b)
+		b->ops->close(b);
+}

@@ -1,0 +1,864 @@
+/* model.c - Gemma 3 decoder: GGUF loading, one forward pass, prefill with
+ * streaming surprisal, and decode with an optional attention provider.
+ *
+ * The forward pass is written once over the operations of engine/backend.h
+ * and serves both prefill (a batch, exact attention everywhere) and decode
+ * (one token, global layers optionally delegated to a struct model_attn).
+ * Architecture facts follow llama.cpp (src/models/gemma3.cpp, the gemma3
+ * case of llama-model.cpp, is_masked_swa) and HF modeling_gemma3.py; see
+ * the comments at each step. Invariant: after model_state_new nothing is
+ * allocated; every size read from the file is checked before use.
+ */
+#include "engine/model.h"
+
+#include "engine/backend.h"
+#include "engine/err.h"
+#include "engine/gguf.h"
+#include "engine/quant.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VOCAB_TILE 4096   /* vocabulary rows per sgemm when folding surprisal */
+
+struct model_layer {
+	struct backend_weight wq;    /* [n_head*d_head][n_embd] */
+	struct backend_weight wk;    /* [n_head_kv*d_head][n_embd] */
+	struct backend_weight wv;    /* [n_head_kv*d_head][n_embd] */
+	struct backend_weight wo;    /* [n_embd][n_head*d_head] */
+	struct backend_weight gate;  /* [n_ff][n_embd] */
+	struct backend_weight up;    /* [n_ff][n_embd] */
+	struct backend_weight down;  /* [n_embd][n_ff] */
+	float *attn_norm;            /* [n_embd] */
+	float *q_norm;               /* [d_head] */
+	float *k_norm;               /* [d_head] */
+	float *post_attn_norm;       /* [n_embd] */
+	float *ffn_norm;             /* [n_embd] */
+	float *post_ffw_norm;        /* [n_embd] */
+};
+
+struct model {
+	struct gguf *g;
+	struct backend *be;
+	struct model_hparams hp;
+	int n_rot;                   /* rotated dims per head (even, <= d_head) */
+	struct backend_weight tok_embd; /* [n_vocab][n_embd] */
+	struct backend_weight output;   /* [n_vocab][n_embd], tied: = tok_embd */
+	float *output_norm;          /* [n_embd] */
+	double *inv_freq[2];         /* [n_rot/2] for local (0) and global (1) bases */
+	float *norms;                /* owned block behind every norm pointer */
+	size_t max_w_elems;          /* largest layer weight rows*cols */
+	struct model_layer layer[MODEL_MAX_LAYER];
+	pthread_mutex_t lock;        /* one forward at a time (shared backend) */
+	long long n_eval;            /* positions run, under lock */
+};
+
+/* Per-state scratch; every buffer sized for n_batch tokens at state_new. */
+struct model_scratch {
+	const struct model *m;  /* the model the state was made for */
+	struct backend_ws *ws;
+	float *x;       /* [n_batch][n_embd] residual stream */
+	float *h;       /* [n_batch][n_embd] normed input of a block */
+	float *t;       /* [n_batch][n_embd] block output */
+	float *q;       /* [n_batch][n_head][d_head] */
+	float *att;     /* [n_batch][n_head][d_head] */
+	float *k;       /* [n_batch][n_head_kv][d_head] */
+	float *v;       /* [n_batch][n_head_kv][d_head] */
+	float *gate;    /* [n_batch][n_ff] */
+	float *up;      /* [n_batch][n_ff] */
+	float *cs[2];   /* [n_batch][n_rot/2] cos, local (0) / global (1) */
+	float *sn[2];   /* [n_batch][n_rot/2] sin */
+	float *logit;   /* [n_batch][VOCAB_TILE] one vocabulary tile */
+	float *mx;      /* [n_batch] running max of the logits */
+	double *sm;     /* [n_batch] running sum of exp(logit - mx) */
+	float *tgt;     /* [n_batch] logit of the realised next token */
+};
+
+/* ---- loading -------------------------------------------------------- */
+
+static int key_of(char *buf, size_t len, const char *arch, const char *suffix)
+{
+	int n = snprintf(buf, len, "%s.%s", arch, suffix);
+	return n > 0 && (size_t)n < len ? 0 : SEKV_EINVAL;
+}
+
+static int get_int(const struct gguf *g, const char *arch, const char *suffix,
+		   int required, int def, int lo, int hi, int *out,
+		   char *err, size_t errlen)
+{
+	char key[128];
+	int64_t v;
+	int rc;
+
+	if (key_of(key, sizeof key, arch, suffix))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: key too long", g->path);
+	rc = gguf_get_i64(g, key, &v);
+	if (rc == SEKV_ENOTFOUND && !required) {
+		*out = def;
+		return 0;
+	}
+	if (rc)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s: %s", g->path, key,
+				 rc == SEKV_ENOTFOUND ? "missing" : "not an integer");
+	if (v < lo || v > hi)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s = %lld out of [%d, %d]",
+				 g->path, key, (long long)v, lo, hi);
+	*out = (int)v;
+	return 0;
+}
+
+static int get_float(const struct gguf *g, const char *arch, const char *suffix,
+		     int required, float def, float *out, char *err, size_t errlen)
+{
+	char key[128];
+	int rc;
+
+	if (key_of(key, sizeof key, arch, suffix))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: key too long", g->path);
+	rc = gguf_get_f32(g, key, out);
+	if (rc == SEKV_ENOTFOUND && !required) {
+		*out = def;
+		return 0;
+	}
+	if (rc)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s: %s", g->path, key,
+				 rc == SEKV_ENOTFOUND ? "missing" : "not a number");
+	if (!isfinite(*out))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s is not finite", g->path, key);
+	return 0;
+}
+
+/* Looks up a 2-D weight [rows][cols] (GGUF ne = {cols, rows}). */
+static int load_weight(struct model *m, const char *name, int rows, int cols,
+		       struct backend_weight *w, char *err, size_t errlen)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(m->g, name);
+	size_t rb;
+
+	if (!t)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: tensor %s missing",
+				 m->g->path, name);
+	if (!quant_supported(t->type))
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: tensor %s: type %u unsupported",
+				 m->g->path, name, t->type);
+	if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "model: %s: tensor %s: shape [%llu, %llu], expected [%d, %d]",
+				 m->g->path, name, (unsigned long long)t->ne[0],
+				 (unsigned long long)t->ne[1], cols, rows);
+	rb = quant_row_bytes(t->type, (uint64_t)cols);
+	if (rb == 0 || t->nbytes < rb * (size_t)rows)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: tensor %s: bad size",
+				 m->g->path, name);
+	w->type = t->type;
+	w->rows = rows;
+	w->cols = cols;
+	w->row_bytes = rb;
+	w->data = t->data;
+	return 0;
+}
+
+/* Copies a 1-D norm weight of n values into dst as fp32. */
+static int load_norm(struct model *m, const char *name, int n, float *dst,
+		     char *err, size_t errlen)
+{
+	const struct gguf_tensor *t = gguf_find_tensor(m->g, name);
+
+	if (!t)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: tensor %s missing",
+				 m->g->path, name);
+	if (t->ne[0] != (uint64_t)n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: tensor %s: expected [%d]",
+				 m->g->path, name, n);
+	if (!quant_supported(t->type) || quant_row_bytes(t->type, (uint64_t)n) == 0)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: tensor %s: type %u unsupported",
+				 m->g->path, name, t->type);
+	if (t->nbytes < quant_row_bytes(t->type, (uint64_t)n))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: tensor %s: bad size",
+				 m->g->path, name);
+	/* Weights are used as stored: the GGUF converter already added
+	 * Gemma's +1 to every RMSNorm weight. */
+	quant_dequant_row(t->type, t->data, dst, (size_t)n);
+	return 0;
+}
+
+/* FNV-1a 64 over [0, data_offset) (metadata and tensor infos), the file size
+ * as 8 little-endian bytes, and the first min(4096, nbytes) bytes of every
+ * tensor in file order; printed as 16 lowercase hex digits. */
+static void fingerprint(const struct gguf *g, char out[65])
+{
+	uint64_t h = 1469598103934665603ULL, size = g->size;
+
+	for (size_t i = 0; i < g->data_offset && i < g->size; i++)
+		h = (h ^ g->map[i]) * 1099511628211ULL;
+	for (int i = 0; i < 8; i++)
+		h = (h ^ ((size >> (8 * i)) & 0xff)) * 1099511628211ULL;
+	for (uint64_t t = 0; t < g->n_tensor; t++) {
+		const uint8_t *p = g->tensor[t].data;
+		size_t n = g->tensor[t].nbytes < 4096 ? g->tensor[t].nbytes : 4096;
+		for (size_t i = 0; i < n; i++)
+			h = (h ^ p[i]) * 1099511628211ULL;
+	}
+	snprintf(out, 65, "%016llx", (unsigned long long)h);
+}
+
+/* Which layers are global. llama.cpp (gemma3): the key
+ * <arch>.attention.sliding_window_pattern is a period n (default 6) and
+ * layer il slides when il % n < n - 1, i.e. il is global when
+ * (il + 1) % 6 == 0; an array gives each layer (true = sliding). No
+ * sliding window at all makes every layer global. */
+static int load_layer_kinds(struct model *m, char *err, size_t errlen)
+{
+	struct model_hparams *hp = &m->hp;
+	const struct gguf_kv *kv;
+	char key[128];
+	int period = 6;
+
+	if (key_of(key, sizeof key, hp->arch, "attention.sliding_window_pattern"))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: key too long", m->g->path);
+	kv = gguf_find_kv(m->g, key);
+	if (hp->swa_window == 0) {
+		for (int il = 0; il < hp->n_layer; il++)
+			hp->is_global[il] = 1;
+	} else if (kv && kv->type == GGUF_ARRAY) {
+		if (kv->arr_n != (uint64_t)hp->n_layer)
+			return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s has %llu entries, not %d",
+					 m->g->path, key, (unsigned long long)kv->arr_n, hp->n_layer);
+		for (int il = 0; il < hp->n_layer; il++) {
+			double v;
+			if (gguf_arr_num(kv, (uint64_t)il, &v))
+				return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s: not numeric",
+						 m->g->path, key);
+			hp->is_global[il] = v == 0.0;
+		}
+	} else {
+		int rc = get_int(m->g, hp->arch, "attention.sliding_window_pattern", 0, 6,
+				 0, 1 << 20, &period, err, errlen);
+		if (rc)
+			return rc;
+		/* period 0: every layer slides (llama.cpp set_swa_pattern) */
+		for (int il = 0; il < hp->n_layer; il++)
+			hp->is_global[il] = period > 0 && il % period == period - 1;
+	}
+	hp->n_global = 0;
+	for (int il = 0; il < hp->n_layer; il++)
+		if (hp->is_global[il])
+			hp->global_layer[hp->n_global++] = il;
+	return 0;
+}
+
+static int load_hparams(struct model *m, char *err, size_t errlen)
+{
+	struct model_hparams *hp = &m->hp;
+	const struct gguf_tensor *te;
+	struct gguf_str arch;
+	float softcap;
+	int rc, d_v;
+
+	if (gguf_get_str(m->g, "general.architecture", &arch) || arch.len == 0 ||
+	    arch.len >= sizeof hp->arch)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: general.architecture missing",
+				 m->g->path);
+	memcpy(hp->arch, arch.ptr, arch.len);
+	hp->arch[arch.len] = 0;
+	if (strcmp(hp->arch, "gemma3") != 0)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: architecture %s not supported",
+				 m->g->path, hp->arch);
+	if ((rc = get_int(m->g, hp->arch, "block_count", 1, 0, 1, MODEL_MAX_LAYER, &hp->n_layer, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "embedding_length", 1, 0, 1, 1 << 16, &hp->n_embd, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "attention.head_count", 1, 0, 1, 1024, &hp->n_head, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "attention.head_count_kv", 0, hp->n_head, 1, 1024,
+			  &hp->n_head_kv, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "attention.key_length", 0, hp->n_embd / hp->n_head, 2, 4096,
+			  &hp->d_head, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "attention.value_length", 0, hp->d_head, 1, 4096, &d_v, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "feed_forward_length", 1, 0, 1, 1 << 20, &hp->n_ff, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "context_length", 0, 8192, 1, 1 << 30, &hp->n_ctx_train, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "attention.sliding_window", 0, 0, 0, 1 << 30,
+			  &hp->swa_window, err, errlen)) ||
+	    (rc = get_int(m->g, hp->arch, "rope.dimension_count", 0, hp->d_head, 2, hp->d_head,
+			  &m->n_rot, err, errlen)))
+		return rc;
+	if (d_v != hp->d_head || hp->n_head % hp->n_head_kv || m->n_rot % 2 || m->n_rot < 2 ||
+	    m->n_rot > hp->d_head)
+		return sekv_errf(err, errlen, SEKV_EUNSUP,
+				 "model: %s: head shapes (k %d, v %d, heads %d/%d, rope %d) unsupported",
+				 m->g->path, hp->d_head, d_v, hp->n_head, hp->n_head_kv, m->n_rot);
+	/* llama.cpp defaults: rope.freq_base 10000; sliding layers use 10000
+	 * unless <arch>.rope.freq_base_swa is present. */
+	if ((rc = get_float(m->g, hp->arch, "rope.freq_base", 0, 10000.0f, &hp->rope_base_global, err, errlen)) ||
+	    (rc = get_float(m->g, hp->arch, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_base_local, err, errlen)) ||
+	    (rc = get_float(m->g, hp->arch, "attention.layer_norm_rms_epsilon", 1, 0.0f, &hp->norm_eps, err, errlen)) ||
+	    (rc = get_float(m->g, hp->arch, "final_logit_softcapping", 0, 0.0f, &softcap, err, errlen)))
+		return rc;
+	if (hp->rope_base_global <= 1.0f || hp->rope_base_local <= 1.0f || hp->norm_eps < 0.0f)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: bad rope base or norm epsilon",
+				 m->g->path);
+	/* llama.cpp applies final logit softcapping only to Gemma 3 without a
+	 * sliding window; we have no such path. */
+	if (softcap > 0.0f && hp->swa_window == 0)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: final logit softcapping unsupported",
+				 m->g->path);
+	/* llama.cpp (gemma3, after gemma_pytorch config): q is scaled by
+	 * 1/sqrt(d_head), except 1/sqrt(n_embd/n_head) for the 62-layer 27B. */
+	hp->q_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+					: 1.0f / sqrtf((float)hp->d_head);
+	hp->embd_scale = sqrtf((float)hp->n_embd);
+	te = gguf_find_tensor(m->g, "token_embd.weight");
+	if (!te || te->ne[1] == 0 || te->ne[1] > (1u << 24))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: token_embd.weight missing or bad",
+				 m->g->path);
+	hp->n_vocab = (int)te->ne[1];
+	if ((rc = load_layer_kinds(m, err, errlen)))
+		return rc;
+	fingerprint(m->g, hp->fingerprint);
+	return 0;
+}
+
+static int load_tensors(struct model *m, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = &m->hp;
+	int E = hp->n_embd, D = hp->d_head, nq = hp->n_head * D, nkv = hp->n_head_kv * D;
+	size_t per_layer = 4 * (size_t)E + 2 * (size_t)D, off = 0;
+	char name[96];
+	int rc;
+
+	if ((rc = load_weight(m, "token_embd.weight", hp->n_vocab, E, &m->tok_embd, err, errlen)))
+		return rc;
+	m->output = m->tok_embd; /* Gemma ties the output head to token_embd */
+	if (gguf_find_tensor(m->g, "output.weight") &&
+	    (rc = load_weight(m, "output.weight", hp->n_vocab, E, &m->output, err, errlen)))
+		return rc;
+	m->norms = malloc(sizeof(float) * (per_layer * (size_t)hp->n_layer + (size_t)E));
+	if (!m->norms)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "model: %s: out of memory", m->g->path);
+	m->output_norm = m->norms;
+	off = (size_t)E;
+	if ((rc = load_norm(m, "output_norm.weight", E, m->output_norm, err, errlen)))
+		return rc;
+	m->max_w_elems = 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_layer *L = &m->layer[il];
+		struct { const char *n; int rows, cols; struct backend_weight *w; } ws[] = {
+			{ "attn_q", nq, E, &L->wq }, { "attn_k", nkv, E, &L->wk },
+			{ "attn_v", nkv, E, &L->wv }, { "attn_output", E, nq, &L->wo },
+			{ "ffn_gate", hp->n_ff, E, &L->gate }, { "ffn_up", hp->n_ff, E, &L->up },
+			{ "ffn_down", E, hp->n_ff, &L->down },
+		};
+		struct { const char *n; int dim; float **dst; } ns[] = {
+			{ "attn_norm", E, &L->attn_norm }, { "attn_q_norm", D, &L->q_norm },
+			{ "attn_k_norm", D, &L->k_norm }, { "post_attention_norm", E, &L->post_attn_norm },
+			{ "ffn_norm", E, &L->ffn_norm }, { "post_ffw_norm", E, &L->post_ffw_norm },
+		};
+		for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+			snprintf(name, sizeof name, "blk.%d.%s.weight", il, ws[i].n);
+			if ((rc = load_weight(m, name, ws[i].rows, ws[i].cols, ws[i].w, err, errlen)))
+				return rc;
+			if ((size_t)ws[i].rows * ws[i].cols > m->max_w_elems)
+				m->max_w_elems = (size_t)ws[i].rows * ws[i].cols;
+		}
+		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+			snprintf(name, sizeof name, "blk.%d.%s.weight", il, ns[i].n);
+			*ns[i].dst = m->norms + off;
+			off += (size_t)ns[i].dim;
+			if ((rc = load_norm(m, name, ns[i].dim, *ns[i].dst, err, errlen)))
+				return rc;
+		}
+	}
+	return 0;
+}
+
+/* inv_freq[j] = base^(-2j/n_rot): NEOX RoPE as llama.cpp applies it to
+ * Gemma 3 (LLAMA_ROPE_TYPE_NEOX; HF rotate_half), dims j and j + n_rot/2. */
+static int load_rope(struct model *m, char *err, size_t errlen)
+{
+	int half = m->n_rot / 2;
+	float base[2] = { m->hp.rope_base_local, m->hp.rope_base_global };
+
+	for (int b = 0; b < 2; b++) {
+		m->inv_freq[b] = malloc(sizeof(double) * (size_t)half);
+		if (!m->inv_freq[b])
+			return sekv_errf(err, errlen, SEKV_ENOMEM, "model: out of memory");
+		for (int j = 0; j < half; j++)
+			m->inv_freq[b][j] = pow((double)base[b], -2.0 * j / m->n_rot);
+	}
+	return 0;
+}
+
+int model_open(struct model **out, const char *path, int n_threads,
+	       char *err, size_t errlen)
+{
+	struct model *m;
+	int rc;
+
+	*out = NULL;
+	m = calloc(1, sizeof *m);
+	if (!m)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "model: %s: out of memory", path);
+	pthread_mutex_init(&m->lock, NULL);
+	if ((rc = gguf_open(&m->g, path, err, errlen)) ||
+	    (rc = load_hparams(m, err, errlen)) ||
+	    (rc = load_tensors(m, err, errlen)) ||
+	    (rc = load_rope(m, err, errlen)) ||
+	    (rc = backend_cpu_open(&m->be, n_threads, err, errlen))) {
+		model_close(m);
+		return rc;
+	}
+	*out = m;
+	return 0;
+}
+
+void model_close(struct model *m)
+{
+	if (!m)
+		return;
+	backend_close(m->be);
+	gguf_close(m->g);
+	free(m->norms);
+	free(m->inv_freq[0]);
+	free(m->inv_freq[1]);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+const struct model_hparams *model_hparams(const struct model *m)
+{
+	return &m->hp;
+}
+
+const struct gguf *model_gguf(const struct model *m)
+{
+	return m->g;
+}
+
+long long model_n_eval(const struct model *m)
+{
+	struct model *mm = (struct model *)m;
+	long long n;
+
+	pthread_mutex_lock(&mm->lock);
+	n = m->n_eval;
+	pthread_mutex_unlock(&mm->lock);
+	return n;
+}
+
+size_t model_kv_row_bytes(const struct model *m)
+{
+	return (size_t)2 * m->hp.n_head_kv * m->hp.d_head * sizeof(uint16_t);
+}
+
+/* ---- state ---------------------------------------------------------- */
+
+static int rows_ok(const struct model_state *s, int layer, int p0, int n)
+{
+	const struct model_kv_layer *kv;
+
+	if (layer < 0 || layer >= MODEL_MAX_LAYER || p0 < 0 || n < 0)
+		return 0;
+	kv = &s->kv[layer];
+	return kv->cap > 0 && n <= kv->cap;
+}
+
+int model_state_get_rows(const struct model_state *s, int layer, int p0, int n,
+			 uint16_t *k, uint16_t *v)
+{
+	const struct model_scratch *sc = s->scratch;
+	size_t w = (size_t)sc->m->hp.n_head_kv * sc->m->hp.d_head;
+	const struct model_kv_layer *kv;
+
+	if (!rows_ok(s, layer, p0, n) || p0 + n > s->n_past || p0 < s->n_past - s->kv[layer].cap)
+		return SEKV_EINVAL;
+	kv = &s->kv[layer];
+	for (int i = 0; i < n; i++) {
+		size_t r = (size_t)((p0 + i) % kv->cap) * w;
+		memcpy(k + (size_t)i * w, kv->k + r, sizeof(uint16_t) * w);
+		memcpy(v + (size_t)i * w, kv->v + r, sizeof(uint16_t) * w);
+	}
+	return 0;
+}
+
+int model_state_set_rows(struct model_state *s, int layer, int p0, int n,
+			 const uint16_t *k, const uint16_t *v)
+{
+	const struct model_scratch *sc = s->scratch;
+	size_t w = (size_t)sc->m->hp.n_head_kv * sc->m->hp.d_head;
+	struct model_kv_layer *kv;
+
+	if (!rows_ok(s, layer, p0, n))
+		return SEKV_EINVAL;
+	kv = &s->kv[layer];
+	if (sc->m->hp.is_global[layer] && p0 + n > kv->cap)
+		return SEKV_EINVAL;
+	for (int i = 0; i < n; i++) {
+		size_t r = (size_t)((p0 + i) % kv->cap) * w;
+		memcpy(kv->k + r, k + (size_t)i * w, sizeof(uint16_t) * w);
+		memcpy(kv->v + r, v + (size_t)i * w, sizeof(uint16_t) * w);
+	}
+	return 0;
+}
+
+static void scratch_free(struct model_scratch *sc)
+{
+	if (!sc)
+		return;
+	if (sc->ws)
+		sc->m->be->ops->ws_free(sc->ws);
+	free(sc->x);
+	free(sc->h);
+	free(sc->t);
+	free(sc->q);
+	free(sc->att);
+	free(sc->k);
+	free(sc->v);
+	free(sc->gate);
+	free(sc->up);
+	for (int b = 0; b < 2; b++) {
+		free(sc->cs[b]);
+		free(sc->sn[b]);
+	}
+	free(sc->logit);
+	free(sc->mx);
+	free(sc->sm);
+	free(sc->tgt);
+	free(sc);
+}
+
+static struct model_scratch *scratch_new(const struct model *m, int n_batch)
+{
+	const struct model_hparams *hp = &m->hp;
+	struct model_scratch *sc = calloc(1, sizeof *sc);
+	size_t nb = (size_t)n_batch, E = (size_t)hp->n_embd;
+	size_t nq = (size_t)hp->n_head * hp->d_head, nkv = (size_t)hp->n_head_kv * hp->d_head;
+	size_t half = (size_t)m->n_rot / 2;
+	struct backend_ws_size wsz;
+	int ok = 1;
+
+	if (!sc)
+		return NULL;
+	sc->m = m;
+	wsz.n_batch = n_batch;
+	wsz.n_head = hp->n_head;
+	wsz.d_head = hp->d_head;
+	wsz.max_w_elems = m->max_w_elems > (size_t)VOCAB_TILE * E ? m->max_w_elems
+								  : (size_t)VOCAB_TILE * E;
+	if (m->be->ops->ws_new(m->be, &wsz, &sc->ws))
+		ok = 0;
+	sc->x = malloc(sizeof(float) * nb * E);
+	sc->h = malloc(sizeof(float) * nb * E);
+	sc->t = malloc(sizeof(float) * nb * E);
+	sc->q = malloc(sizeof(float) * nb * nq);
+	sc->att = malloc(sizeof(float) * nb * nq);
+	sc->k = malloc(sizeof(float) * nb * nkv);
+	sc->v = malloc(sizeof(float) * nb * nkv);
+	sc->gate = malloc(sizeof(float) * nb * (size_t)hp->n_ff);
+	sc->up = malloc(sizeof(float) * nb * (size_t)hp->n_ff);
+	for (int b = 0; b < 2; b++) {
+		sc->cs[b] = malloc(sizeof(float) * nb * half);
+		sc->sn[b] = malloc(sizeof(float) * nb * half);
+		ok = ok && sc->cs[b] && sc->sn[b];
+	}
+	sc->logit = malloc(sizeof(float) * nb * VOCAB_TILE);
+	sc->mx = malloc(sizeof(float) * nb);
+	sc->sm = malloc(sizeof(double) * nb);
+	sc->tgt = malloc(sizeof(float) * nb);
+	if (!ok || !sc->x || !sc->h || !sc->t || !sc->q || !sc->att || !sc->k || !sc->v ||
+	    !sc->gate || !sc->up || !sc->logit || !sc->mx || !sc->sm || !sc->tgt) {
+		scratch_free(sc);
+		return NULL;
+	}
+	return sc;
+}
+
+int model_state_new(struct model_state **out, const struct model *m,
+		    int n_ctx, int n_batch, int global_exact,
+		    char *err, size_t errlen)
+{
+	const struct model_hparams *hp = &m->hp;
+	struct model_state *s;
+	size_t width = (size_t)hp->n_head_kv * hp->d_head;
+
+	*out = NULL;
+	if (n_ctx < 1 || n_batch < 1 || n_batch > (1 << 16) || n_ctx > (1 << 28))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "model: state: bad n_ctx %d / n_batch %d",
+				 n_ctx, n_batch);
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "model: state: out of memory");
+	s->n_ctx = n_ctx;
+	s->n_batch = n_batch;
+	s->global_exact = global_exact ? 1 : 0;
+	for (int il = 0; il < hp->n_layer; il++) {
+		struct model_kv_layer *kv = &s->kv[il];
+		if (hp->is_global[il])
+			kv->cap = global_exact ? n_ctx : 0;
+		else
+			kv->cap = hp->swa_window + n_batch;
+		if (kv->cap == 0)
+			continue;
+		kv->k = malloc(sizeof(uint16_t) * width * (size_t)kv->cap);
+		kv->v = malloc(sizeof(uint16_t) * width * (size_t)kv->cap);
+		if (!kv->k || !kv->v)
+			goto nomem;
+	}
+	s->last_logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
+	s->scratch = scratch_new(m, n_batch);
+	if (!s->last_logits || !s->scratch)
+		goto nomem;
+	*out = s;
+	return 0;
+nomem:
+	model_state_free(s);
+	return sekv_errf(err, errlen, SEKV_ENOMEM, "model: state: out of memory (n_ctx %d)", n_ctx);
+}
+
+void model_state_free(struct model_state *s)
+{
+	if (!s)
+		return;
+	for (int il = 0; il < MODEL_MAX_LAYER; il++) {
+		free(s->kv[il].k);
+		free(s->kv[il].v);
+	}
+	free(s->last_logits);
+	scratch_free(s->scratch);
+	free(s);
+}
+
+void model_state_reset(struct model_state *s)
+{
+	s->n_past = 0;
+	s->have_last = 0;
+	s->last_lse = 0.0;
+}
+
+/* ---- forward -------------------------------------------------------- */
+
+/* cos/sin of the RoPE angles pos * inv_freq for both bases. */
+static void rope_tables(const struct model *m, struct model_scratch *sc, int pos0, int n)
+{
+	int half = m->n_rot / 2;
+
+	for (int b = 0; b < 2; b++)
+		for (int i = 0; i < n; i++)
+			for (int j = 0; j < half; j++) {
+				double a = (pos0 + i) * m->inv_freq[b][j];
+				sc->cs[b][(size_t)i * half + j] = (float)cos(a);
+				sc->sn[b][(size_t)i * half + j] = (float)sin(a);
+			}
+}
+
+/* Attention block of layer il for n tokens at pos0: q, k, v projections,
+ * per-head q/k RMSNorm, RoPE, attention (exact over the state's rows, or
+ * the provider on global layers), output projection into sc->t. */
+static int attn_block(const struct model *m, struct model_state *s, int il, int pos0,
+		      int n, const struct model_attn *attn)
+{
+	const struct model_hparams *hp = &m->hp;
+	const struct backend_ops *op = m->be->ops;
+	struct backend *be = m->be;
+	struct model_scratch *sc = s->scratch;
+	const struct model_layer *L = &m->layer[il];
+	struct model_kv_layer *kv = &s->kv[il];
+	int nq = hp->n_head * hp->d_head, nkv = hp->n_head_kv * hp->d_head;
+	int glob = hp->is_global[il], rc;
+
+	op->matmul(be, sc->ws, &L->wq, 0, nq, sc->h, n, sc->q, nq);
+	op->matmul(be, sc->ws, &L->wk, 0, nkv, sc->h, n, sc->k, nkv);
+	op->matmul(be, sc->ws, &L->wv, 0, nkv, sc->h, n, sc->v, nkv);
+	op->rmsnorm(be, sc->q, L->q_norm, n * hp->n_head, hp->d_head, hp->norm_eps, sc->q);
+	op->rmsnorm(be, sc->k, L->k_norm, n * hp->n_head_kv, hp->d_head, hp->norm_eps, sc->k);
+	op->rope(be, sc->q, n, hp->n_head, hp->d_head, m->n_rot, sc->cs[glob], sc->sn[glob]);
+	op->rope(be, sc->k, n, hp->n_head_kv, hp->d_head, m->n_rot, sc->cs[glob], sc->sn[glob]);
+
+	if (glob && attn) {
+		/* Decode only (n == 1); exact rows are kept too when present. */
+		if (kv->cap > 0 && pos0 < kv->cap)
+			op->kv_store(be, kv->k, kv->v, kv->cap, nkv, sc->k, sc->v, pos0, 1);
+		rc = attn->attend(attn->ctx, il, pos0, sc->q, sc->k, sc->v, sc->att);
+		if (rc)
+			return rc < 0 ? rc : SEKV_EINVAL;
+	} else {
+		struct backend_attn a = {
+			.q = sc->q, .out = sc->att, .n = n, .pos0 = pos0,
+			.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_head = hp->d_head,
+			.k = kv->k, .v = kv->v, .cap = kv->cap,
+			.window = glob ? 0 : hp->swa_window, .scale = hp->q_scale,
+		};
+		op->kv_store(be, kv->k, kv->v, kv->cap, nkv, sc->k, sc->v, pos0, n);
+		if ((rc = op->attention(be, sc->ws, &a)))
+			return rc;
+	}
+	op->matmul(be, sc->ws, &L->wo, 0, hp->n_embd, sc->att, n, sc->t, hp->n_embd);
+	return 0;
+}
+
+/* Runs tokens[0..n) at positions n_past.. through every layer and the final
+ * norm; leaves the normed hidden states in sc->h [n][n_embd]. Gemma 3 block
+ * (llama.cpp src/models/gemma3.cpp, iswa variant):
+ *   x = embd * sqrt(n_embd)
+ *   x = x + post_attn_norm(attn(attn_norm(x)))
+ *   x = x + post_ffw_norm(down(gelu_tanh(gate(h)) * up(h))), h = ffn_norm(x)
+ *   h = output_norm(x) */
+static int forward(const struct model *m, struct model_state *s, const int32_t *tokens,
+		   int n, const struct model_attn *attn)
+{
+	const struct model_hparams *hp = &m->hp;
+	const struct backend_ops *op = m->be->ops;
+	struct backend *be = m->be;
+	struct model_scratch *sc = s->scratch;
+	size_t ne = (size_t)n * hp->n_embd;
+	int pos0 = s->n_past, rc;
+
+	op->get_rows(be, &m->tok_embd, tokens, n, hp->embd_scale, sc->x);
+	rope_tables(m, sc, pos0, n);
+	for (int il = 0; il < hp->n_layer; il++) {
+		const struct model_layer *L = &m->layer[il];
+
+		op->rmsnorm(be, sc->x, L->attn_norm, n, hp->n_embd, hp->norm_eps, sc->h);
+		if ((rc = attn_block(m, s, il, pos0, n, attn)))
+			return rc;
+		op->rmsnorm(be, sc->t, L->post_attn_norm, n, hp->n_embd, hp->norm_eps, sc->t);
+		op->add(be, sc->x, sc->t, ne);
+
+		op->rmsnorm(be, sc->x, L->ffn_norm, n, hp->n_embd, hp->norm_eps, sc->h);
+		op->matmul(be, sc->ws, &L->gate, 0, hp->n_ff, sc->h, n, sc->gate, hp->n_ff);
+		op->matmul(be, sc->ws, &L->up, 0, hp->n_ff, sc->h, n, sc->up, hp->n_ff);
+		op->gelu_mul(be, sc->gate, sc->up, (size_t)n * hp->n_ff);
+		op->matmul(be, sc->ws, &L->down, 0, hp->n_embd, sc->gate, n, sc->t, hp->n_embd);
+		op->rmsnorm(be, sc->t, L->post_ffw_norm, n, hp->n_embd, hp->norm_eps, sc->t);
+		op->add(be, sc->x, sc->t, ne);
+	}
+	op->rmsnorm(be, sc->x, m->output_norm, n, hp->n_embd, hp->norm_eps, sc->h);
+	return 0;
+}
+
+/* Logits of one hidden row h [n_embd] into s->last_logits, with last_lse.
+ * The tied head is token_embd, unscaled; Gemma 3 with a sliding window has
+ * no final softcapping (llama.cpp gemma3 iswa graph). */
+static void last_logits_one(const struct model *m, struct model_state *s, const float *h)
+{
+	struct model_scratch *sc = s->scratch;
+	float mx = -INFINITY;
+	double sm = 0.0;
+
+	m->be->ops->matmul(m->be, sc->ws, &m->output, 0, m->hp.n_vocab, h, 1,
+			   s->last_logits, m->hp.n_vocab);
+	m->be->ops->lse_fold(m->be, s->last_logits, 1, m->hp.n_vocab, m->hp.n_vocab, &mx, &sm);
+	s->last_lse = (double)mx + log(sm);
+	s->have_last = 1;
+}
+
+/* Surprisal of tokens[1..n) from rows 0..n-2 of sc->h and the last row's
+ * full logits, in one pass over vocabulary tiles (dequantise VOCAB_TILE
+ * rows, sgemm against the batch, fold max/sum per row). */
+static void surprisal_tiles(const struct model *m, struct model_state *s,
+			    const int32_t *tokens, int n, float *surprisal)
+{
+	const struct backend_ops *op = m->be->ops;
+	struct model_scratch *sc = s->scratch;
+	int V = m->hp.n_vocab;
+
+	for (int i = 0; i < n; i++) {
+		sc->mx[i] = -INFINITY;
+		sc->sm[i] = 0.0;
+		sc->tgt[i] = 0.0f;
+	}
+	for (int r0 = 0; r0 < V; r0 += VOCAB_TILE) {
+		int T = V - r0 < VOCAB_TILE ? V - r0 : VOCAB_TILE;
+		op->matmul(m->be, sc->ws, &m->output, r0, T, sc->h, n, sc->logit, T);
+		op->lse_fold(m->be, sc->logit, n, T, T, sc->mx, sc->sm);
+		for (int i = 0; i + 1 < n; i++) {
+			int id = tokens[i + 1];
+			if (id >= r0 && id < r0 + T)
+				sc->tgt[i] = sc->logit[(size_t)i * T + (id - r0)];
+		}
+		memcpy(s->last_logits + r0, sc->logit + (size_t)(n - 1) * T, sizeof(float) * T);
+	}
+	for (int i = 0; i + 1 < n; i++)
+		surprisal[i + 1] = (float)((double)sc->mx[i] + log(sc->sm[i]) - sc->tgt[i]);
+	s->last_lse = (double)sc->mx[n - 1] + log(sc->sm[n - 1]);
+	s->have_last = 1;
+}
+
+static int check_tokens(const struct model *m, const int32_t *tokens, int n,
+			char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++)
+		if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab)
+			return sekv_errf(err, errlen, SEKV_EINVAL, "model: token %d at %d outside vocabulary",
+					 tokens[i], i);
+	return 0;
+}
+
+int model_prefill(const struct model *m, struct model_state *s,
+		  const int32_t *tokens, int n, float *surprisal,
+		  char *err, size_t errlen)
+{
+	struct model *mm = (struct model *)m;
+	int rc;
+
+	if (n < 1 || n > s->n_batch || !s->global_exact || s->n_past + n > s->n_ctx)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "model: prefill: %d tokens at %d (n_batch %d, n_ctx %d, exact %d)",
+				 n, s->n_past, s->n_batch, s->n_ctx, s->global_exact);
+	if ((rc = check_tokens(m, tokens, n, err, errlen)))
+		return rc;
+	pthread_mutex_lock(&mm->lock);
+	if (surprisal) {
+		/* Before the tiles overwrite last_logits: the first token of a
+		 * later chunk is scored by the previous chunk's last logits. */
+		surprisal[0] = s->n_past > 0 && s->have_last
+			? (float)(s->last_lse - s->last_logits[tokens[0]]) : 0.0f;
+	}
+	rc = forward(m, s, tokens, n, NULL);
+	if (rc == 0) {
+		struct model_scratch *sc = s->scratch;
+		if (surprisal)
+			surprisal_tiles(m, s, tokens, n, surprisal);
+		else
+			last_logits_one(m, s, sc->h + (size_t)(n - 1) * m->hp.n_embd);
+		s->n_past += n;
+		mm->n_eval += n;
+	} else {
+		s->have_last = 0;
+	}
+	pthread_mutex_unlock(&mm->lock);
+	if (rc)
+		return sekv_errf(err, errlen, rc, "model: prefill at %d: forward failed (%s)",
+				 s->n_past, sekv_strerror(rc));
+	return 0;
+}
+
+int model_decode(const struct model *m, struct model_state *s, int32_t token,
+		 const struct model_attn *attn, float *logits,
+		 char *err, size_t errlen)
+{
+	struct model *mm = (struct model *)m;
+	int rc;
+
+	if ((rc = check_tokens(m, &token, 1, err, errlen)))
+		return rc;
+	if (!attn && (!s->global_exact || s->n_past >= s->n_ctx))
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "model: decode at %d: no attention provider and no exact rows (n_ctx %d)",
+				 s->n_past, s->n_ctx);
+	pthread_mutex_lock(&mm->lock);
+	rc = forward(m, s, &token, 1, attn);
+	if (rc == 0) {
+		last_logits_one(m, s, ((struct model_scratch *)s->scratch)->h);
+		s->n_past++;
+		mm->n_eval++;
+	} else {
+		s->have_last = 0;
+	}
+	pthread_mutex_unlock(&mm->lock);
+	if (rc)
+		return sekv_errf(err, errlen, rc, "model: decode at %d: forward failed (%s)",
+				 s->n_past, sekv_strerror(rc));
+	if (logits)
+		memcpy(logits, s->last_logits, sizeof(float) * (size_t)m->hp.n_vocab);
+	return 0;
+}
