@@ -24,7 +24,7 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	     char *err, size_t errlen);
 
 /* Text the document turn starts with, before the document itself. */
-#define APP_DOC_PREAMBLE "Read the following document and answer questions about it.\n\n"
+#define APP_DOC_PREAMBLE ""
 
 /* Ingests path: extract, tokenize, prefill in chunks (progress on stderr
  * unless o->quiet), persist every chunk, build and store the SeKV memory.

@@ -75,14 +75,17 @@ static const char *base_name(const char *p)
 static void progress(const struct app_opts *o, int done, int total, double t0, int final)
 {
 	static double last;
+	static int last_tenth;
 	double now = app_now(), el = now - t0;
 	double tps = el > 0 ? done / el : 0;
 	double eta = tps > 0 ? (total - done) / tps : 0;
 
 	if (o->quiet)
 		return;
-	if (!final && now - last < 0.5)
+	/* a terminal gets a live line; a log gets a line per tenth */
+	if (!final && (isatty(2) ? now - last < 0.5 : (done * 10 / total) == last_tenth))
 		return;
+	last_tenth = done * 10 / total;
 	last = now;
 	fprintf(stderr, "%sprefill %d/%d tokens  %.1f tokens/s  ETA %.0fs%s",
 		isatty(2) ? "\r\033[K" : "", done, total, tps, eta,

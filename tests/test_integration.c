@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <sqlite3.h>
 
 #include "app/app.h"
 #include "app/session.h"
@@ -237,11 +238,42 @@ static void cli_ls_lists_document(struct test_ctx *t)
 	T_CHECK(t, ok);
 }
 
+/* A document whose stored fingerprint is not this model's is refused with a
+ * message that says so (the fingerprint is changed behind the store's back,
+ * as a library written by another model would have it). */
+static void integration_other_model_refused(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct session *s = NULL;
+	sqlite3 *db = NULL;
+	char err[1024], path[512], dbp[512];
+	int64_t id = 0;
+
+	snprintf(path, sizeof path, "%s/small.txt", test_tmpdir());
+	snprintf(dbp, sizeof dbp, "%s/other.db", test_tmpdir());
+	FILE *f = fopen(path, "w");
+	T_CHECK(t, f != NULL);
+	fputs("The Harbor Street bakery opened in 1998. Its owner bakes rye bread at four.\n", f);
+	fclose(f);
+	base_opts(&o);
+	snprintf(o.db, sizeof o.db, "%s", dbp);
+	T_CHECKF(t, app_ingest(&o, path, &id, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, sqlite3_open(dbp, &db) == SQLITE_OK);
+	int rc = sqlite3_exec(db, "UPDATE documents SET model_fp = '0123456789abcdef'", NULL, NULL, NULL);
+	sqlite3_close(db);
+	T_CHECK(t, rc == SQLITE_OK);
+	rc = session_open(&s, &o, id, err, sizeof err);
+	session_close(s);
+	T_CHECKF(t, rc == SEKV_EMISMATCH, "rc %d: %s", rc, err);
+	T_CHECKF(t, strstr(err, "another model") != NULL, "%s", err);
+}
+
 const struct test_case test_integration[] = {
 	{ "integration_ingest_sample", integration_ingest_sample },
 	{ "integration_ask_without_document_forward", integration_ask_without_document_forward },
 	{ "integration_sekv_full_budget_equals_full_kv", integration_sekv_full_budget_equals_full_kv },
 	{ "integration_budget_respected", integration_budget_respected },
+	{ "integration_other_model_refused", integration_other_model_refused },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
 	{ NULL, NULL },
