@@ -84,6 +84,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "host_bytes", (double)in.host_bytes);
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
+	if (in.note[0])
+		cJSON_AddStringToObject(j, "note", in.note);
 	if (!in.kv_full) {
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
@@ -125,6 +127,12 @@ int cmd_ask(int argc, char **argv)
 	if ((rc = session_open(&s, &o, id, err, sizeof err))) {
 		fprintf(stderr, "sekv ask: %s\n", err);
 		return 1;
+	}
+	if (!o.quiet) {
+		struct session_info in;
+		session_get_info(s, &in);
+		if (in.note[0])
+			fprintf(stderr, "sekv ask: note: %s\n", in.note);
 	}
 	rc = session_ask(s, o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
 	if (rc && rc != SEKV_EINTR) {

@@ -87,7 +87,7 @@ static void opts_defaults(struct app_opts *o)
 		snprintf(o->db, sizeof o->db, "%s", e);
 	if ((e = getenv("SEKV_THREADS")) && *e && parse_int(e, 1, 1024, &n) == 0)
 		o->n_threads = (int)n;
-	if ((e = getenv("SEKV_BUDGET")) && *e && parse_double(e, 0.0, 1.0, &d) == 0) {
+	if ((e = getenv("SEKV_BUDGET")) && *e && parse_double(e, 0.0, 1.0, &d) == 0 && d > 0.0) {
 		o->budget = d;
 		o->budget_set = 1;
 	}
@@ -132,9 +132,9 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 				goto bad;
 			o->n_threads = (int)n;
 		} else if (!strcmp(a, "--budget")) {
-			if (parse_double(val, 0.0, 1.0, &d))
+			if (parse_double(val, 0.0, 1.0, &d) || d <= 0.0)
 				return sekv_errf(err, errlen, SEKV_EINVAL,
-						 "--budget %s: expected a fraction of the full KV cache in [0, 1]", val);
+						 "--budget %s: expected a fraction of the full KV cache in (0, 1]", val);
 			o->budget = d;
 			o->budget_set = 1;
 		} else if (!strcmp(a, "--rmax")) {

@@ -241,6 +241,7 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	sp.budget = o->budget;
 	sp.n_recent = o->n_recent;
 	sp.n_threads = o->n_threads;
+	sp.q_scale = hp->q_scale;
 	for (int l = 0; l < hp->n_global; l++) {
 		ck[l] = ms->kv[hp->global_layer[l]].k;
 		cv[l] = ms->kv[hp->global_layer[l]].v;

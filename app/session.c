@@ -44,6 +44,7 @@ struct session {
 	int n_tail;                /* tokens decoded after the document */
 	int n_turn;                /* answers given */
 	double resume_s;
+	char note[256];            /* why the budget cannot be met, or "" */
 	size_t swa_bytes;
 	size_t full_kv_bytes;
 	size_t row_bytes;          /* one position, one global layer, K+V fp16 */
@@ -120,6 +121,12 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		s->sp.r_max = s->mem->r_max;
 		s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;
 		s->sp.n_threads = s->o.n_threads;
+		double fixed = (double)s->mem->static_bytes / (double)s->mem->full_kv_bytes;
+		if (fixed > s->sp.budget)
+			snprintf(s->note, sizeof s->note,
+				 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
+				 "summaries, recent window): no span can be zoomed; ingest again with --budget %.2g to fit it",
+				 100 * s->sp.budget, 100 * fixed, s->sp.budget);
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, SESSION_TAIL_CAP, hp->q_scale, err, errlen);
 		if (rc)
 			return rc;
@@ -422,6 +429,7 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->n_head = s->hp->n_head;
 	in->layer_id = s->hp->global_layer;
 	in->tokens = s->tokens;
+	in->note = s->note;
 	if (s->mem) {
 		in->host_bytes = s->mem->host_bytes;
 		in->static_bytes = s->mem->static_bytes;

@@ -104,6 +104,7 @@ struct session_info {
 	const int32_t *layer_id;  /* [n_layer] */
 	const struct sekv_mem *mem; /* NULL with --kv full */
 	const int32_t *tokens;    /* [n_tok] document tokens */
+	const char *note;         /* budget warning, or "" */
 };
 void session_get_info(const struct session *s, struct session_info *info);
 

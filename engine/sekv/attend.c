@@ -40,7 +40,9 @@ struct sekv_ctx {
 	int *distinct_layer;        /* [n_layer] distinct zoomed spans this step */
 
 	float *qr;                  /* [SEKV_D_ROUTE] routed query */
-	float *alpha;               /* [n_head][n_comp] alpha_S */
+	float *alpha;               /* [n_head][n_comp] logit of alpha_S (ranked
+	                               in logit space: the sigmoid saturates in
+	                               float for large scores) */
 	struct cand *cand;          /* [n_head_kv * n_comp] */
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
@@ -251,6 +253,16 @@ static void new_step(struct sekv_ctx *c, int pos, int idx)
 			c->n_tail[l] = idx;
 }
 
+/* sigmoid(x) > tau, decided in logit space. */
+static int above_tau(float x, float tau)
+{
+	if (tau <= 0.0f)
+		return 1;
+	if (tau >= 1.0f)
+		return 0;
+	return x > logf(tau / (1.0f - tau));
+}
+
 /* Routes every query head of global layer l and collects the spans wanted
  * per KV head (alpha_S > tau) into c->cand, best first. Returns the count. */
 static int route(struct sekv_ctx *c, int l, const float *q)
@@ -267,7 +279,7 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 		for (int s = 0; s < m->n_comp; s++) {
 			float x = dotf(c->qr, kp + (size_t)s * D, D) * inv +
 				  logf((float)m->span[m->comp_span[s]].len);
-			c->alpha[(size_t)h * m->n_comp + s] = 1.0f / (1.0f + expf(-x));
+			c->alpha[(size_t)h * m->n_comp + s] = x;
 		}
 	}
 	for (int kv = 0; kv < m->n_head_kv; kv++)
@@ -275,7 +287,7 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 			struct cand best = { kv, s, -1, 0 };
 			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 				float a = c->alpha[(size_t)h * m->n_comp + s];
-				if (a > m->tau[(size_t)l * m->n_head + h] &&
+				if (above_tau(a, m->tau[(size_t)l * m->n_head + h]) &&
 				    (best.head < 0 || a > best.alpha)) {
 					best.head = h;
 					best.alpha = a;
@@ -358,7 +370,7 @@ static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
 		rows += len;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
-		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, cd->alpha };
+		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1.0f / (1.0f + expf(-cd->alpha)) };
 		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
 			st->zoom_count[(size_t)l * m->n_head + h]++;
 	}

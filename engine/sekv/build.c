@@ -29,6 +29,7 @@ struct build_job {
 	int max_len;             /* longest compressed span */
 	int n_route;             /* router jobs: n_layer * n_head_kv */
 	int n_svd;               /* n_comp * n_layer * n_head_kv * 2 */
+	float q_scale;           /* model attention scale, for the router */
 	atomic_int next;
 	atomic_int fail;         /* first failure: job index + 1 */
 	int fail_info;           /* LAPACK info of the failure */
@@ -183,12 +184,32 @@ static int route_job(struct build_job *b, struct build_ws *w, int j)
 				   iq > 8 * d ? iq : 8 * d);
 	if (info)
 		return (int)info;
+	/* Scale c: with W = c P (P orthonormal), the router logit is
+	 * c/sqrt(d') <Pq, unit(P k_bar)>, while the coarse row's attention logit
+	 * is q_scale <q, k_bar>. Matching them at the mean |P k_bar| of this
+	 * layer's spans keeps the +log|S| term in proportion (untrained init;
+	 * without it the span-length term dominates the ranking). */
+	double norm_sum = 0;
+	for (int c = 0; c < m->n_comp; c++) {
+		const float *kb = m->k_bar + (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * d;
+		double nrm = 0;
+		for (int i = 0; i < n_w; i++) {
+			const float *e = cov + (size_t)(d - 1 - i) * d;
+			double x = 0;
+			for (int jj = 0; jj < d; jj++)
+				x += (double)e[jj] * kb[jj];
+			nrm += x * x;
+		}
+		norm_sum += sqrt(nrm);
+	}
+	float scale = m->n_comp > 0 && norm_sum > 0
+		? (float)(b->q_scale * (norm_sum / m->n_comp) * sqrt((double)SEKV_D_ROUTE)) : 1.0f;
 	for (int h = kv * group; h < (kv + 1) * group; h++) {
 		float *wh = m->route_w + ((size_t)l * m->n_head + h) * SEKV_D_ROUTE * d;
 		memset(wh, 0, (size_t)SEKV_D_ROUTE * d * sizeof(float));
 		for (int i = 0; i < n_w; i++)
-			memcpy(wh + (size_t)i * d, cov + (size_t)(d - 1 - i) * d,
-			       (size_t)d * sizeof(float));
+			for (int jj = 0; jj < d; jj++)
+				wh[(size_t)i * d + jj] = scale * cov[(size_t)(d - 1 - i) * d + jj];
 	}
 	return 0;
 }
@@ -254,6 +275,7 @@ static int run_jobs(struct sekv_mem *m, const struct sekv_params *p,
 	b.v = v;
 	b.order = order;
 	b.n_route = m->n_layer * m->n_head_kv;
+	b.q_scale = p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)m->d_h);
 	b.n_svd = m->n_comp * m->n_layer * m->n_head_kv * 2;
 	atomic_init(&b.next, 0);
 	atomic_init(&b.fail, 0);

@@ -35,6 +35,8 @@ struct sekv_params {
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
 	int n_threads;       /* SVD threads; <= 0 all cores */
+	float q_scale;       /* model attention scale (model_hparams.q_scale);
+	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
 };
 
 void sekv_default_params(struct sekv_params *p);
@@ -110,7 +112,9 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
  * (post-RoPE keys). Chooses alpha (>= p->alpha) so that static bytes fit
  * p->static_share * p->budget * full_kv_bytes (reported in alpha_used);
  * computes summaries, SVD factors (LAPACK sgesdd) and the untrained router
- * (W = top-d' principal directions of the layer's keys; tau = p->tau).
+ * (W = top-d' principal directions of the layer's keys, scaled so the
+ * router logit <Wq, kappa_S>/sqrt(d') has the size of the coarse attention
+ * logit q.k_bar * q_scale for a span of typical summary norm; tau = p->tau).
  * Alpha policy: the smallest alpha >= p->alpha (geometric search, then
  * bisection to 0.01) whose exact rows (fp16) + summaries (fp32) fit; when
  * none does, neighbouring spans merge pairwise (anchors between them are
