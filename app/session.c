@@ -244,13 +244,14 @@ static size_t resident_now(const struct session *s)
 	return (size_t)(s->n_tok + s->n_tail) * s->hp->n_global * s->row_bytes;
 }
 
-static int decode_one(struct session *s, int32_t id, char *err, size_t errlen)
+static int decode_one(struct session *s, int32_t id, int need_logits, char *err, size_t errlen)
 {
 	if (s->n_tail >= SESSION_TAIL_CAP)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "session: conversation reached %d tokens after the document; start a new one",
 				 SESSION_TAIL_CAP);
-	int rc = model_decode(s->m, s->ms, id, s->sc ? &s->attn : NULL, s->logits, err, errlen);
+	int rc = model_decode_ex(s->m, s->ms, id, s->sc ? &s->attn : NULL, s->logits,
+				 need_logits, err, errlen);
 	if (rc)
 		return rc;
 	s->n_tail++;
@@ -352,7 +353,7 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 
 	double t0 = app_now();
 	for (int i = 0; i < s->turn.n; i++)
-		if ((rc = decode_one(s, s->turn.ids[i], err, errlen)))
+		if ((rc = decode_one(s, s->turn.ids[i], i == s->turn.n - 1, err, errlen)))
 			return rc;
 	a->n_question = s->turn.n;
 	a->question_s = app_now() - t0;
@@ -363,7 +364,7 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 		int32_t id = sampler_sample(&s->smp, s->logits);
 		if (chat_is_end(&s->ct, id) || a->n_gen >= s->o.n_predict)
 			break;
-		if ((rc = decode_one(s, id, err, errlen)))
+		if ((rc = decode_one(s, id, 1, err, errlen)))
 			return rc;
 		a->ids[a->n_gen++] = id;
 		if (s->sc)

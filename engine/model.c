@@ -836,6 +836,13 @@ int model_decode(const struct model *m, struct model_state *s, int32_t token,
 		 const struct model_attn *attn, float *logits,
 		 char *err, size_t errlen)
 {
+	return model_decode_ex(m, s, token, attn, logits, 1, err, errlen);
+}
+
+int model_decode_ex(const struct model *m, struct model_state *s, int32_t token,
+		    const struct model_attn *attn, float *logits, int need_logits,
+		    char *err, size_t errlen)
+{
 	struct model *mm = (struct model *)m;
 	int rc;
 
@@ -848,7 +855,10 @@ int model_decode(const struct model *m, struct model_state *s, int32_t token,
 	pthread_mutex_lock(&mm->lock);
 	rc = forward(m, s, &token, 1, attn);
 	if (rc == 0) {
-		last_logits_one(m, s, ((struct model_scratch *)s->scratch)->h);
+		if (need_logits)
+			last_logits_one(m, s, ((struct model_scratch *)s->scratch)->h);
+		else
+			s->have_last = 0;
 		s->n_past++;
 		mm->n_eval++;
 	} else {
@@ -858,7 +868,7 @@ int model_decode(const struct model *m, struct model_state *s, int32_t token,
 	if (rc)
 		return sekv_errf(err, errlen, rc, "model: decode at %d: forward failed (%s)",
 				 s->n_past, sekv_strerror(rc));
-	if (logits)
+	if (logits && need_logits)
 		memcpy(logits, s->last_logits, sizeof(float) * (size_t)m->hp.n_vocab);
 	return 0;
 }

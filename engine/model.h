@@ -125,6 +125,13 @@ int model_decode(const struct model *m, struct model_state *s, int32_t token,
 		 const struct model_attn *attn, float *logits,
 		 char *err, size_t errlen);
 
+/* model_decode, skipping the output projection when need_logits is 0
+ * (tokens whose prediction nobody reads, e.g. a question's prompt tokens):
+ * last_logits is then invalid (have_last = 0) and logits is not written. */
+int model_decode_ex(const struct model *m, struct model_state *s, int32_t token,
+		    const struct model_attn *attn, float *logits, int need_logits,
+		    char *err, size_t errlen);
+
 /* Bytes of one KV row (K and V, all KV heads) for one layer at fp16. */
 size_t model_kv_row_bytes(const struct model *m);
 
