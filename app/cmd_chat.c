@@ -65,6 +65,12 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 
 	c->ui = ui;
 	int rc = session_ask(c->s, q, on_step, c, &a, err, errlen);
+	if (a.n_evicted_turns > 0) {
+		char msg[160];
+		snprintf(msg, sizeof msg, "memory: the %d oldest turn%s (%d tokens) left the model's memory to stay within the budget",
+			 a.n_evicted_turns, a.n_evicted_turns > 1 ? "s" : "", a.n_evicted_tokens);
+		ui_chat_note(ui, msg);
+	}
 	session_answer_free(&a);
 	return rc;
 }

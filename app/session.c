@@ -23,6 +23,7 @@
 
 #define SESSION_TAIL_CAP 8192 /* question + answer tokens per session */
 #define SESSION_BATCH 64
+#define SESSION_MAX_TURNS 1024
 
 struct session {
 	struct app_opts o;
@@ -42,6 +43,8 @@ struct session {
 	struct sampler smp;
 	float *logits;             /* [n_vocab] */
 	int n_tail;                /* tokens decoded after the document */
+	int turn_pos[SESSION_MAX_TURNS]; /* start of each turn still held, positions */
+	int n_turn_held;
 	int n_turn;                /* answers given */
 	double resume_s;
 	char note[256];            /* why the budget cannot be met, or "" */
@@ -246,7 +249,8 @@ static size_t resident_now(const struct session *s)
 
 static int decode_one(struct session *s, int32_t id, int need_logits, char *err, size_t errlen)
 {
-	if (s->n_tail >= SESSION_TAIL_CAP)
+	int held = s->sc ? sekv_ctx_tail_rows(s->sc) : s->n_tail;
+	if (held >= SESSION_TAIL_CAP)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "session: conversation reached %d tokens after the document; start a new one",
 				 SESSION_TAIL_CAP);
@@ -256,6 +260,37 @@ static int decode_one(struct session *s, int32_t id, int need_logits, char *err,
 		return rc;
 	s->n_tail++;
 	return 0;
+}
+
+/* SeKV mode: evicts the oldest whole turns while the held question and
+ * answer rows, plus this turn and its longest answer, would take more than
+ * half of the budget left after the memory's fixed part (the other half
+ * stays for zooming) or more than the tail capacity. */
+static void evict_turns(struct session *s, int n_new, struct session_answer *a)
+{
+	const struct sekv_stats *st = sekv_ctx_stats(s->sc);
+	size_t per_row = (size_t)s->mem->n_layer * s->row_bytes;
+	long long cap = SESSION_TAIL_CAP;
+
+	if (st->budget_bytes) {
+		long long free_rows = st->budget_bytes > s->mem->static_bytes
+			? (long long)((st->budget_bytes - s->mem->static_bytes) / per_row) : 0;
+		if (free_rows / 2 < cap)
+			cap = free_rows / 2;
+	}
+	int k = 0;
+	while (k < s->n_turn_held &&
+	       sekv_ctx_tail_rows(s->sc) + (long long)n_new + s->o.n_predict > cap) {
+		int upto = k + 1 < s->n_turn_held ? s->turn_pos[k + 1] : s->n_tok + s->n_tail;
+		int before = sekv_ctx_tail_rows(s->sc);
+		if (sekv_ctx_evict_tail(s->sc, upto))
+			break;
+		a->n_evicted_tokens += before - sekv_ctx_tail_rows(s->sc);
+		a->n_evicted_turns++;
+		k++;
+	}
+	memmove(s->turn_pos, s->turn_pos + k, (size_t)(s->n_turn_held - k) * sizeof *s->turn_pos);
+	s->n_turn_held -= k;
 }
 
 static int build_turn(struct session *s, const char *q, char *err, size_t errlen)
@@ -350,6 +385,13 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 		return rc;
 	if (s->agg_idx)
 		memset(s->agg_idx, 0xff, (size_t)s->mem->n_layer * s->mem->n_span * sizeof *s->agg_idx);
+	if (s->sc)
+		evict_turns(s, s->turn.n, a);
+	if (s->n_turn_held == SESSION_MAX_TURNS) {
+		memmove(s->turn_pos, s->turn_pos + 1, (SESSION_MAX_TURNS - 1) * sizeof *s->turn_pos);
+		s->n_turn_held--;
+	}
+	s->turn_pos[s->n_turn_held++] = s->n_tok + s->n_tail;
 
 	double t0 = app_now();
 	for (int i = 0; i < s->turn.n; i++)

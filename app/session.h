@@ -52,6 +52,8 @@ struct session_answer {
 	int n_gen;               /* answer tokens */
 	int n_question;          /* tokens decoded for the question turn */
 	int stopped;             /* 1 when the callback stopped it */
+	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
+	int n_evicted_tokens;
 	double question_s;       /* seconds decoding the question turn */
 	double decode_s;         /* seconds generating the answer */
 	double decode_tps;

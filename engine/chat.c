@@ -105,5 +105,6 @@ int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 
 int chat_is_end(const struct chat_template *ct, int32_t id)
 {
-	return id == ct->turn_close || id == ct->eos;
+	/* a model that opens a new turn has ended its own */
+	return id == ct->turn_close || id == ct->eos || id == ct->turn_open;
 }

@@ -48,7 +48,8 @@ int chat_open_turn(struct chat_tokvec *v, const struct chat_template *ct,
 /* Appends "<end_of_turn>\n". */
 int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, char *err, size_t errlen);
-/* 1 when id ends a model turn (<end_of_turn> or EOS). */
+/* 1 when id ends a model turn (<end_of_turn>, EOS, or <start_of_turn>:
+ * a model that opens the next turn has ended its own). */
 int chat_is_end(const struct chat_template *ct, int32_t id);
 
 #endif

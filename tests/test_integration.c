@@ -238,6 +238,48 @@ static void cli_ls_lists_document(struct test_ctx *t)
 	T_CHECK(t, ok);
 }
 
+/* A conversation that outgrows the budget drops its oldest turns instead of
+ * going over it, and keeps zooming. */
+static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct session *s = NULL;
+	struct session_answer a;
+	struct session_info in;
+	char err[1024];
+	const char *qs[] = { "Who may convey copies?", "What is the LGPL?", "What is the warranty?",
+			     "What is a covered work?" };
+	int evicted = 0;
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.n_predict = 120;
+	o.r_max = 32;
+	o.r_max_set = 1;
+	T_CHECKF(t, session_open(&s, &o, g_doc, err, sizeof err) == 0, "%s", err);
+	session_get_info(s, &in);
+	for (int i = 0; i < 4; i++) {
+		int rc = session_ask(s, qs[i], NULL, NULL, &a, err, sizeof err);
+		size_t peak = a.peak_resident_bytes;
+		double zpt = a.zoom_per_token;
+		int n_gen = a.n_gen;
+		evicted += a.n_evicted_turns;
+		session_answer_free(&a);
+		if (rc) {
+			session_close(s);
+			T_FAIL(t, "turn %d: %s", i, err);
+			return;
+		}
+		if (peak > in.full_kv_bytes / 10 + 1 || (n_gen > 0 && zpt <= 0)) {
+			session_close(s);
+			T_FAIL(t, "turn %d: resident %zu of %zu, %.2f zooms/token", i, peak, in.full_kv_bytes, zpt);
+			return;
+		}
+	}
+	session_close(s);
+	T_CHECKF(t, evicted > 0, "no turn evicted over 4 turns of up to 120 tokens");
+}
+
 /* A document whose stored fingerprint is not this model's is refused with a
  * message that says so (the fingerprint is changed behind the store's back,
  * as a library written by another model would have it). */
@@ -273,6 +315,7 @@ const struct test_case test_integration[] = {
 	{ "integration_ask_without_document_forward", integration_ask_without_document_forward },
 	{ "integration_sekv_full_budget_equals_full_kv", integration_sekv_full_budget_equals_full_kv },
 	{ "integration_budget_respected", integration_budget_respected },
+	{ "integration_multi_turn_stays_in_budget", integration_multi_turn_stays_in_budget },
 	{ "integration_other_model_refused", integration_other_model_refused },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
 	{ "cli_ls_lists_document", cli_ls_lists_document },

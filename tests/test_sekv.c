@@ -511,6 +511,10 @@ static void build_factors_every_span_threads(struct test_ctx *t)
  * with reference attention over rows chosen by `mode`: 0 = all document
  * rows, 1 = exact rows + coarse rows built here. Returns the max abs diff
  * (or a negative value on a call failure). */
+/* Tail eviction in decode_vs_ref: at step g_evict_step (when >= 0) the tail
+ * rows of steps before g_evict_to are evicted first. */
+static int g_evict_step = -1, g_evict_to;
+
 static double decode_vs_ref(const struct doc *d, const struct sekv_mem *m,
 			    struct sekv_ctx *c, int n_step, int mode, float q_scale,
 			    uint64_t seed)
@@ -534,6 +538,11 @@ static double decode_vs_ref(const struct doc *d, const struct sekv_mem *m,
 			for (int i = 0; i < nkv * dh; i++) {
 				k[i] = tk[(((size_t)l * n_step + s) * nkv) * dh + i] = f16r((float)rng_n());
 				v[i] = tv[(((size_t)l * n_step + s) * nkv) * dh + i] = f16r((float)rng_n());
+			}
+			if (l == 0 && s == g_evict_step &&
+			    sekv_ctx_evict_tail(c, d->n_tok + g_evict_to)) {
+				worst = -1;
+				break;
 			}
 			if (sekv_attend(c, d->layer_id[l], d->n_tok + s, q, k, v, out)) {
 				worst = -1;
@@ -576,7 +585,7 @@ static double decode_vs_ref(const struct doc *d, const struct sekv_mem *m,
 					}
 					ref_add(&r, kr, vr, logf((float)sp->len), dh);
 				}
-				for (int s2 = 0; s2 <= s; s2++)
+				for (int s2 = g_evict_step >= 0 && s >= g_evict_step ? g_evict_to : 0; s2 <= s; s2++)
 					ref_add(&r, tk + (((size_t)l * n_step + s2) * nkv + kv) * dh,
 						tv + (((size_t)l * n_step + s2) * nkv + kv) * dh, 0, dh);
 				ref_attend(&r, q + (size_t)h * dh, dh, q_scale, ref);
@@ -649,6 +658,42 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 static void equiv_all_zoomed_full_rank_is_exact(struct test_ctx *t)
 {
 	check_equiv(t, 4, 1);
+}
+
+/* Evicting the oldest tail rows: later steps attend exactly as if those
+ * tokens had never been there, and the held rows and bytes shrink. */
+static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
+{
+	struct doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+
+	T_CHECK(t, doc_make(&d, 300, 2, 4, 1, 64, 5) == 0);
+	sekv_default_params(&p);
+	p.budget = 0;
+	p.r_max = 64;
+	p.r_use = 64;
+	p.recon_f32 = 1;
+	p.tau = -1.0f;
+	T_CHECKF(t, doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 8, 0.125f, err, sizeof err) == 0, "%s", err);
+	g_evict_step = 5;
+	g_evict_to = 3;
+	double e = decode_vs_ref(&d, m, c, 8, 0, 0.125f, 3);
+	g_evict_step = -1;
+	int rows = sekv_ctx_tail_rows(c);
+	int bad_back = sekv_ctx_evict_tail(c, d.n_tok + 2);   /* before the held rows */
+	int bad_fwd = sekv_ctx_evict_tail(c, d.n_tok + 9);    /* past the last row */
+	int ok_all = sekv_ctx_evict_tail(c, d.n_tok + 8);
+	int rows0 = sekv_ctx_tail_rows(c);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	doc_free(&d);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "after eviction vs exact: max diff %g", e);
+	T_CHECKF(t, rows == 5, "held rows %d", rows);
+	T_CHECK(t, bad_back == SEKV_EINVAL && bad_fwd == SEKV_EINVAL && ok_all == 0 && rows0 == 0);
 }
 
 static void equiv_gqa_two_kv_heads(struct test_ctx *t)
@@ -879,6 +924,7 @@ static void malformed_inputs_refused(struct test_ctx *t)
 }
 
 const struct test_case test_sekv[] = {
+	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
 	{ "sekv_segment_causal_prefix", segment_causal_prefix },

@@ -419,3 +419,8 @@ int ui_chat_on_token(struct ui_chat *ui, const struct ui_frame *f)
 	draw_all(ui);
 	return ui->stop || ui->quit;
 }
+
+void ui_chat_note(struct ui_chat *ui, const char *msg)
+{
+	add_note(ui, UI_ROLE_INFO, msg);
+}

@@ -79,4 +79,8 @@ int ui_chat_run(const struct ui_chat_ops *ops, const struct ui_doc_info *info,
  * user asked to stop (Ctrl-C), else 0. */
 int ui_chat_on_token(struct ui_chat *ui, const struct ui_frame *f);
 
+/* Adds an information line to the transcript (e.g. "earlier turns were
+ * dropped"), shown at the next redraw. */
+void ui_chat_note(struct ui_chat *ui, const char *msg);
+
 #endif

@@ -35,7 +35,10 @@ struct sekv_ctx {
 	float *kappa;               /* [n_layer][n_head][n_comp][SEKV_D_ROUTE] */
 	uint16_t *tail_k;           /* [n_layer][tail_cap][n_head_kv][d_h] fp16 */
 	uint16_t *tail_v;           /* same */
-	int *n_tail;                /* [n_layer] rows held */
+	int *n_tail;                /* [n_layer] tail index after the last row */
+	int tail_first;             /* tail index of the first row still held
+	                               (earlier rows were evicted); row of tail
+	                               index i sits at slot i - tail_first */
 	size_t *recon_layer;        /* [n_layer] reconstructed bytes this step */
 	int *distinct_layer;        /* [n_layer] distinct zoomed spans this step */
 
@@ -208,6 +211,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 
 	c->last_pos = -1;
 	memset(c->n_tail, 0, (size_t)m->n_layer * sizeof *c->n_tail);
+	c->tail_first = 0;
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
@@ -342,7 +346,8 @@ static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
 
 	if (st->budget_bytes) {
 		/* tail rows reserved for this position in every layer */
-		size_t fixed = m->static_bytes + (size_t)m->n_layer * (idx + 1) * c->row_bytes;
+		size_t fixed = m->static_bytes +
+			       (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
 		allow = st->budget_bytes > fixed ? (st->budget_bytes - fixed) / m->n_layer : 0;
 	}
 	memset(c->mark, 0, (size_t)m->n_comp);
@@ -384,7 +389,7 @@ static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
 static void attend_kv(struct sekv_ctx *c, int l, int kv, const float *q, float *out)
 {
 	const struct sekv_mem *m = c->m;
-	int d = m->d_h, g = c->group, h0 = kv * g, nt = c->n_tail[l], n = 0;
+	int d = m->d_h, g = c->group, h0 = kv * g, nt = c->n_tail[l] - c->tail_first, n = 0;
 	size_t row = (size_t)m->n_head_kv * d;
 	const uint16_t *ek = m->exact_k + (size_t)l * m->n_exact * row + (size_t)kv * d;
 	const uint16_t *ev = m->exact_v + (size_t)l * m->n_exact * row + (size_t)kv * d;
@@ -478,15 +483,16 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		if (m->layer_id[i] == layer)
 			l = i;
 	idx = pos - m->n_tok;
-	if (l < 0 || idx < 0 || idx >= c->tail_cap)
+	if (l < 0 || idx < c->tail_first || idx - c->tail_first >= c->tail_cap)
 		return SEKV_EINVAL;
 	if (idx > c->n_tail[l])
 		return SEKV_EINVAL;   /* rows must be appended in order */
 	if (pos != c->last_pos)
 		new_step(c, pos, idx);
 	row = (size_t)m->n_head_kv * m->d_h;
-	quant_f32_to_f16_row(k, c->tail_k + ((size_t)l * c->tail_cap + idx) * row, row);
-	quant_f32_to_f16_row(v, c->tail_v + ((size_t)l * c->tail_cap + idx) * row, row);
+	size_t slot = (size_t)(idx - c->tail_first);
+	quant_f32_to_f16_row(k, c->tail_k + ((size_t)l * c->tail_cap + slot) * row, row);
+	quant_f32_to_f16_row(v, c->tail_v + ((size_t)l * c->tail_cap + slot) * row, row);
 	c->n_tail[l] = idx + 1;
 
 	n_cand = route(c, l, q);
@@ -495,7 +501,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		attend_kv(c, l, kv, q, out);
 
 	for (int i = 0; i < m->n_layer; i++) {
-		tail += (size_t)c->n_tail[i] * c->row_bytes;
+		tail += (size_t)(c->n_tail[i] - c->tail_first) * c->row_bytes;
 		recon += c->recon_layer[i];
 	}
 	st->tail_bytes = tail;
@@ -504,4 +510,39 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if (st->resident_bytes > st->peak_resident_bytes)
 		st->peak_resident_bytes = st->resident_bytes;
 	return SEKV_OK;
+}
+
+int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
+{
+	const struct sekv_mem *m = c->m;
+	int first = pos - m->n_tok, lo = c->n_tail[0];
+	size_t row = (size_t)m->n_head_kv * m->d_h;
+
+	for (int l = 1; l < m->n_layer; l++)
+		if (c->n_tail[l] < lo)
+			lo = c->n_tail[l];
+	if (first < c->tail_first || first > lo)
+		return SEKV_EINVAL;
+	int drop = first - c->tail_first;
+	for (int l = 0; l < m->n_layer && drop > 0; l++) {
+		size_t keep = (size_t)(c->n_tail[l] - first);
+		uint16_t *tk = c->tail_k + (size_t)l * c->tail_cap * row;
+		uint16_t *tv = c->tail_v + (size_t)l * c->tail_cap * row;
+		memmove(tk, tk + (size_t)drop * row, keep * row * sizeof *tk);
+		memmove(tv, tv + (size_t)drop * row, keep * row * sizeof *tv);
+	}
+	c->tail_first = first;
+	c->st.tail_bytes = 0;
+	for (int l = 0; l < m->n_layer; l++)
+		c->st.tail_bytes += (size_t)(c->n_tail[l] - first) * c->row_bytes;
+	return SEKV_OK;
+}
+
+int sekv_ctx_tail_rows(const struct sekv_ctx *c)
+{
+	int n = 0;
+	for (int l = 0; l < c->m->n_layer; l++)
+		if (c->n_tail[l] - c->tail_first > n)
+			n = c->n_tail[l] - c->tail_first;
+	return n;
 }

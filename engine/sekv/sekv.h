@@ -208,6 +208,15 @@ void sekv_ctx_reset(struct sekv_ctx *c);
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		const float *k, const float *v, float *out);
 
+/* Evicts the tail rows (question and generated tokens) of positions before
+ * pos: later attention no longer sees them (a conversation that outgrows
+ * the budget forgets its oldest turns; the document memory stays whole).
+ * pos must lie between the first held row and the last appended one.
+ * Returns 0 or SEKV_EINVAL. No allocation. */
+int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos);
+/* Tail rows held now (per global layer). */
+int sekv_ctx_tail_rows(const struct sekv_ctx *c);
+
 /* Live statistics (borrowed, valid until the next sekv_attend). */
 const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c);
 
