@@ -120,8 +120,16 @@ int cmd_ask(int argc, char **argv)
 		fprintf(stderr, "sekv ask: %s\n", err);
 		return 2;
 	}
-	if (o.n_args != 2 || app_parse_doc_id(o.args[0], &id)) {
+	if (o.n_args != 2) {
 		fprintf(stderr, "usage: sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json]\n");
+		return 2;
+	}
+	if (app_parse_doc_id(o.args[0], &id)) {
+		fprintf(stderr, "sekv ask: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		return 2;
+	}
+	if (!o.args[1][strspn(o.args[1], " \t\r\n")]) {
+		fprintf(stderr, "sekv ask: the question is empty\n");
 		return 2;
 	}
 	if ((rc = session_open(&s, &o, id, err, sizeof err))) {

@@ -110,7 +110,11 @@ int cmd_chat(int argc, char **argv)
 		fprintf(stderr, "sekv chat: %s\n", err);
 		return 2;
 	}
-	if (o.n_args > 1 || (o.n_args == 1 && app_parse_doc_id(o.args[0], &id))) {
+	if (o.n_args == 1 && app_parse_doc_id(o.args[0], &id)) {
+		fprintf(stderr, "sekv chat: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		return 2;
+	}
+	if (o.n_args > 1) {
 		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
 		return 2;
 	}

@@ -20,6 +20,13 @@ static int fail(const char *cmd, const char *err)
 	return 1;
 }
 
+/* Usage errors exit 2, like every sub-command. */
+static int usage_fail(const char *cmd, const char *usage)
+{
+	fprintf(stderr, "sekv %s: %s\n", cmd, usage);
+	return 2;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	struct app_opts o;
@@ -62,7 +69,7 @@ int cmd_tokenize(int argc, char **argv)
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return fail("tokenize", err);
 	if (o.n_args != 1)
-		return fail("tokenize", "usage: sekv tokenize [-m MODEL | --tokenizer FILE] [--bos] -- TEXT");
+		return usage_fail("tokenize", "usage: sekv tokenize [-m MODEL | --tokenizer FILE] [--bos] -- TEXT");
 	if (open_tok_only(&o, &tk, err, sizeof err))
 		return fail("tokenize", err);
 	const char *text = o.args[0];
@@ -102,7 +109,7 @@ int cmd_generate(int argc, char **argv)
 	if (!o.prompt && o.n_args == 1)
 		o.prompt = o.args[0];
 	if (!o.prompt)
-		return fail("generate", "usage: sekv generate [-m MODEL] -p TEXT [-n N] [--temp T] [--seed S]");
+		return usage_fail("generate", "usage: sekv generate [-m MODEL] -p TEXT [-n N] [--temp T] [--seed S]");
 	if (app_load(&o, &m, &tk, err, sizeof err))
 		return fail("generate", err);
 	const struct model_hparams *hp = model_hparams(m);
@@ -179,7 +186,7 @@ int cmd_ingest(int argc, char **argv)
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return fail("ingest", err);
 	if (o.n_args != 1)
-		return fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
+		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
 	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
@@ -211,8 +218,14 @@ int cmd_ls(int argc, char **argv)
 		store_close(st);
 		return fail("ls", err);
 	}
+	if (n == 0 && !o.quiet)
+		fprintf(stderr, "sekv ls: no documents in %s yet: add one with 'sekv ingest FILE'\n", o.db);
 	for (int i = 0; i < n; i++) {
 		time_t t = (time_t)docs[i].created;
+		/* one record per line, tab-separated: no control bytes in fields */
+		for (char *c = docs[i].title; *c; c++)
+			if ((unsigned char)*c < 0x20 || *c == 0x7f)
+				*c = ' ';
 		struct tm tm;
 		localtime_r(&t, &tm);
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
@@ -236,18 +249,20 @@ int cmd_rm(int argc, char **argv)
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return fail("rm", err);
 	if (o.n_args < 1)
-		return fail("rm", "usage: sekv rm DOC...");
+		return usage_fail("rm", "usage: sekv rm DOC...");
 	if (store_open(&st, o.db, err, sizeof err))
 		return fail("rm", err);
 	for (int i = 0; i < o.n_args; i++) {
 		errno = 0;
 		long long id = strtoll(o.args[i], &end, 10);
 		if (errno || *end || end == o.args[i]) {
-			rc = fail("rm", "document ids are integers (see 'sekv ls')");
+			rc = usage_fail("rm", "document ids are integers (see 'sekv ls')");
 			continue;
 		}
 		if (store_doc_delete(st, id, err, sizeof err))
 			rc = fail("rm", err);
+		else if (!o.quiet)
+			fprintf(stderr, "sekv rm: document %lld deleted\n", id);
 	}
 	store_close(st);
 	return rc;

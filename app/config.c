@@ -93,6 +93,20 @@ static void opts_defaults(struct app_opts *o)
 	}
 }
 
+/* Options that take a value. */
+static int opt_known(const char *a)
+{
+	static const char *const known[] = {
+		"-m", "--model", "--tokenizer", "--db", "-t", "--threads", "--budget",
+		"--rmax", "--kv", "-n", "--n-predict", "--temp", "--seed", "-p",
+		"--prompt", "--title", "--batch", "--recent", "--alpha",
+	};
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (!strcmp(a, known[i]))
+			return 1;
+	return 0;
+}
+
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
 	int only_args = 0;
@@ -105,7 +119,8 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
 		int takes = 1;
 
-		if (only_args || a[0] != '-' || !a[1]) {
+		/* "-3" is a (bad) document id, not an option */
+		if (only_args || a[0] != '-' || !a[1] || (a[1] >= '0' && a[1] <= '9')) {
 			if (o->n_args >= APP_MAX_ARGS)
 				return sekv_errf(err, errlen, SEKV_EINVAL, "too many arguments");
 			o->args[o->n_args++] = a;
@@ -119,13 +134,20 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 		if (!strcmp(a, "--json")) { o->json = 1; continue; }
 		if (!strcmp(a, "--bos")) { o->bos = 1; continue; }
 		if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1; continue; }
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
+		if (!opt_known(a))
+			return sekv_errf(err, errlen, SEKV_EINVAL, "unknown option %s (see 'sekv help')", a);
 		if (!val)
 			return sekv_errf(err, errlen, SEKV_EINVAL, "option %s needs a value", a);
 		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+			if (!*val)
+				return sekv_errf(err, errlen, SEKV_EINVAL, "-m: empty path");
 			snprintf(o->model, sizeof o->model, "%s", val);
 		} else if (!strcmp(a, "--tokenizer")) {
 			o->tokenizer = val;
 		} else if (!strcmp(a, "--db")) {
+			if (!*val)
+				return sekv_errf(err, errlen, SEKV_EINVAL, "--db: empty path");
 			snprintf(o->db, sizeof o->db, "%s", val);
 		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
 			if (parse_int(val, 1, 1024, &n))
@@ -139,7 +161,7 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 			o->budget_set = 1;
 		} else if (!strcmp(a, "--rmax")) {
 			if (parse_int(val, 1, 4096, &n))
-				goto bad;
+				return sekv_errf(err, errlen, SEKV_EINVAL, "--rmax %s: expected a rank in [1, 4096]", val);
 			o->r_max = (int)n;
 			o->r_max_set = 1;
 		} else if (!strcmp(a, "--kv")) {

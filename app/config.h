@@ -28,6 +28,7 @@ struct app_opts {
 	const char *title;     /* --title TEXT (ingest) */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */
+	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
 	int n_args;

@@ -155,6 +155,10 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 		goto out;
 	}
 	int n_tok = tv.n;
+	if (hp->n_ctx_train > 0 && n_tok > hp->n_ctx_train)
+		fprintf(stderr, "ingest: warning: %s: %d tokens, more than the %d-token context the model "
+			"was trained for; positions past it are extrapolated and answers may degrade\n",
+			path, n_tok, hp->n_ctx_train);
 	if (!o->quiet)
 		fprintf(stderr, "ingest: %s: %zu bytes, %d tokens, model %s\n", path, text_len, n_tok, hp->arch);
 

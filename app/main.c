@@ -39,11 +39,39 @@ int main(int argc, char **argv)
 	static const struct {
 		const char *name;
 		int (*fn)(int, char **);
+		const char *usage;
 	} cmds[] = {
-		{ "chat", cmd_chat }, { "ingest", cmd_ingest }, { "ask", cmd_ask },
-		{ "ls", cmd_ls }, { "rm", cmd_rm }, { "generate", cmd_generate },
-		{ "tokenize", cmd_tokenize }, { "inspect", cmd_inspect },
+		{ "chat", cmd_chat, "sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--temp T]\n"
+		  "  terminal UI over a stored document (the newest one when DOC is omitted)" },
+		{ "ingest", cmd_ingest, "sekv ingest FILE [--title T] [--budget F] [--rmax R] [--alpha A] [--recent N] [--batch N]\n"
+		  "  prefill a text/Markdown file once and store its SeKV memory; prints the new document id" },
+		{ "ask", cmd_ask, "sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json] [--temp T] [--seed S]\n"
+		  "  answer from the stored memory, no prefill of the document" },
+		{ "ls", cmd_ls, "sekv ls\n  list stored documents: id, title, tokens, size on disk, date, model" },
+		{ "rm", cmd_rm, "sekv rm DOC...\n  delete stored documents" },
+		{ "generate", cmd_generate, "sekv generate -p TEXT [-n N] [--temp T] [--seed S]\n"
+		  "  plain generation, the prompt wrapped in the model's chat template" },
+		{ "tokenize", cmd_tokenize, "sekv tokenize [-m MODEL | --tokenizer FILE] [--bos] -- TEXT\n"
+		  "  print token ids separated by spaces" },
+		{ "inspect", cmd_inspect, "sekv inspect [FILE]\n  print a GGUF file's metadata and tensors" },
 	};
+
+	if (argc >= 3 && !strcmp(argv[1], "help")) {
+		for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+			if (!strcmp(argv[2], cmds[i].name)) {
+				printf("usage: %s\n", cmds[i].usage);
+				return 0;
+			}
+	}
+	for (size_t i = 0; argc >= 2 && i < sizeof cmds / sizeof cmds[0]; i++) {
+		if (strcmp(argv[1], cmds[i].name))
+			continue;
+		for (int a = 2; a < argc && strcmp(argv[a], "--"); a++)
+			if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+				printf("usage: %s\n(common options: sekv help)\n", cmds[i].usage);
+				return 0;
+			}
+	}
 
 	if (argc < 2 || !strcmp(argv[1], "help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(stdout);

@@ -123,6 +123,11 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
 		s->sp.r_max = s->mem->r_max;
 		s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;
+		if (s->sp.r_use > s->mem->r_max)
+			snprintf(s->note, sizeof s->note,
+				 "rank %d is above the rank %d this document was stored with: %d is used "
+				 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
+				 s->mem->r_max, s->sp.r_use);
 		s->sp.n_threads = s->o.n_threads;
 		double fixed = (double)s->mem->static_bytes / (double)s->mem->full_kv_bytes;
 		if (fixed > s->sp.budget)
@@ -171,8 +176,12 @@ int session_open(struct session **out, const struct app_opts *o, int64_t doc_id,
 	double t0 = app_now();
 	if ((rc = store_open(&s->st, o->db, err, errlen)))
 		goto fail;
-	if ((rc = store_doc_get(s->st, doc_id, &s->doc, err, errlen)))
+	if ((rc = store_doc_get(s->st, doc_id, &s->doc, err, errlen))) {
+		if (rc == SEKV_ENOTFOUND)
+			sekv_errf(err, errlen, rc, "document %lld is not in %s (see 'sekv ls')",
+				  (long long)doc_id, o->db);
 		goto fail;
+	}
 	if (strcmp(s->doc.model_fp, s->hp->fingerprint) != 0) {
 		rc = sekv_errf(err, errlen, SEKV_EMISMATCH,
 			       "document %lld was ingested with another model (%s, fingerprint %.12s); "
