@@ -9,6 +9,7 @@ CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -Wall -Wextra -MMD -MP -I. -pthread
 LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson -lm -lpthread
 BUILD  ?= build
+BIN    ?= bin
 MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf
 
 LIB_C   = $(wildcard engine/*.c engine/sekv/*.c store/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
@@ -17,14 +18,14 @@ LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
 .PHONY: all test asan bench deps model run clean check-model
-all: bin/sekv bin/sekv-tests
-	@echo "built bin/sekv (CPU backend; CUDA backend: not part of this build yet)"
+all: $(BIN)/sekv $(BIN)/sekv-tests
+	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
 
-bin/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
+$(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
-bin/sekv-tests: $(TEST_OBJ) $(BUILD)/libsekv.a
+$(BIN)/sekv-tests: $(TEST_OBJ) $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -50,10 +51,13 @@ model:
 test: deps model all
 	SEKV_MODEL=$(MODEL) ./bin/sekv-tests
 
-asan:
-	$(MAKE) BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-		CXXFLAGS="-O1 -g -fsanitize=address,undefined" bin/sekv-tests bin/sekv
-	SEKV_MODEL=$(MODEL) ./bin/sekv-tests
+# Sanitizer build in build-asan/ and bin-asan/ (unit tests; the model tests
+# run too, slowly).
+asan: model
+	$(MAKE) BUILD=build-asan BIN=bin-asan \
+		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+		CXXFLAGS="-O1 -g -fsanitize=address,undefined" LDLIBS="$(LDLIBS) -fsanitize=address,undefined" all
+	SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
 
 bench: all model
 	sh bench/run.sh
@@ -62,6 +66,6 @@ run: deps model all
 	sh tools/run_sample.sh
 
 clean:
-	rm -rf build build-asan bin
+	rm -rf build build-asan bin bin-asan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -166,6 +166,21 @@ static void integration_budget_respected(struct test_ctx *t)
 	T_CHECK(t, in.host_bytes > 0);
 }
 
+/* bin/sekv beside the test binary (bin/ or bin-asan/). */
+static const char *sekv_bin(void)
+{
+	static char path[4096];
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 16);
+		char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
+		if (slash)
+			strcpy(slash + 1, "sekv");
+		else
+			strcpy(path, "./bin/sekv");
+	}
+	return path;
+}
+
 static char *run_cmd(const char *cmd)
 {
 	FILE *p = popen(cmd, "r");
@@ -200,8 +215,8 @@ static void cli_ask_json_fields(struct test_ctx *t)
 	char cmd[2048];
 
 	T_CHECK(t, g_doc > 0);
-	snprintf(cmd, sizeof cmd, "./bin/sekv ask %lld 'Who is the licensor?' --db %s -m %s -n 12 --rmax 32 --json 2>/dev/null",
-		 (long long)g_doc, g_db, test_model_path());
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who is the licensor?' --db %s -m %s -n 12 --rmax 32 --json 2>/dev/null",
+		 sekv_bin(), (long long)g_doc, g_db, test_model_path());
 	char *out = run_cmd(cmd);
 	T_CHECKF(t, out != NULL, "command failed: %s", cmd);
 	cJSON *j = cJSON_Parse(out);
@@ -229,7 +244,7 @@ static void cli_ls_lists_document(struct test_ctx *t)
 	char cmd[1024], want[64];
 
 	T_CHECK(t, g_doc > 0);
-	snprintf(cmd, sizeof cmd, "./bin/sekv ls --db %s", g_db);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", sekv_bin(), g_db);
 	char *out = run_cmd(cmd);
 	T_CHECK(t, out != NULL);
 	snprintf(want, sizeof want, "%lld\t", (long long)g_doc);
