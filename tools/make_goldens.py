@@ -67,7 +67,16 @@ def main():
     ids = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)[:1500]
     llm.reset()
     llm.eval(ids)
-    positions = [7, 260, 640, 1100, len(ids) - 1]
+    # One position per fifth of the prompt (two beyond the 512 window and
+    # beyond 1,024), each where the reference's top-6 logits are best
+    # separated: llama.cpp rounds activations to 8 bits, so near-ties in
+    # its top-5 say nothing about order; well-separated ones must match.
+    import numpy as np
+    scores = np.array(llm.scores[:len(ids)])
+    top6 = -np.sort(-scores, axis=1)[:, :6]
+    gap = (top6[:, :-1] - top6[:, 1:]).min(axis=1)
+    bounds = [1 + i * (len(ids) - 1) // 5 for i in range(6)]
+    positions = [a + int(np.argmax(gap[a:b])) for a, b in zip(bounds, bounds[1:])]
     top = []
     for p in positions:
         row = llm.scores[p]
@@ -75,7 +84,8 @@ def main():
         top.append([{"id": int(i), "logit": float(row[i])} for i in order])
     with open(os.path.join(OUT, "logits_gemma3.json"), "w") as f:
         json.dump({"model": os.path.basename(MODEL), "reference": "llama.cpp via llama-cpp-python",
-                   "prompt_ids": list(map(int, ids)), "positions": positions, "top": top}, f)
+                   "prompt_ids": list(map(int, ids)), "positions": positions,
+                   "min_top6_gap": [float(gap[p]) for p in positions], "top": top}, f)
     print("wrote", len(cases), "tokenizer cases and", len(positions), "logit rows")
 
 
