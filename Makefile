@@ -4,9 +4,10 @@
 CC      ?= cc
 CXX     ?= c++
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -MMD -MP -I. -march=native -pthread
 CXXFLAGS ?= -O2 -g
-CXXFLAGS += -std=c++17 -Wall -Wextra -MMD -MP -I. -pthread
+# always added, also when CFLAGS is given on the command line (make asan)
+C_STD   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -MMD -MP -I. -march=native -pthread
+CXX_STD = -std=c++17 -Wall -Wextra -MMD -MP -I. -pthread
 LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson -lm -lpthread
 BUILD  ?= build
 BIN    ?= bin
@@ -23,11 +24,11 @@ all: $(BIN)/sekv $(BIN)/sekv-tests
 
 $(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 
 $(BIN)/sekv-tests: $(TEST_OBJ) $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libsekv.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -35,11 +36,11 @@ $(BUILD)/libsekv.a: $(LIB_OBJ)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(CC) $(CFLAGS) $(C_STD) -c $< -o $@
 
 $(BUILD)/%.o: %.cc
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -c $< -o $@
+	$(CXX) $(CXXFLAGS) $(CXX_STD) -c $< -o $@
 
 deps:
 	@sh tools/deps.sh
@@ -56,7 +57,7 @@ test: deps model all
 asan: model
 	$(MAKE) BUILD=build-asan BIN=bin-asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-		CXXFLAGS="-O1 -g -fsanitize=address,undefined" LDLIBS="$(LDLIBS) -fsanitize=address,undefined" all
+		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
 	SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
 
 bench: all model

@@ -3,11 +3,13 @@
 # returns at once when every package is already installed).
 set -e
 PKGS="build-essential pkg-config libsentencepiece-dev libopenblas-dev liblapacke-dev \
-libsqlite3-dev libncurses-dev libcjson-dev python3 python3-pip tmux"
+libsqlite3-dev libncurses-dev libcjson-dev"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
+# the model recipe needs pip (any python3 with pip will do)
+python3 -m pip --version >/dev/null 2>&1 || missing="$missing python3-pip"
 [ -z "$missing" ] && exit 0
 echo "deps: installing$missing"
 SUDO=""
