@@ -130,6 +130,7 @@ int cmd_generate(int argc, char **argv)
 	sampler_default_params(&sp);
 	sp.temperature = o.temperature;
 	sp.seed = o.seed;
+	sp.repeat_penalty = o.repeat_penalty;
 	if (!logits || sampler_init(&smp, &sp, hp->n_vocab)) {
 		fail("generate", "out of memory");
 		goto out;
@@ -156,6 +157,7 @@ int cmd_generate(int argc, char **argv)
 		memmove(pend, pend + ok, n_pend - ok);
 		n_pend -= ok;
 		n_gen++;
+		sampler_accept(&smp, id);
 		if (model_decode(m, ms, id, NULL, logits, err, sizeof err)) {
 			fail("generate", err);
 			goto out;

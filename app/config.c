@@ -78,6 +78,7 @@ static void opts_defaults(struct app_opts *o)
 	o->r_max = 32;
 	o->n_predict = 256;
 	o->seed = 42;
+	o->repeat_penalty = 1.1f;
 	o->n_batch = 256;
 	o->n_recent = 64;
 	o->alpha = 1.0f;
@@ -99,7 +100,7 @@ static int opt_known(const char *a)
 	static const char *const known[] = {
 		"-m", "--model", "--tokenizer", "--db", "-t", "--threads", "--budget",
 		"--rmax", "--kv", "-n", "--n-predict", "--temp", "--seed", "-p",
-		"--prompt", "--title", "--batch", "--recent", "--alpha",
+		"--prompt", "--title", "--batch", "--recent", "--alpha", "--repeat-penalty",
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (!strcmp(a, known[i]))
@@ -179,6 +180,11 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 			if (parse_double(val, 0.0, 100.0, &d))
 				goto bad;
 			o->temperature = (float)d;
+		} else if (!strcmp(a, "--repeat-penalty")) {
+			if (parse_double(val, 1.0, 10.0, &d))
+				return sekv_errf(err, errlen, SEKV_EINVAL,
+						 "--repeat-penalty %s: expected a factor in [1, 10] (1 = off)", val);
+			o->repeat_penalty = (float)d;
 		} else if (!strcmp(a, "--seed")) {
 			if (parse_int(val, 0, LONG_MAX, &n))
 				goto bad;

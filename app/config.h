@@ -23,6 +23,7 @@ struct app_opts {
 	int json;              /* --json */
 	float temperature;     /* --temp T (0 = greedy) */
 	uint64_t seed;         /* --seed S */
+	float repeat_penalty;  /* --repeat-penalty P over the last 64 answer tokens (1.1; 1 = off) */
 	int bos;               /* --bos (tokenize) */
 	const char *prompt;    /* -p TEXT (generate) */
 	const char *title;     /* --title TEXT (ingest) */

@@ -30,6 +30,8 @@ static void usage(FILE *f)
 		"  -t N            threads (env SEKV_THREADS; default: all cores)\n"
 		"  --budget F      device-tier budget as a fraction of the full KV cache (default 0.10)\n"
 		"  --rmax R        SVD rank: stored at ingest, used at ask (default 32)\n"
+		"  --temp T        sampling temperature (default 0: greedy); --seed S\n"
+		"  --repeat-penalty P  penalty on the last 64 answer tokens (default 1.1; 1 = off)\n"
 		"  -q              no progress output\n",
 		SEKV_VERSION);
 }

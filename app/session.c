@@ -130,7 +130,11 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 				 s->mem->r_max, s->sp.r_use);
 		s->sp.n_threads = s->o.n_threads;
 		double fixed = (double)s->mem->static_bytes / (double)s->mem->full_kv_bytes;
-		if (fixed > s->sp.budget)
+		if (fixed > s->sp.budget && s->mem->n_comp == 0)
+			snprintf(s->note, sizeof s->note,
+				 "this document is short enough to be kept exact (%d tokens, no compressed span): "
+				 "the budget does not apply", s->n_tok);
+		else if (fixed > s->sp.budget)
 			snprintf(s->note, sizeof s->note,
 				 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
 				 "summaries, recent window): no span can be zoomed; ingest again with --budget %.2g to fit it",
@@ -209,6 +213,7 @@ int session_open(struct session **out, const struct app_opts *o, int64_t doc_id,
 	sampler_default_params(&spp);
 	spp.temperature = o->temperature;
 	spp.seed = o->seed;
+	spp.repeat_penalty = o->repeat_penalty;
 	if ((rc = sampler_init(&s->smp, &spp, s->hp->n_vocab)) != 0) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: sampler: out of memory");
 		goto fail;
@@ -411,6 +416,7 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 	a->peak_resident_bytes = resident_now(s);
 
 	double g0 = app_now();
+	sampler_reset_recent(&s->smp);
 	for (;;) {
 		int32_t id = sampler_sample(&s->smp, s->logits);
 		if (chat_is_end(&s->ct, id) || a->n_gen >= s->o.n_predict)
@@ -418,6 +424,7 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 		if ((rc = decode_one(s, id, 1, err, errlen)))
 			return rc;
 		a->ids[a->n_gen++] = id;
+		sampler_accept(&s->smp, id);
 		if (s->sc)
 			agg_step(s, a, &n_agg);
 		size_t res = resident_now(s);

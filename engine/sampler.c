@@ -22,6 +22,8 @@ void sampler_default_params(struct sampler_params *p)
 	p->top_k = 40;    /* llama.cpp's defaults, used once temperature > 0 */
 	p->top_p = 0.95f;
 	p->seed = 42;
+	p->repeat_penalty = 1.0f;
+	p->repeat_last_n = 64;
 }
 
 int sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab)
@@ -35,6 +37,16 @@ int sampler_init(struct sampler *s, const struct sampler_params *p, int n_vocab)
 	s->n_vocab = n_vocab;
 	s->prob = malloc(sizeof(float) * (size_t)n_vocab);
 	s->idx = malloc(sizeof(int32_t) * (size_t)n_vocab);
+	if (s->p.repeat_last_n < 0)
+		s->p.repeat_last_n = 0;
+	if (s->p.repeat_penalty != 1.0f && s->p.repeat_last_n > 0) {
+		s->adj = malloc(sizeof(float) * (size_t)n_vocab);
+		s->recent = malloc(sizeof(int32_t) * (size_t)s->p.repeat_last_n);
+		if (!s->adj || !s->recent) {
+			sampler_free(s);
+			return SEKV_ENOMEM;
+		}
+	}
 	if (!s->prob || !s->idx) {
 		sampler_free(s);
 		return SEKV_ENOMEM;
@@ -48,8 +60,50 @@ void sampler_free(struct sampler *s)
 		return;
 	free(s->prob);
 	free(s->idx);
+	free(s->adj);
+	free(s->recent);
 	s->prob = NULL;
 	s->idx = NULL;
+	s->adj = NULL;
+	s->recent = NULL;
+}
+
+void sampler_accept(struct sampler *s, int32_t id)
+{
+	if (!s->recent)
+		return;
+	s->recent[s->recent_head] = id;
+	s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
+	if (s->n_recent < s->p.repeat_last_n)
+		s->n_recent++;
+}
+
+void sampler_reset_recent(struct sampler *s)
+{
+	s->n_recent = 0;
+	s->recent_head = 0;
+}
+
+/* Copies logits into s->adj with the penalty applied once per distinct
+ * recent id; returns the array to sample from. */
+static const float *penalise(struct sampler *s, const float *logits)
+{
+	float pen = s->p.repeat_penalty;
+
+	if (!s->recent || s->n_recent == 0)
+		return logits;
+	memcpy(s->adj, logits, sizeof(float) * (size_t)s->n_vocab);
+	for (int i = 0; i < s->n_recent; i++) {
+		int32_t id = s->recent[i];
+		int seen = 0;
+		if (id < 0 || id >= s->n_vocab)
+			continue;
+		for (int j = 0; j < i && !seen; j++)
+			seen = s->recent[j] == id;
+		if (!seen)
+			s->adj[id] = logits[id] > 0 ? logits[id] / pen : logits[id] * pen;
+	}
+	return s->adj;
 }
 
 static uint64_t xorshift64s(uint64_t *x)
@@ -121,6 +175,7 @@ int32_t sampler_sample(struct sampler *s, const float *logits)
 	float inv_t;
 	double sum = 0.0, u, acc = 0.0;
 
+	logits = penalise(s, logits);
 	if (s->p.temperature <= 0.0f)
 		return argmax(logits, n);
 	if (k <= 0 || k > n)

@@ -132,7 +132,51 @@ static void t_distribution_and_cuts(struct test_ctx *t)
 	sampler_free(&s);
 }
 
+/* The repetition penalty (CTRL) divides a recent token's positive logit and
+ * multiplies a negative one, once per distinct id; 1.0 leaves greedy alone. */
+static void sampler_repeat_penalty(struct test_ctx *t)
+{
+	struct sampler_params p;
+	struct sampler s;
+	float lg[6] = { 2.0f, 1.9f, -1.0f, -1.05f, 0.5f, 0.0f };
+
+	sampler_default_params(&p);
+	p.repeat_penalty = 1.1f;
+	p.repeat_last_n = 3;
+	T_CHECK(t, sampler_init(&s, &p, 6) == 0);
+	int first = sampler_sample(&s, lg);
+	sampler_accept(&s, 0);
+	sampler_accept(&s, 0);          /* counted once: 2.0/1.1 = 1.82 < 1.9 */
+	int second = sampler_sample(&s, lg);
+	sampler_accept(&s, 1);
+	sampler_accept(&s, 4);          /* window of 3: the first 0 leaves */
+	sampler_accept(&s, 4);          /* 0 gone: back to id 0 */
+	int third = sampler_sample(&s, lg);
+	sampler_reset_recent(&s);
+	int fourth = sampler_sample(&s, lg);
+	sampler_free(&s);
+	T_CHECKF(t, first == 0 && second == 1 && third == 0 && fourth == 0,
+		 "%d %d %d %d", first, second, third, fourth);
+	/* negative logits move the other way: -1.0*1.1 = -1.1 < -1.05 */
+	float neg[2] = { -1.0f, -1.05f };
+	p.repeat_last_n = 4;
+	T_CHECK(t, sampler_init(&s, &p, 2) == 0);
+	sampler_accept(&s, 0);
+	int pick = sampler_sample(&s, neg);
+	sampler_free(&s);
+	T_CHECKF(t, pick == 1, "picked %d", pick);
+	/* penalty 1.0: nothing allocated, plain greedy */
+	p.repeat_penalty = 1.0f;
+	T_CHECK(t, sampler_init(&s, &p, 6) == 0);
+	sampler_accept(&s, 0);
+	pick = sampler_sample(&s, lg);
+	int none = s.adj == NULL;
+	sampler_free(&s);
+	T_CHECK(t, pick == 0 && none);
+}
+
 const struct test_case test_sampler[] = {
+	{ "sampler_repeat_penalty", sampler_repeat_penalty },
 	{ "sampler_greedy_argmax_lowest_id_on_ties", t_greedy },
 	{ "sampler_seed_reproducible", t_seed_reproducible },
 	{ "sampler_top_k1_equals_greedy", t_top_k1_is_greedy },
