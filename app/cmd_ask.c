@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -32,6 +33,12 @@ int app_parse_doc_id(const char *s, int64_t *id)
 		return -1;
 	*id = v;
 	return 0;
+}
+
+static void warn_stderr(void *ud, const char *msg)
+{
+	(void)ud;
+	fprintf(stderr, "sekv ask: note: %s\n", msg);
 }
 
 static cJSON *zooms_json(const struct session *s, const struct session_info *in,
@@ -66,6 +73,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 
 	session_get_info(s, &in);
 	cJSON_AddStringToObject(j, "answer", a->text ? a->text : "");
+	if (a->warn[0])
+		cJSON_AddStringToObject(j, "warning", a->warn);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
@@ -132,6 +141,10 @@ int cmd_ask(int argc, char **argv)
 		fprintf(stderr, "sekv ask: the question is empty\n");
 		return 2;
 	}
+	if (access(o.db, F_OK) != 0) {
+		fprintf(stderr, "sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+		return 1;
+	}
 	if ((rc = session_open(&s, &o, id, err, sizeof err))) {
 		fprintf(stderr, "sekv ask: %s\n", err);
 		return 1;
@@ -142,6 +155,8 @@ int cmd_ask(int argc, char **argv)
 		if (in.note[0])
 			fprintf(stderr, "sekv ask: note: %s\n", in.note);
 	}
+	if (!o.quiet && !o.json)
+		session_set_warn(s, warn_stderr, NULL);
 	rc = session_ask(s, o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
 	if (rc && rc != SEKV_EINTR) {
 		fprintf(stderr, "sekv ask: %s\n", err);
@@ -149,6 +164,7 @@ int cmd_ask(int argc, char **argv)
 		rc = print_json(s, &o, &a);
 	} else {
 		printf("\n");
+		fflush(stdout);
 		if (!o.quiet) {
 			struct session_info in;
 			session_get_info(s, &in);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/app.h"
 #include "app/session.h"
@@ -65,6 +66,8 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 
 	c->ui = ui;
 	int rc = session_ask(c->s, q, on_step, c, &a, err, errlen);
+	if (a.warn[0])
+		ui_chat_note(ui, a.warn);
 	if (a.n_evicted_turns > 0) {
 		char msg[160];
 		snprintf(msg, sizeof msg, "memory: the %d oldest turn%s (%d tokens) left the model's memory to stay within the budget",
@@ -117,6 +120,10 @@ int cmd_chat(int argc, char **argv)
 	if (o.n_args > 1) {
 		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
 		return 2;
+	}
+	if (access(o.db, F_OK) != 0) {
+		fprintf(stderr, "sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+		return 1;
 	}
 	if (!id && !(id = newest_doc(&o, err, sizeof err))) {
 		fprintf(stderr, "sekv chat: no document in %s yet: run 'sekv ingest FILE' first\n", o.db);

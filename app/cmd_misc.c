@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app/app.h"
 #include "engine/chat.h"
@@ -34,7 +35,7 @@ int cmd_inspect(int argc, char **argv)
 	char err[512];
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("inspect", err);
+		return usage_fail("inspect", err);
 	const char *path = o.n_args > 0 ? o.args[0] : o.model;
 	if (gguf_open(&g, path, err, sizeof err))
 		return fail("inspect", err);
@@ -67,7 +68,7 @@ int cmd_tokenize(int argc, char **argv)
 	int rc = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("tokenize", err);
+		return usage_fail("tokenize", err);
 	if (o.n_args != 1)
 		return usage_fail("tokenize", "usage: sekv tokenize [-m MODEL | --tokenizer FILE] [--bos] -- TEXT");
 	if (open_tok_only(&o, &tk, err, sizeof err))
@@ -105,7 +106,7 @@ int cmd_generate(int argc, char **argv)
 	int rc = 1, n_gen = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("generate", err);
+		return usage_fail("generate", err);
 	if (!o.prompt && o.n_args == 1)
 		o.prompt = o.args[0];
 	if (!o.prompt)
@@ -186,7 +187,7 @@ int cmd_ingest(int argc, char **argv)
 	int64_t id = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("ingest", err);
+		return usage_fail("ingest", err);
 	if (o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
 	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
@@ -215,7 +216,12 @@ int cmd_ls(int argc, char **argv)
 	int n = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("ls", err);
+		return usage_fail("ls", err);
+	if (access(o.db, F_OK) != 0) {
+		if (!o.quiet)
+			fprintf(stderr, "sekv ls: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+		return 0;
+	}
 	if (store_open(&st, o.db, err, sizeof err) || store_doc_list(st, &docs, &n, err, sizeof err)) {
 		store_close(st);
 		return fail("ls", err);
@@ -249,9 +255,13 @@ int cmd_rm(int argc, char **argv)
 	int rc = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
-		return fail("rm", err);
+		return usage_fail("rm", err);
 	if (o.n_args < 1)
 		return usage_fail("rm", "usage: sekv rm DOC...");
+	if (access(o.db, F_OK) != 0) {
+		snprintf(err, sizeof err, "no library at %.400s", o.db);
+		return fail("rm", err);
+	}
 	if (store_open(&st, o.db, err, sizeof err))
 		return fail("rm", err);
 	for (int i = 0; i < o.n_args; i++) {
@@ -261,7 +271,10 @@ int cmd_rm(int argc, char **argv)
 			rc = usage_fail("rm", "document ids are integers (see 'sekv ls')");
 			continue;
 		}
-		if (store_doc_delete(st, id, err, sizeof err))
+		int drc = store_doc_delete(st, id, err, sizeof err);
+		if (drc == SEKV_ENOTFOUND)
+			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", id, o.db);
+		if (drc)
 			rc = fail("rm", err);
 		else if (!o.quiet)
 			fprintf(stderr, "sekv rm: document %lld deleted\n", id);

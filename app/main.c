@@ -64,6 +64,9 @@ int main(int argc, char **argv)
 				printf("usage: %s\n", cmds[i].usage);
 				return 0;
 			}
+		fprintf(stderr, "sekv help: unknown command '%s'\n\n", argv[2]);
+		usage(stderr);
+		return 2;
 	}
 	for (size_t i = 0; argc >= 2 && i < sizeof cmds / sizeof cmds[0]; i++) {
 		if (strcmp(argv[1], cmds[i].name))

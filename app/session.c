@@ -54,7 +54,15 @@ struct session {
 	int32_t *agg_idx;          /* [n_layer][n_span] -> index in agg, -1 */
 	struct session_zoom *agg;  /* [n_layer * n_span] */
 	struct chat_tokvec turn;   /* scratch for a turn's tokens */
+	session_warn_fn warn;
+	void *warn_ud;
 };
+
+void session_set_warn(struct session *s, session_warn_fn fn, void *ud)
+{
+	s->warn = fn;
+	s->warn_ud = ud;
+}
 
 void session_answer_free(struct session_answer *a)
 {
@@ -292,6 +300,14 @@ static void evict_turns(struct session *s, int n_new, struct session_answer *a)
 		if (free_rows / 2 < cap)
 			cap = free_rows / 2;
 	}
+	if ((long long)n_new + s->o.n_predict > cap) {
+		snprintf(a->warn, sizeof a->warn,
+			 "this question (%d tokens) and an answer of up to %d tokens need more fast-tier rows "
+			 "than the budget leaves (%lld): the device tier goes over the budget for this answer",
+			 n_new, s->o.n_predict, cap);
+		if (s->warn)
+			s->warn(s->warn_ud, a->warn);
+	}
 	int k = 0;
 	while (k < s->n_turn_held &&
 	       sekv_ctx_tail_rows(s->sc) + (long long)n_new + s->o.n_predict > cap) {
@@ -399,6 +415,10 @@ int session_ask(struct session *s, const char *question, session_step_fn fn,
 		return rc;
 	if (s->agg_idx)
 		memset(s->agg_idx, 0xff, (size_t)s->mem->n_layer * s->mem->n_span * sizeof *s->agg_idx);
+	if ((long long)s->turn.n + s->o.n_predict > SESSION_TAIL_CAP)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "question of %d tokens is too long: a question and its answer (-n %d) may take "
+				 "at most %d tokens", s->turn.n, s->o.n_predict, SESSION_TAIL_CAP);
 	if (s->sc)
 		evict_turns(s, s->turn.n, a);
 	if (s->n_turn_held == SESSION_MAX_TURNS) {

@@ -52,6 +52,7 @@ struct session_answer {
 	int n_gen;               /* answer tokens */
 	int n_question;          /* tokens decoded for the question turn */
 	int stopped;             /* 1 when the callback stopped it */
+	char warn[256];          /* why this answer may exceed the budget, or "" */
 	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
 	int n_evicted_tokens;
 	double question_s;       /* seconds decoding the question turn */
@@ -75,6 +76,11 @@ void session_close(struct session *s);
 
 /* The session's model (borrowed, valid until session_close). */
 const struct model *session_model(const struct session *s);
+
+/* Called (when set) with a warning before an answer starts, e.g. a
+ * question too long for the budget. msg is borrowed for the call. */
+typedef void (*session_warn_fn)(void *ud, const char *msg);
+void session_set_warn(struct session *s, session_warn_fn fn, void *ud);
 
 /* Asks question: decodes the turn, then generates up to o->n_predict
  * tokens or until the model ends its turn. fn (may be NULL) sees every
