@@ -75,6 +75,10 @@ static const char *const store_migration[] = {
 	" exact_k BLOB NOT NULL, exact_v BLOB NOT NULL,"
 	" fac_s BLOB NOT NULL, fac_u BLOB NOT NULL, fac_v BLOB NOT NULL,"
 	" PRIMARY KEY (doc, layer));",
+	/* 1 -> 2: mem.factor_f16: 1 when fac_u, fac_v hold fp16 halves, 0 when
+	 * fp32 (fac_s is always fp32); version 1 memories were all fp32. Added
+	 * after the blobs, where ALTER TABLE puts it: it is read once per load. */
+	"ALTER TABLE mem ADD COLUMN factor_f16 INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -1,7 +1,8 @@
 /* store_mem.c - the SeKV memory of a document (engine/sekv/sekv.h) in the
  * mem and mem_layer tables (schema.c): one row of shapes and per-token
  * arrays, then one row per global layer holding that layer's summaries,
- * exact rows, router and all its factors packed in factor order.
+ * exact rows, router and all its factors packed in factor order (u and v
+ * at the memory's type, mem.factor_f16; version 1 files load as fp32).
  * Invariant: what is written passes the same layout checks (spans, exact
  * positions, ranks) that loading applies, and loading checks every blob
  * length against the shapes before anything is copied. Sizes are computed
@@ -24,7 +25,14 @@ static size_t sat_mul(size_t a, size_t b)
 struct mem_shape {
 	int n_tok, n_layer, n_head, n_head_kv, d_h, n_span, n_exact, n_comp;
 	int32_t *comp_len;  /* [n_comp] lengths of the compressed spans */
+	int factor_f16;     /* factors' u, v: 1 fp16, 0 fp32 (s always fp32) */
 };
+
+/* Bytes of one element of a factor's u or v. */
+static size_t fac_es(const struct mem_shape *sh)
+{
+	return sh->factor_f16 ? 2 : 4;
+}
 
 /* Scalar shape fields in range. Returns 0 or 1 (bad). */
 static int shape_bad(const struct mem_shape *sh)
@@ -89,7 +97,7 @@ static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
 	return -1;
 }
 
-/* Float counts of one layer's packed s, u, v (ranks of that layer). */
+/* Element counts of one layer's packed s, u, v (ranks of that layer). */
 static void fac_counts(const struct mem_shape *sh, const int32_t *ranks,
 		       size_t *ns, size_t *nu, size_t *nv)
 {
@@ -132,8 +140,8 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 
 	*ranks = NULL;
 	*sh = (struct mem_shape){ m->n_tok, m->n_layer, m->n_head, m->n_head_kv, m->d_h,
-				  m->n_span, m->n_exact, 0, NULL };
-	if (shape_bad(sh) || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
+				  m->n_span, m->n_exact, 0, NULL, m->factor_f16 };
+	if (shape_bad(sh) || (m->factor_f16 != 0 && m->factor_f16 != 1) || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
 	    !m->route_w || (sh->n_tok && (!m->tokens || !m->surprisal || !m->is_anchor)) ||
 	    (sh->n_exact && (!m->exact_pos || !m->exact_k || !m->exact_v)))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: bad memory shape", what, obj);
@@ -204,6 +212,7 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 	store_bind_blob(st, 16, m->tokens, (size_t)sh->n_tok * sizeof(int32_t));
 	store_bind_blob(st, 17, m->surprisal, (size_t)sh->n_tok * sizeof(float));
 	store_bind_blob(st, 18, m->is_anchor, (size_t)sh->n_tok);
+	sqlite3_bind_int(st, 19, sh->factor_f16);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
 		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
 	else
@@ -213,23 +222,24 @@ out:
 	return rc;
 }
 
-/* Packs layer l's factors into ps/pu/pv (capacity from fac_counts). */
+/* Packs layer l's factors into ps/pu/pv (capacity from fac_counts; u and
+ * v at their stored type, bytes as they are in memory). */
 static void pack_factors(const struct sekv_mem *m, const struct mem_shape *sh, int l,
-			 float *ps, float *pu, float *pv)
+			 char *ps, char *pu, char *pv)
 {
-	size_t nf = n_fac_layer(sh);
+	size_t nf = n_fac_layer(sh), es = fac_es(sh);
 	const struct sekv_factor *f = m->fac + (size_t)l * nf;
 
 	for (size_t i = 0; i < nf; i++, f++) {
 		size_t r = (size_t)f->rank, len = (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
 		if (!r)
 			continue;
-		memcpy(ps, f->s, r * sizeof *ps);
-		memcpy(pu, f->u, r * len * sizeof *pu);
-		memcpy(pv, f->v, r * (size_t)sh->d_h * sizeof *pv);
-		ps += r;
-		pu += r * len;
-		pv += r * (size_t)sh->d_h;
+		memcpy(ps, f->s, r * sizeof(float));
+		memcpy(pu, f->u, r * len * es);
+		memcpy(pv, f->v, r * (size_t)sh->d_h * es);
+		ps += r * sizeof(float);
+		pu += r * len * es;
+		pv += r * (size_t)sh->d_h * es;
 	}
 }
 
@@ -238,22 +248,23 @@ static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
 			 char *err, size_t errlen)
 {
 	struct layer_counts c = layer_counts(sh);
-	size_t nf = n_fac_layer(sh), ns, nu, nv, cap = 0;
-	float *buf = NULL;
+	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, cap = 0;
+	char *buf = NULL;
 	sqlite3_stmt *st;
 	int rc = 0;
 
 	for (int l = 0; l < sh->n_layer; l++) {
 		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
-		if (ns + nu + nv > cap)
-			cap = ns + nu + nv;
+		if (ns * sizeof(float) + (nu + nv) * es > cap)
+			cap = ns * sizeof(float) + (nu + nv) * es;
 	}
-	buf = malloc((cap ? cap : 1) * sizeof *buf);
+	buf = malloc(cap ? cap : 1);
 	if (!buf)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_doc_put_mem: mem_layer: out of memory");
 	for (int l = 0; l < sh->n_layer && rc == 0; l++) {
 		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
-		pack_factors(m, sh, l, buf, buf + ns, buf + ns + nu);
+		pack_factors(m, sh, l, buf, buf + ns * sizeof(float),
+			     buf + ns * sizeof(float) + nu * es);
 		if ((rc = store_stmt(s, ST_MEML_INSERT, &st, err, errlen)))
 			break;
 		sqlite3_bind_int64(st, 1, doc);
@@ -265,8 +276,8 @@ static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
 		store_bind_blob(st, 7, m->exact_k + l * c.exact, c.exact * sizeof(uint16_t));
 		store_bind_blob(st, 8, m->exact_v + l * c.exact, c.exact * sizeof(uint16_t));
 		store_bind_blob(st, 9, buf, ns * sizeof(float));
-		store_bind_blob(st, 10, buf + ns, nu * sizeof(float));
-		store_bind_blob(st, 11, buf + ns + nu, nv * sizeof(float));
+		store_bind_blob(st, 10, buf + ns * sizeof(float), nu * es);
+		store_bind_blob(st, 11, buf + ns * sizeof(float) + nu * es, nv * es);
 		if ((rc = store_step(s, st)) != SQLITE_DONE)
 			rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem_layer");
 		else
@@ -340,11 +351,15 @@ out:
 	return rc;
 }
 
-/* Reads the mem row's shapes and checks them against the doc row. */
+/* Column of mem.factor_f16 in ST_MEM_GET (after the blobs, see schema.c). */
+#define MEM_COL_FACTOR_F16 17
+
+/* Reads the mem row's shapes and factor type and checks them against the
+ * doc row. */
 static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_shape *sh,
 		      char *err, size_t errlen)
 {
-	int64_t v[10];
+	int64_t v[10], f16 = sqlite3_column_int64(st, MEM_COL_FACTOR_F16);
 
 	/* columns 6 (alpha_used) and 7 (note) are not integers */
 	for (int i = 0; i < 10; i++)
@@ -354,8 +369,12 @@ static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_sh
 			return sekv_errf(err, errlen, SEKV_EFORMAT,
 					 "store_doc_get_mem: doc %lld: mem.%s: %lld out of range",
 					 (long long)d->id, sqlite3_column_name(st, i), (long long)v[i]);
+	if (sqlite3_column_type(st, MEM_COL_FACTOR_F16) != SQLITE_INTEGER || (f16 != 0 && f16 != 1))
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "store_doc_get_mem: doc %lld: mem.factor_f16: %lld is not 0 or 1",
+				 (long long)d->id, (long long)f16);
 	*sh = (struct mem_shape){ (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4],
-				  (int)v[8], (int)v[9], 0, NULL };
+				  (int)v[8], (int)v[9], 0, NULL, (int)f16 };
 	if (shape_bad(sh) || sh->n_layer != d->n_layer_global || sh->n_head_kv != d->n_head_kv ||
 	    sh->d_h != d->d_h || sh->n_tok > d->n_tok)
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
@@ -456,7 +475,7 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 	if (rc)
 		goto out;
 	rc = sekv_mem_alloc(&m, sh->n_tok, sh->n_layer, sh->n_head, sh->n_head_kv, sh->d_h,
-			    sh->n_span, span, sh->n_exact, b[MB_RANKS]);
+			    sh->n_span, span, sh->n_exact, b[MB_RANKS], sh->factor_f16);
 	if (rc) {
 		rc = sekv_errf(err, errlen, rc == SEKV_ENOMEM ? SEKV_ENOMEM : SEKV_EFORMAT,
 			       "%s: doc %lld: mem: sekv_mem_alloc: %s", what, (long long)doc,
@@ -495,9 +514,9 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	static const char *const col[] = { "tau", "route_w", "k_bar", "v_bar", "exact_k",
 					   "exact_v", "fac_s", "fac_u", "fac_v" };
 	struct layer_counts c = layer_counts(sh);
-	size_t nf = n_fac_layer(sh), ns, nu, nv, bytes[9];
+	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, bytes[9];
 	const void *b[9];
-	const float *ps, *pu, *pv;
+	const char *ps, *pu, *pv;
 	struct sekv_factor *f;
 	int rc;
 
@@ -519,8 +538,8 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	bytes[2] = bytes[3] = sat_mul(c.bar, 4);
 	bytes[4] = bytes[5] = sat_mul(c.exact, 2);
 	bytes[6] = ns * 4;
-	bytes[7] = nu * 4;
-	bytes[8] = nv * 4;
+	bytes[7] = nu * es;
+	bytes[8] = nv * es;
 	for (int i = 0; i < 9; i++)
 		if ((rc = store_col_blob(st, 1 + i, bytes[i], &b[i], what, doc, "mem_layer", col[i],
 					 err, errlen)))
@@ -546,11 +565,11 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 		if (!r)
 			continue;
 		memcpy(f[i].s, ps, r * 4);
-		memcpy(f[i].u, pu, r * len * 4);
-		memcpy(f[i].v, pv, r * (size_t)sh->d_h * 4);
-		ps += r;
-		pu += r * len;
-		pv += r * (size_t)sh->d_h;
+		memcpy(f[i].u, pu, r * len * es);
+		memcpy(f[i].v, pv, r * (size_t)sh->d_h * es);
+		ps += r * 4;
+		pu += r * len * es;
+		pv += r * (size_t)sh->d_h * es;
 	}
 	return 0;
 }

@@ -106,6 +106,12 @@ static int doc_build(struct sekv_mem **m, const struct doc *d,
 			  err, errlen);
 }
 
+/* Element i of a factor's u or v at the memory's type. */
+static double fac_at(const struct sekv_mem *m, const void *x, size_t i)
+{
+	return m->factor_f16 ? quant_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
 /* Reference softmax attention in double for query head h over rows
  * (keys kr, values vr, additive bias), out [d_h]. */
 struct ref_rows {
@@ -286,47 +292,57 @@ static void mem_alloc_shapes_and_counts(struct test_ctx *t)
 	struct sekv_span sp[3] = { { 4, 10, 0 }, { 15, 2, 1 }, { 18, 40, 0 } };
 	int32_t ranks[2 * 2 * 1 * 2] = { 3, 4, 10, 10, 5, 6, 32, 1 };
 	struct sekv_mem *m;
-	size_t host = 0;
 
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks) == 0);
-	T_CHECK(t, m->n_comp == 2 && m->comp_span[0] == 0 && m->comp_span[1] == 2);
-	T_CHECK(t, m->full_kv_bytes == 100u * 2 * 1 * 64 * 2 * 2);
-	T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 4);
-	T_CHECK(t, m->r_max == 32 && m->layer_id[1] == 1);
-	for (int f = 0; f < 8; f++) {
-		int len = f % 4 < 2 ? 10 : 40;
-		T_CHECK(t, m->fac[f].rank == ranks[f]);
-		host += (size_t)ranks[f] * (len + 1 + 64) * 4;
-		/* every factor array is writable and disjoint from the next */
-		memset(m->fac[f].u, 0xff, (size_t)len * ranks[f] * 4);
-		memset(m->fac[f].s, 0xff, (size_t)ranks[f] * 4);
-		memset(m->fac[f].v, 0xff, (size_t)64 * ranks[f] * 4);
-		if (f + 1 < 8)
-			T_CHECK(t, m->fac[f].v + 64 * ranks[f] <= m->fac[f + 1].u);
+	/* u, v fp32 (4 bytes) and fp16 (2 bytes); s fp32 in both */
+	for (int f16 = 0; f16 < 2; f16++) {
+		size_t host = 0, es = f16 ? 2 : 4;
+		T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, f16) == 0);
+		T_CHECK(t, m->factor_f16 == f16);
+		T_CHECK(t, m->n_comp == 2 && m->comp_span[0] == 0 && m->comp_span[1] == 2);
+		T_CHECK(t, m->full_kv_bytes == 100u * 2 * 1 * 64 * 2 * 2);
+		T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 4);
+		T_CHECK(t, m->r_max == 32 && m->layer_id[1] == 1);
+		for (int f = 0; f < 8; f++) {
+			int len = f % 4 < 2 ? 10 : 40;
+			T_CHECK(t, m->fac[f].rank == ranks[f]);
+			host += (size_t)ranks[f] * ((len + 64) * es + 4);
+			/* every factor array is writable and disjoint from the next */
+			memset(m->fac[f].u, 0xff, (size_t)len * ranks[f] * es);
+			memset(m->fac[f].s, 0xff, (size_t)ranks[f] * 4);
+			memset(m->fac[f].v, 0xff, (size_t)64 * ranks[f] * es);
+			T_CHECK(t, (char *)m->fac[f].u + (size_t)len * ranks[f] * es <=
+				   (char *)m->fac[f].v);
+			if (f + 1 < 8) {
+				T_CHECK(t, (char *)m->fac[f].v + (size_t)64 * ranks[f] * es <=
+					   (char *)m->fac[f + 1].u);
+				T_CHECK(t, m->fac[f].s + ranks[f] <= m->fac[f + 1].s);
+			}
+		}
+		T_CHECKF(t, m->host_bytes == host, "host_bytes %zu, want %zu", m->host_bytes, host);
+		T_CHECK(t, isnan(fac_at(m, m->fac[0].u, 0)));  /* all ones = NaN */
+		memset(m->exact_k, 0, 60u * 2 * 64 * 2);
+		memset(m->route_w, 0, 2u * 4 * SEKV_D_ROUTE * 64 * 4);
+		sekv_mem_update_counts(m);
+		T_CHECK(t, m->n_comp == 2 && m->host_bytes == host);
+		sekv_mem_free(m);
 	}
-	T_CHECK(t, m->host_bytes == host);
-	T_CHECK(t, m->fac[0].u[0] != 0);  /* 0xffffffff = NaN */
-	memset(m->exact_k, 0, 60u * 2 * 64 * 2);
-	memset(m->route_w, 0, 2u * 4 * SEKV_D_ROUTE * 64 * 4);
-	sekv_mem_update_counts(m);
-	T_CHECK(t, m->n_comp == 2 && m->host_bytes == host);
-	sekv_mem_free(m);
 	sekv_mem_free(NULL);
 
-	/* rank larger than its span, overlap, out of range: refused */
+	/* rank larger than its span, overlap, out of range, bad type: refused */
 	ranks[4] = 11;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
 	T_CHECK(t, m == NULL);
 	ranks[4] = 5;
 	sp[1].start = 13;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
 	sp[1].start = 15;
 	sp[2].len = 83;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
 	sp[2].len = 40;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 3, 2, 64, 3, sp, 60, ranks) == SEKV_EINVAL);
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 101, ranks) == SEKV_EINVAL);
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, NULL) == 0);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 3, 2, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 101, ranks, 1) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 2) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, NULL, 1) == 0);
 	T_CHECK(t, m->fac[7].rank == 0 && m->host_bytes == 0);
 	sekv_mem_free(m);
 }
@@ -355,6 +371,7 @@ static void svd_error_falls_with_rank(struct test_ctx *t)
 		d.h[i] = 1.0f;           /* no anchors: one span */
 	no_budget(&p);
 	p.r_max = 64;
+	p.factor_f16 = 0;        /* the full-rank bound below is fp32's */
 	T_CHECKF(t, doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, m->n_comp == 1 && m->span[0].len == len && m->n_exact == 0);
 	for (int which = 0; which < 2; which++) {
@@ -369,8 +386,8 @@ static void svd_error_falls_with_rank(struct test_ctx *t)
 				for (int j = 0; j < dh; j++) {
 					double y = 0, xv = quant_f16_to_f32(x[i * dh + j]);
 					for (int c = 0; c < r; c++)
-						y += (double)f->u[i * f->rank + c] * f->s[c] *
-						     f->v[j * f->rank + c];
+						y += fac_at(m, f->u, (size_t)i * f->rank + c) * f->s[c] *
+						     fac_at(m, f->v, (size_t)j * f->rank + c);
 					e += (y - xv) * (y - xv);
 					norm += xv * xv;
 				}
@@ -448,8 +465,8 @@ static double factors_vs_rows(const struct sekv_mem *m, const struct doc *d)
 						double y = 0, xv = quant_f16_to_f32(
 							x[((size_t)(sp->start + i) * nkv + f / 2) * dh + j]);
 						for (int r = 0; r < fc->rank; r++)
-							y += (double)fc->u[i * fc->rank + r] * fc->s[r] *
-							     fc->v[j * fc->rank + r];
+							y += fac_at(m, fc->u, (size_t)i * fc->rank + r) *
+							     fc->s[r] * fac_at(m, fc->v, (size_t)j * fc->rank + r);
 						worst = fabs(y - xv) > worst ? fabs(y - xv) : worst;
 						big = fabs(xv) > big ? fabs(xv) : big;
 					}
@@ -468,6 +485,7 @@ static void build_factors_every_span_threads(struct test_ctx *t)
 	T_CHECK(t, doc_make(&d, 900, 3, 4, 2, 32, 5) == 0);
 	sekv_default_params(&p);
 	p.budget = 0;
+	p.factor_f16 = 0;        /* exact to fp32 rounding */
 	p.n_threads = 1;
 	T_CHECKF(t, doc_build(&m1, &d, &p, err, sizeof err) == 0, "%s", err);
 	p.n_threads = 4;
@@ -616,6 +634,7 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 	p.r_max = 64;
 	p.r_use = 64;
 	p.recon_f32 = 1;
+	p.factor_f16 = 0;         /* fp32 factors: exact up to fp32 rounding */
 	p.tau = -1.0f;            /* alpha_S in (0,1): every span zoomed */
 	p.n_recent = 16;
 	T_CHECKF(t, doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
@@ -676,6 +695,7 @@ static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
 	p.r_max = 64;
 	p.r_use = 64;
 	p.recon_f32 = 1;
+	p.factor_f16 = 0;
 	p.tau = -1.0f;
 	T_CHECKF(t, doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 8, 0.125f, err, sizeof err) == 0, "%s", err);
@@ -694,6 +714,54 @@ static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
 	T_CHECKF(t, e >= 0 && e < 1e-4, "after eviction vs exact: max diff %g", e);
 	T_CHECKF(t, rows == 5, "held rows %d", rows);
 	T_CHECK(t, bad_back == SEKV_EINVAL && bad_fwd == SEKV_EINVAL && ok_all == 0 && rows0 == 0);
+}
+
+/* fp16 factors (the default): host_bytes about halves (s stays fp32),
+ * spans rebuild with the error of fp16 rounding (not exactly: the check can
+ * fail), and decoding with everything zoomed stays close to exact. */
+static void factor_f16_halves_host_bytes(struct test_ctx *t)
+{
+	struct doc d;
+	struct sekv_params p;
+	struct sekv_mem *m32 = NULL, *m16 = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	double ratio, e32, e16;
+
+	T_CHECK(t, doc_make(&d, 400, 3, 4, 1, 64, 21) == 0);
+	sekv_default_params(&p);
+	T_CHECK(t, p.factor_f16 == 1);
+	p.budget = 0;
+	p.r_max = 64;
+	p.r_use = 64;
+	p.recon_f32 = 1;
+	p.tau = -1.0f;
+	p.n_recent = 16;
+	T_CHECKF(t, doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
+	p.factor_f16 = 0;
+	T_CHECKF(t, doc_build(&m32, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m16->factor_f16 == 1 && m32->factor_f16 == 0 && m16->n_comp == m32->n_comp);
+	ratio = (double)m16->host_bytes / (double)m32->host_bytes;
+	T_CHECKF(t, ratio > 0.5 && ratio < 0.52, "host bytes fp16/fp32 = %g", ratio);
+	T_CHECK(t, m16->static_bytes == m32->static_bytes);
+	e32 = factors_vs_rows(m32, &d);
+	e16 = factors_vs_rows(m16, &d);
+	T_CHECKF(t, e16 < 3e-3 && e16 > 1e-5 && e16 > 10 * e32, "rebuild error fp16 %g fp32 %g",
+		 e16, e32);
+	T_CHECKF(t, sekv_ctx_new(&c, m16, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e16 = decode_vs_ref(&d, m16, c, 6, 0, 0.125f, 99);
+	sekv_ctx_free(c);
+	p.r_use = 8;   /* r_use < rank reads a strided slice of the fp16 v */
+	T_CHECKF(t, sekv_ctx_new(&c, m16, &p, 2, 0.125f, err, sizeof err) == 0, "%s", err);
+	e32 = decode_vs_ref(&d, m16, c, 2, 0, 0.125f, 99);
+	sekv_ctx_free(c);
+	T_CHECKF(t, e16 >= 0 && e16 < 2e-3, "fp16 factors all zoomed vs exact: max diff %g", e16);
+	T_CHECKF(t, e32 > 1e-2, "rank 8 of fp16 factors matched exact attention (%g)", e32);
+	p.factor_f16 = 2;
+	sekv_mem_free(m16);
+	T_CHECK(t, doc_build(&m16, &d, &p, err, sizeof err) == SEKV_EINVAL && m16 == NULL);
+	sekv_mem_free(m32);
+	doc_free(&d);
 }
 
 static void equiv_gqa_two_kv_heads(struct test_ctx *t)
@@ -933,6 +1001,7 @@ const struct test_case test_sekv[] = {
 	{ "sekv_svd_error_falls_with_rank", svd_error_falls_with_rank },
 	{ "sekv_svd_singular_values_vs_lapack", svd_singular_values_vs_lapack },
 	{ "sekv_build_factors_every_span_threads", build_factors_every_span_threads },
+	{ "sekv_factor_f16_halves_host_bytes", factor_f16_halves_host_bytes },
 	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },
 	{ "sekv_equiv_gqa_two_kv_heads", equiv_gqa_two_kv_heads },
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },

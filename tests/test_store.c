@@ -58,8 +58,9 @@ static const char *db_path(const char *name)
 
 /* A random memory of the given shape: spans from position 4 to a random
  * recent window, random anchors between them, exact = everything outside
- * compressed spans, ranks in 0..min(len, d_h, r_max), every array random
- * bytes (NaN payloads included: comparisons are bitwise). */
+ * compressed spans, ranks in 0..min(len, d_h, r_max), factors' u and v fp16
+ * for odd seeds and fp32 for even ones, every array random bytes (NaN
+ * payloads included: comparisons are bitwise). */
 static struct sekv_mem *synth_mem(uint64_t seed, int n_tok, int n_layer, int n_head,
 				  int n_head_kv, int d_h, int r_max, int max_span)
 {
@@ -97,7 +98,7 @@ static struct sekv_mem *synth_mem(uint64_t seed, int n_tok, int n_layer, int n_h
 				ranks[f++] = rnd(&s) % 8 == 0 ? 0 : rnd_int(&s, 0, cap);
 		}
 	if (sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
-			   ranks))
+			   ranks, (int)(seed & 1)))
 		goto out;
 	rnd_fill(&s, m->layer_id, (size_t)n_layer * 4);
 	rnd_fill(&s, m->tokens, (size_t)n_tok * 4);
@@ -108,6 +109,7 @@ static struct sekv_mem *synth_mem(uint64_t seed, int n_tok, int n_layer, int n_h
 			m->exact_pos[e++] = i;
 	{
 		size_t row = (size_t)n_head_kv * d_h, nf = (size_t)n_layer * n_comp * n_head_kv * 2;
+		size_t es = m->factor_f16 ? 2 : 4;
 		rnd_fill(&s, m->exact_k, (size_t)n_layer * n_exact * row * 2);
 		rnd_fill(&s, m->exact_v, (size_t)n_layer * n_exact * row * 2);
 		rnd_fill(&s, m->k_bar, (size_t)n_layer * n_comp * row * 4);
@@ -115,9 +117,9 @@ static struct sekv_mem *synth_mem(uint64_t seed, int n_tok, int n_layer, int n_h
 		for (size_t f = 0; f < nf; f++) {
 			struct sekv_factor *fc = &m->fac[f];
 			int len = m->span[m->comp_span[(f / ((size_t)n_head_kv * 2)) % (size_t)n_comp]].len;
-			rnd_fill(&s, fc->u, (size_t)len * fc->rank * 4);
+			rnd_fill(&s, fc->u, (size_t)len * fc->rank * es);
 			rnd_fill(&s, fc->s, (size_t)fc->rank * 4);
-			rnd_fill(&s, fc->v, (size_t)d_h * fc->rank * 4);
+			rnd_fill(&s, fc->v, (size_t)d_h * fc->rank * es);
 		}
 		rnd_fill(&s, m->route_w, (size_t)n_layer * n_head * SEKV_D_ROUTE * d_h * 4);
 		rnd_fill(&s, m->tau, (size_t)n_layer * n_head * 4);
@@ -142,8 +144,9 @@ out:
 /* 0 when a and b hold the same bits everywhere, else 1 and why. */
 static int mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *why, size_t whylen)
 {
-	size_t row, nf;
+	size_t row, nf, es = a->factor_f16 ? 2 : 4;
 
+	CMP_VAL(a, b, factor_f16);
 	CMP_VAL(a, b, n_tok); CMP_VAL(a, b, n_layer); CMP_VAL(a, b, n_head);
 	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max);
 	CMP_VAL(a, b, n_span); CMP_VAL(a, b, n_comp); CMP_VAL(a, b, n_exact);
@@ -172,9 +175,9 @@ static int mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *why
 		const struct sekv_factor *fa = &a->fac[f], *fb = &b->fac[f];
 		size_t len = (size_t)a->span[a->comp_span[(f / ((size_t)a->n_head_kv * 2)) %
 						       (size_t)a->n_comp]].len, r = (size_t)fa->rank;
-		if (fa->rank != fb->rank || (r && (memcmp(fa->u, fb->u, len * r * 4) ||
+		if (fa->rank != fb->rank || (r && (memcmp(fa->u, fb->u, len * r * es) ||
 						   memcmp(fa->s, fb->s, r * 4) ||
-						   memcmp(fa->v, fb->v, (size_t)a->d_h * r * 4)))) {
+						   memcmp(fa->v, fb->v, (size_t)a->d_h * r * es)))) {
 			snprintf(why, whylen, "factor %zu differs (rank %d vs %d)", f, fa->rank,
 				 fb->rank);
 			return 1;
@@ -447,7 +450,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, raw_int(path, "PRAGMA user_version") == 1);
+	T_CHECK(t, raw_int(path, "PRAGMA user_version") == 2);
 	T_CHECK(t, raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());
@@ -573,7 +576,7 @@ static void store_mem_round_trip_bit_exact(struct test_ctx *t)
 	const char *path = db_path("memrt");
 	struct store *s = NULL;
 	char err[512], why[256];
-	int rc = 0, n_mem = 0;
+	int rc = 0, n_mem = 0, n_f16 = 0;
 	struct {
 		struct sekv_mem *m;
 		struct fixture f;
@@ -593,6 +596,7 @@ static void store_mem_round_trip_bit_exact(struct test_ctx *t)
 			snprintf(err, sizeof err, "synth_mem %d failed", i);
 			break;
 		}
+		n_f16 += c[i].m->factor_f16;
 		rc = store_with_mem(s, &c[i].f, c[i].m, r, 0.1 * i, err, sizeof err);
 	}
 	/* each loads back bit-exactly, before and after reopening */
@@ -643,6 +647,8 @@ static void store_mem_round_trip_bit_exact(struct test_ctx *t)
 	}
 	T_CHECKF(t, rc == 0, "rc %d: %s", rc, err);
 	T_CHECK(t, n_mem == 10);
+	T_CHECKF(t, n_f16 > 0 && n_f16 < n_mem, "%d of %d memories fp16: both types must round-trip",
+		 n_f16, n_mem);
 }
 
 /* The real flow: chunks stored, full KV read back, sekv_build over it,
@@ -727,7 +733,7 @@ static void store_mem_round_trip_of_sekv_build(struct test_ctx *t)
 	free(h);
 	T_CHECKF(t, rc == 0, "rc %d: %s", rc, err);
 	T_CHECKF(t, m->n_comp > 0 && g->layer_id[1] == 11 && strcmp(g->note, m->note) == 0 &&
-		 g->host_bytes == m->host_bytes, "n_comp %d", m->n_comp);
+		 g->host_bytes == m->host_bytes && g->factor_f16 == 1, "n_comp %d", m->n_comp);
 	sekv_mem_free(m);
 	sekv_mem_free(g);
 }
@@ -916,7 +922,7 @@ static void store_disk_bytes_is_sum_of_blobs(struct test_ctx *t)
 	for (size_t i = 0; i < nf; i++) {
 		size_t len = (size_t)m->span[m->comp_span[(i / ((size_t)m->n_head_kv * 2)) %
 						       (size_t)m->n_comp]].len;
-		fac += (size_t)m->fac[i].rank * (len + 1 + (size_t)m->d_h) * 4;
+		fac += (size_t)m->fac[i].rank * ((len + (size_t)m->d_h) * (m->factor_f16 ? 2 : 4) + 4);
 	}
 	want = (int64_t)f.n_tok * 8 + (int64_t)f.n_tok * m->n_layer * row * 4  /* chunks */
 	       + (int64_t)2 * 16 * row * 4                                       /* swa */
@@ -1034,6 +1040,12 @@ static void store_corrupt_file_is_clean_error(struct test_ctx *t)
 		{ "UPDATE mem SET exact_pos = CAST(substr(exact_pos, 5, 4) || substr(exact_pos, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "exact_pos" },
 		{ "DELETE FROM mem_layer WHERE doc = %lld AND layer = 1", R_MEM, SEKV_EFORMAT, "mem_layer" },
 		{ "UPDATE mem_layer SET layer = 7 WHERE doc = %lld AND layer = 0", R_MEM, SEKV_EFORMAT, "mem_layer" },
+		/* the factor type: out of range, not an integer, or flipped so the
+		 * blobs have the other type's lengths */
+		{ "UPDATE mem SET factor_f16 = 2 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.factor_f16" },
+		{ "UPDATE mem SET factor_f16 = 'yes' WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.factor_f16" },
+		{ "UPDATE mem SET factor_f16 = 1 - factor_f16 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem_layer.fac_u" },
+		{ "UPDATE mem SET factor_f16 = 1 - factor_f16 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem_layer.fac_u" },
 	};
 	const char *path = db_path("corrupt");
 	char err[512], sql[512], docstr[48], name[64];
@@ -1088,10 +1100,10 @@ static void store_newer_schema_refused(struct test_ctx *t)
 
 	T_CHECK(t, store_open(&s, path, err, sizeof err) == 0);
 	store_close(s);
-	T_CHECK(t, raw_exec(path, "PRAGMA user_version = 2") == SQLITE_OK);
+	T_CHECK(t, raw_exec(path, "PRAGMA user_version = 3") == SQLITE_OK);
 	rc = store_open(&s, path, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && s == NULL && strstr(err, "newer"), "rc %d: %s", rc, err);
-	T_CHECK(t, raw_int(path, "PRAGMA user_version") == 2);
+	T_CHECK(t, raw_int(path, "PRAGMA user_version") == 3);
 	/* an SQLite file of some other program */
 	T_CHECK(t, raw_exec(foreign, "CREATE TABLE t (x)") == SQLITE_OK);
 	rc = store_open(&s, foreign, err, sizeof err);
@@ -1104,6 +1116,58 @@ static void store_newer_schema_refused(struct test_ctx *t)
 	fclose(fp);
 	rc = store_open(&s, garbage, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && s == NULL, "rc %d: %s", rc, err);
+}
+
+/* A version 1 file (no mem.factor_f16 column, fp32 factors) migrates to
+ * version 2 on open and its memory loads bit-exactly as fp32; an fp16
+ * memory then replaces it in the migrated file and loads back too. */
+static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
+{
+	const char *path = db_path("v1mem");
+	struct sekv_mem *m = synth_mem(62, 300, 2, 2, 1, 16, 8, 30);
+	struct sekv_mem *m16 = synth_mem(63, 300, 2, 2, 1, 16, 8, 30), *g = NULL, *g16 = NULL;
+	struct fixture f;
+	struct store *s = NULL;
+	char err[512], why[256] = "";
+	int rc, v1_ok, diff = 1, diff16 = 1;
+	int64_t ver;
+
+	memset(&f, 0, sizeof f);
+	T_CHECK(t, m && m16 && m->factor_f16 == 0 && m16->factor_f16 == 1);
+	rc = store_open(&s, path, err, sizeof err);
+	if (rc == 0)
+		rc = store_with_mem(s, &f, m, 62, 0.1, err, sizeof err);
+	store_close(s);
+	s = NULL;
+	v1_ok = rc == 0 &&
+		raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
+			 " PRAGMA user_version = 1") == SQLITE_OK &&
+		raw_int(path, "SELECT count(*) FROM pragma_table_info('mem')"
+			" WHERE name = 'factor_f16'") == 0;
+	if (rc == 0)
+		rc = store_open(&s, path, err, sizeof err);
+	ver = raw_int(path, "PRAGMA user_version");
+	if (rc == 0)
+		rc = store_doc_get_mem(s, f.doc.id, &g, err, sizeof err);
+	if (rc == 0)
+		diff = mem_cmp(m, g, why, sizeof why);
+	if (rc == 0)
+		rc = store_doc_put_mem(s, f.doc.id, m16, 0.1, err, sizeof err);
+	if (rc == 0)
+		rc = store_doc_get_mem(s, f.doc.id, &g16, err, sizeof err);
+	if (rc == 0)
+		diff16 = mem_cmp(m16, g16, why, sizeof why);
+	store_close(s);
+	fixture_free(&f);
+	T_CHECK(t, v1_ok);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, ver == 2, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
+	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
+	sekv_mem_free(m);
+	sekv_mem_free(m16);
+	sekv_mem_free(g);
+	sekv_mem_free(g16);
 }
 
 static void store_reopen_keeps_everything(struct test_ctx *t)
@@ -1574,6 +1638,7 @@ const struct test_case test_store[] = {
 	{ "store_disk_bytes_is_sum_of_blobs", store_disk_bytes_is_sum_of_blobs },
 	{ "store_corrupt_file_is_clean_error", store_corrupt_file_is_clean_error },
 	{ "store_newer_schema_refused", store_newer_schema_refused },
+	{ "store_v1_memory_loads_as_fp32", store_v1_memory_loads_as_fp32 },
 	{ "store_reopen_keeps_everything", store_reopen_keeps_everything },
 	{ "store_tx_groups_chunk_and_swa", store_tx_groups_chunk_and_swa },
 	{ "store_fault_step_mem_keeps_previous", store_fault_step_mem_keeps_previous },

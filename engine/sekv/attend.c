@@ -55,6 +55,8 @@ struct sekv_ctx {
 	float *logit;               /* [group][n_row] */
 	float *row;                 /* [d_h] a converted row */
 	float *us;                  /* [r_max] u_i * s */
+	float *vf;                  /* [d_h][d_h] fp16 factor's v as fp32
+	                               (rank <= d_h); NULL for fp32 factors */
 
 	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
 	void *arena;
@@ -112,7 +114,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 {
 	struct sekv_ctx *c;
 	size_t off = 0, o_c, o_kap, o_tk, o_tv, o_nt, o_rl, o_dl, o_qr, o_al,
-	       o_cand, o_zr, o_mark, o_rk, o_rv, o_lg, o_row, o_us, o_zc, o_z,
+	       o_cand, o_zr, o_mark, o_rk, o_rv, o_lg, o_row, o_us, o_vf, o_zc, o_z,
 	       n_tail, n_rec, es, budget;
 	int comp_tok = 0, n_zoom_cap;
 	char *a;
@@ -156,6 +158,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 			tail_cap + m->n_comp + comp_tok) * sizeof(float));
 	o_row = carve(&off, (size_t)m->d_h * sizeof(float));
 	o_us = carve(&off, (size_t)(m->d_h + 1) * sizeof(float));
+	o_vf = carve(&off, m->factor_f16 ? (size_t)m->d_h * m->d_h * sizeof(float) : 0);
 	o_zc = carve(&off, (size_t)m->n_layer * m->n_head * sizeof(int));
 	o_z = carve(&off, ((size_t)n_zoom_cap + 1) * sizeof(struct sekv_zoom));
 	a = calloc(1, off);
@@ -189,6 +192,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->logit = (float *)(a + o_lg);
 	c->row = (float *)(a + o_row);
 	c->us = (float *)(a + o_us);
+	c->vf = m->factor_f16 ? (float *)(a + o_vf) : NULL;
 	c->st.zoom_count = (int *)(a + o_zc);
 	c->st.zoom = (struct sekv_zoom *)(a + o_z);
 	c->st.budget_bytes = budget;
@@ -305,19 +309,30 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 }
 
 /* Rebuilds the rows of span s (KV head kv, layer l) from its factors with
- * gates m_i = 1 for the first r_use components: X = sum_i s_i u_i v_i^T. */
+ * gates m_i = 1 for the first r_use components: X = sum_i s_i u_i v_i^T.
+ * fp16 factors: the kept columns of v are converted once per call into
+ * c->vf (stride r), u one row at a time; the sums are fp32 either way. */
 static void rebuild(struct sekv_ctx *c, const struct sekv_factor *f, int len,
 		    void *dst)
 {
-	int d = c->m->d_h, r = f->rank;
+	int d = c->m->d_h, r = f->rank, f16 = c->m->factor_f16;
+	const float *v = f16 ? c->vf : (const float *)f->v;
+	size_t ld;
 
 	if (c->r_use > 0 && c->r_use < r)
 		r = c->r_use;
+	ld = f16 ? (size_t)r : (size_t)f->rank;
+	for (int j = 0; f16 && r && j < d; j++)
+		quant_f16_to_f32_row((const uint16_t *)f->v + j * (size_t)f->rank, c->vf + j * ld, ld);
 	for (int i = 0; i < len; i++) {
+		if (f16 && r)
+			quant_f16_to_f32_row((const uint16_t *)f->u + i * (size_t)f->rank, c->us,
+					     (size_t)r);
 		for (int t = 0; t < r; t++)
-			c->us[t] = f->u[(size_t)i * f->rank + t] * f->s[t];
+			c->us[t] = (f16 ? c->us[t] : ((const float *)f->u)[i * (size_t)f->rank + t]) *
+				   f->s[t];
 		for (int j = 0; j < d; j++)
-			c->row[j] = r ? dotf(c->us, f->v + (size_t)j * f->rank, r) : 0.0f;
+			c->row[j] = r ? dotf(c->us, v + (size_t)j * ld, r) : 0.0f;
 		if (c->recon_f32)
 			memcpy((float *)dst + (size_t)i * d, c->row, (size_t)d * sizeof(float));
 		else

@@ -83,6 +83,31 @@ static int ws_work(struct build_ws *w, size_t lwork)
 	return SEKV_OK;
 }
 
+/* Stores u and v of f (rank f->rank) at the memory's type from LAPACK's
+ * column-major outputs: our u[i][t] = vt[i*mn + t] (a row of u is a
+ * column of VT), our v[j][t] = lu[t*d + j]. The singular vectors have
+ * entries in [-1, 1], so fp16 rounds but never overflows. */
+static void put_factor(struct sekv_factor *f, int f16, int len, int d,
+		       const float *vt, int mn, const float *lu)
+{
+	size_t r = (size_t)f->rank;
+
+	for (int i = 0; i < len; i++) {
+		if (f16)
+			quant_f32_to_f16_row(vt + (size_t)i * mn, (uint16_t *)f->u + i * r, r);
+		else
+			memcpy((float *)f->u + i * r, vt + (size_t)i * mn, r * sizeof(float));
+	}
+	for (int j = 0; j < d; j++)
+		for (size_t t = 0; t < r; t++) {
+			float x = lu[t * d + j];
+			if (f16)
+				((uint16_t *)f->v)[j * r + t] = quant_f32_to_f16(x);
+			else
+				((float *)f->v)[j * r + t] = x;
+		}
+}
+
 /* Truncated SVD of one span's K or V rows. The row-major |S| x d_h matrix
  * is the column-major d_h x |S| matrix X^T = V S U^T, so LAPACK's left
  * vectors are our v and its right vectors our u. Returns 0 or LAPACK info. */
@@ -116,12 +141,7 @@ static int svd_job(struct build_job *b, struct build_ws *w, int j)
 		return (int)info;
 	for (int i = 0; i < f->rank; i++)
 		f->s[i] = w->s[i];
-	for (int i = 0; i < len; i++)
-		for (int t = 0; t < f->rank; t++)
-			f->u[(size_t)i * f->rank + t] = w->vt[(size_t)i * mn + t];
-	for (int jj = 0; jj < d; jj++)
-		for (int t = 0; t < f->rank; t++)
-			f->v[(size_t)jj * f->rank + t] = w->u[(size_t)t * d + jj];
+	put_factor(f, m->factor_f16, len, d, w->vt, mn, w->u);
 	return 0;
 }
 
@@ -359,10 +379,12 @@ static int check_input(const struct sekv_params *p, int n_tok,
 
 	if (!p || n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
 	    n_head % n_head_kv || d_h < 1 || p->r_max < 1 ||
+	    (p->factor_f16 != 0 && p->factor_f16 != 1) ||
 	    (n_tok > 0 && (!surprisal || !k || !v)))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_build: shape: "
-				 "n_tok %d n_layer %d n_head %d n_head_kv %d d_h %d r_max %d",
-				 n_tok, n_layer, n_head, n_head_kv, d_h, p ? p->r_max : 0);
+				 "n_tok %d n_layer %d n_head %d n_head_kv %d d_h %d r_max %d"
+				 " factor_f16 %d", n_tok, n_layer, n_head, n_head_kv, d_h,
+				 p ? p->r_max : 0, p ? p->factor_f16 : 0);
 	if (!isfinite(p->alpha) || !isfinite(p->budget) || !isfinite(p->static_share))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_build: params: not finite");
 	for (int t = 0; t < n_tok; t++)
@@ -422,7 +444,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 				ranks[f++] = r < p->r_max ? r : p->r_max;
 			}
 	rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
-			    span, n_exact, ranks);
+			    span, n_exact, ranks, p->factor_f16);
 	if (rc) {
 		rc = sekv_errf(err, errlen, rc, "sekv_build: memory: %s (%d tokens, %d spans)",
 			       sekv_strerror(rc), n_tok, n_span);

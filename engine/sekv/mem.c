@@ -24,6 +24,7 @@ void sekv_default_params(struct sekv_params *p)
 	p->static_share = 0.5;
 	p->tau = 0.0f;
 	p->recon_f32 = 0;
+	p->factor_f16 = 1;
 	p->n_threads = 0;
 }
 
@@ -64,12 +65,13 @@ static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
 
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
-		   int n_exact, const int32_t *ranks)
+		   int n_exact, const int32_t *ranks, int factor_f16)
 {
 	struct sekv_mem *m;
 	size_t off = 0, o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
-	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fl, n_row, n_bar, n_fac,
-	       n_rw, n_fl = 0;
+	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fs, o_fuv, n_row, n_bar, n_fac,
+	       n_rw, n_fs = 0, n_fuv = 0;
+	size_t es = factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	int n_comp = 0;
 	char *a;
 
@@ -77,7 +79,7 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
 	    n_head % n_head_kv || d_h < 1 || n_span < 0 || n_exact < 0 ||
 	    n_exact > n_tok || (n_span > 0 && !span) ||
-	    !check_spans(n_tok, n_span, span))
+	    !check_spans(n_tok, n_span, span) || (factor_f16 != 0 && factor_f16 != 1))
 		return SEKV_EINVAL;
 	for (int i = 0; i < n_span; i++)
 		n_comp += !span[i].full;
@@ -93,7 +95,8 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 				for (int j = 0; j < n_head_kv * 2; j++, r++) {
 					if (*r < 0 || *r > span[i].len || *r > d_h)
 						return SEKV_EINVAL;
-					n_fl += (size_t)*r * ((size_t)span[i].len + 1 + (size_t)d_h);
+					n_fs += (size_t)*r;
+					n_fuv += (size_t)*r * ((size_t)span[i].len + (size_t)d_h);
 				}
 			}
 	}
@@ -116,7 +119,8 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	    !reserve(&off, n_fac, sizeof(struct sekv_factor), &o_fac) ||
 	    !reserve(&off, n_rw, sizeof(float), &o_rw) ||
 	    !reserve(&off, (size_t)n_layer * n_head, sizeof(float), &o_tau) ||
-	    !reserve(&off, n_fl, sizeof(float), &o_fl))
+	    !reserve(&off, n_fs, sizeof(float), &o_fs) ||
+	    !reserve(&off, n_fuv, es, &o_fuv))
 		return SEKV_EINVAL;
 	a = calloc(1, off ? off : 1);
 	if (!a)
@@ -128,6 +132,7 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->n_head = n_head;
 	m->n_head_kv = n_head_kv;
 	m->d_h = d_h;
+	m->factor_f16 = factor_f16;
 	m->layer_id = (int32_t *)(a + o_lid);
 	for (int l = 0; l < n_layer; l++)
 		m->layer_id[l] = l;
@@ -149,7 +154,9 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->route_w = (float *)(a + o_rw);
 	m->tau = (float *)(a + o_tau);
 	if (ranks) {
-		float *fl = (float *)(a + o_fl);
+		/* s of every factor in one fp32 run, u and v in one run of es */
+		float *fs = (float *)(a + o_fs);
+		char *fuv = a + o_fuv;
 		struct sekv_factor *fc = m->fac;
 		for (int l = 0; l < n_layer; l++)
 			for (int i = 0; i < n_span; i++) {
@@ -157,12 +164,12 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 					continue;
 				for (int j = 0; j < n_head_kv * 2; j++, fc++) {
 					fc->rank = ranks[fc - m->fac];
-					fc->u = fl;
-					fl += (size_t)span[i].len * fc->rank;
-					fc->s = fl;
-					fl += fc->rank;
-					fc->v = fl;
-					fl += (size_t)d_h * fc->rank;
+					fc->s = fs;
+					fs += fc->rank;
+					fc->u = fuv;
+					fuv += (size_t)span[i].len * fc->rank * es;
+					fc->v = fuv;
+					fuv += (size_t)d_h * fc->rank * es;
 					if (fc->rank > m->r_max)
 						m->r_max = fc->rank;
 				}
@@ -182,7 +189,7 @@ void sekv_mem_free(struct sekv_mem *m)
 void sekv_mem_update_counts(struct sekv_mem *m)
 {
 	size_t row = (size_t)m->n_layer * m->n_head_kv * m->d_h;
-	size_t host = 0;
+	size_t host = 0, es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
 
 	m->n_comp = 0;
 	for (int i = 0; i < m->n_span; i++)
@@ -197,7 +204,7 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 				const struct sekv_factor *f = &m->fac[
 					((size_t)l * m->n_comp + c) * m->n_head_kv * 2 + kv];
 				size_t len = (size_t)m->span[m->comp_span[c]].len;
-				host += (size_t)f->rank * (len + 1 + m->d_h) * sizeof(float);
+				host += (size_t)f->rank * ((len + m->d_h) * es + sizeof(float));
 			}
 	m->host_bytes = host;
 }

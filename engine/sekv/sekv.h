@@ -34,6 +34,8 @@ struct sekv_params {
 	                        may take; alpha rises until they fit (0.5) */
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
+	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
+	                        fp32), halving host_bytes; 0: fp32 (tests) (1) */
 	int n_threads;       /* SVD threads; <= 0 all cores */
 	float q_scale;       /* model attention scale (model_hparams.q_scale);
 	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
@@ -49,12 +51,14 @@ struct sekv_span {
 };
 
 /* Truncated SVD of one span's K (or V) for one layer and KV head:
- * X_hat[i][j] = sum_r u[i*rank + r] * s[r] * v[j*rank + r]. */
+ * X_hat[i][j] = sum_r u[i*rank + r] * s[r] * v[j*rank + r].
+ * u and v hold uint16_t IEEE halves when the memory's factor_f16 is 1,
+ * else floats; s (the scale) is always fp32. */
 struct sekv_factor {
 	int32_t rank;
-	float *u;        /* [len][rank] */
+	void *u;         /* [len][rank] fp16 or fp32 (sekv_mem.factor_f16) */
 	float *s;        /* [rank], descending */
-	float *v;        /* [d_h][rank] */
+	void *v;         /* [d_h][rank] fp16 or fp32 */
 };
 
 struct sekv_mem {
@@ -64,6 +68,7 @@ struct sekv_mem {
 	int n_head_kv;
 	int d_h;
 	int r_max;            /* R_max the factors were built with */
+	int factor_f16;       /* 1: every factor's u, v are fp16, 0: fp32 */
 	float alpha_used;     /* threshold multiplier actually used */
 	char note[256];       /* how alpha / merging was chosen to fit the budget,
 	                         e.g. "alpha raised 1.00 -> 2.35, ..." ("" = none) */
@@ -92,7 +97,7 @@ struct sekv_mem {
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
 	size_t static_bytes;      /* exact rows + summaries, device tier */
-	size_t host_bytes;        /* all factors */
+	size_t host_bytes;        /* all factors at their stored type */
 	void *arena;              /* implementation-owned storage */
 };
 
@@ -109,7 +114,9 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 
 /* Builds the memory of a document from its global-layer KV cache:
  * k[l], v[l] point to [n_tok][n_head_kv][d_h] fp16 rows of global layer l
- * (post-RoPE keys). Chooses alpha (>= p->alpha) so that static bytes fit
+ * (post-RoPE keys). Factors are computed in fp32 and stored as
+ * p->factor_f16 says (u, v rounded to nearest half). Chooses alpha
+ * (>= p->alpha) so that static bytes fit
  * p->static_share * p->budget * full_kv_bytes (reported in alpha_used);
  * computes summaries, SVD factors (LAPACK sgesdd) and the untrained router
  * (W = top-d' principal directions of the layer's keys, scaled so the
@@ -132,7 +139,8 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 
 /* Allocates an empty memory with the given shape and counts, every array
  * zeroed and sized (factor arrays sized from ranks[] [n_layer][n_comp]
- * [n_head_kv][2] and span lengths); used by store/ when loading.
+ * [n_head_kv][2] and span lengths, u and v fp16 when factor_f16 is 1,
+ * else fp32; s always fp32); used by store/ when loading.
  * span [n_span] is copied and checked (ascending, non-overlapping, inside
  * 0..n_tok, full 0/1); n_comp = spans with full == 0; ranks may be NULL
  * (all ranks 0), else each rank is in 0..min(len, d_h). r_max is set to the
@@ -141,11 +149,12 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
  * or rank) or SEKV_ENOMEM. Byte counters are filled (update_counts). */
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
-		   int n_exact, const int32_t *ranks);
+		   int n_exact, const int32_t *ranks, int factor_f16);
 void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
 /* Recomputes n_comp/comp_span from span[], and the byte counters:
  * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows (fp16)
- * + k_bar/v_bar (fp32); host_bytes = all factors (u, s, v fp32). The span
+ * + k_bar/v_bar (fp32); host_bytes = all factors (u, v at 2 bytes
+ * per element when factor_f16, else 4; s fp32). The span
  * array's full flags must not change the number of compressed spans the
  * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
