@@ -29,7 +29,7 @@ j = json.load(open("ask.json"))
 mode, q = sys.argv[1], sys.argv[2]
 full = j["full_kv_bytes"]
 print(f"-- [{mode}] {q}")
-print(f"   answer: {j['answer'].strip()[:400]!r}")
+print(f"   answer: {j['answer'][:400]!r}")
 print(f"   decode_tps {j['decode_tps']:.2f}  resume_s {j['resume_s']:.3f}  prefill_s {j['prefill_s']}"
       f"  resident/full {j['resident_bytes']/full:.4f}  host/full {j['host_bytes']/full:.4f}"
       f"  disk/full {j['disk_bytes']/full:.3f}  zoom/token {j.get('zoom_per_token', 0):.2f}")
