@@ -7,12 +7,19 @@
  * Q4_K, Q6_K) have fused kernels that repeat their decoder's bit layout
  * and multiply in place; the others decode one block into a stack buffer.
  * Sums are kept per position in QUANT_LANES partial sums, so the compiler
- * vectorises them without -ffast-math. Layouts: ggml ggml-common.h;
- * tensor metadata lives in gguf.c.
+ * vectorises them without -ffast-math. Those four formats dispatch through
+ * a kernel set chosen once per process: these scalar kernels (the reference
+ * and fallback) or quant_avx2.c. Layouts: ggml ggml-common.h; tensor
+ * metadata lives in gguf.c.
  */
 #include "engine/quant.h"
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#if QUANT_HAVE_AVX2
+#include <cpuid.h>
+#endif
 
 #define QK 32   /* elements per block of the legacy formats */
 #define QK_K 256 /* elements per super-block of the k-quants */
@@ -559,21 +566,119 @@ static float dot_q6_k(const uint8_t *restrict b, const float *restrict y, size_t
 	return s;
 }
 
-float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n)
+/* ---- kernel sets ------------------------------------------------------ */
+
+typedef float (*quant_dot_fn)(const uint8_t *x, const float *y, size_t n);
+
+/* One fused dot product per model format. */
+struct quant_kernels {
+	quant_dot_fn q8_0, q5_0, q4_k, q6_k;
+};
+
+static const struct quant_kernels quant_scalar_kernels = {
+	dot_q8_0, dot_q5_0, dot_q4_k, dot_q6_k,
+};
+
+#if QUANT_HAVE_AVX2
+static const struct quant_kernels quant_avx2_kernels = {
+	quant_avx2_dot_q8_0, quant_avx2_dot_q5_0, quant_avx2_dot_q4_k,
+	quant_avx2_dot_q6_k,
+};
+#endif
+
+/* Written once under quant_once, read-only afterwards. */
+static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
+static enum quant_impl quant_active = QUANT_IMPL_SCALAR;
+static const struct quant_kernels *quant_active_kernels = &quant_scalar_kernels;
+
+#if QUANT_HAVE_AVX2
+/* CPUID leaf 1, ECX bit 29; clang's __builtin_cpu_supports lacks "f16c". */
+static int quant_cpu_has_f16c(void)
 {
-	const uint8_t *b = x;
+	unsigned a, b, c, d;
+
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
+int quant_impl_available(enum quant_impl impl)
+{
+	switch (impl) {
+	case QUANT_IMPL_SCALAR:
+		return 1;
+	case QUANT_IMPL_AVX2:
+#if QUANT_HAVE_AVX2
+		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+		       quant_cpu_has_f16c();
+#else
+		return 0;
+#endif
+	}
+	return 0;
+}
+
+const char *quant_impl_name(enum quant_impl impl)
+{
+	return impl == QUANT_IMPL_AVX2 ? "avx2" : "scalar";
+}
+
+static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
+{
+#if QUANT_HAVE_AVX2
+	if (impl == QUANT_IMPL_AVX2 && quant_impl_available(impl))
+		return &quant_avx2_kernels;
+#endif
+	(void)impl;
+	return &quant_scalar_kernels;
+}
+
+static void quant_choose_impl(void)
+{
+	const char *off = getenv("SEKV_NO_SIMD");
+
+	if (off && *off && strcmp(off, "0"))
+		return;
+	if (quant_impl_available(QUANT_IMPL_AVX2))
+		quant_active = QUANT_IMPL_AVX2;
+	quant_active_kernels = quant_kernels_of(quant_active);
+}
+
+/* Per row of every decode matvec: one pthread_once check, no CPU query. */
+static const struct quant_kernels *quant_kernels_active(void)
+{
+	pthread_once(&quant_once, quant_choose_impl);
+	return quant_active_kernels;
+}
+
+enum quant_impl quant_impl_active(void)
+{
+	pthread_once(&quant_once, quant_choose_impl);
+	return quant_active;
+}
+
+/* The kernel of `type` in set k, NULL for types without a fused kernel. */
+static quant_dot_fn quant_kernel(const struct quant_kernels *k, uint32_t type)
+{
+	switch (type) {
+	case QT_Q8_0: return k->q8_0;
+	case QT_Q5_0: return k->q5_0;
+	case QT_Q4_K: return k->q4_k;
+	case QT_Q6_K: return k->q6_k;
+	}
+	return NULL;
+}
+
+/* Types without a fused kernel: float rows, or one decoded block at a time. */
+static float dot_generic(uint32_t type, const uint8_t *b, const float *y, size_t n)
+{
 	float buf[QK_K], acc[QUANT_LANES] = {0};
 	quant_block_fn fn;
 	size_t bs, bb;
 
 	switch (type) {
-	case QT_F32: return dot_f32(x, y, n);
+	case QT_F32: return dot_f32((const float *)b, y, n);
 	case QT_F16: return dot_f16_like(0, b, y, n);
 	case QT_BF16: return dot_f16_like(1, b, y, n);
-	case QT_Q8_0: return dot_q8_0(b, y, n);
-	case QT_Q5_0: return dot_q5_0(b, y, n);
-	case QT_Q4_K: return dot_q4_k(b, y, n);
-	case QT_Q6_K: return dot_q6_k(b, y, n);
 	}
 	fn = quant_block_decoder(type);
 	if (!fn)
@@ -587,11 +692,27 @@ float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n)
 	return lanes_sum(acc);
 }
 
+float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
+			 const float *y, size_t n)
+{
+	quant_dot_fn fn = quant_kernel(quant_kernels_of(impl), type);
+
+	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
+}
+
+float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n)
+{
+	quant_dot_fn fn = quant_kernel(quant_kernels_active(), type);
+
+	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
+}
+
 void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
 		  int n_cols, const float *x, float *y)
 {
 	const uint8_t *row = w;
+	quant_dot_fn fn = quant_kernel(quant_kernels_active(), type);
 
 	for (int r = 0; r < n_rows; r++, row += row_bytes)
-		y[r] = quant_dot_row(type, row, x, (size_t)n_cols);
+		y[r] = fn ? fn(row, x, (size_t)n_cols) : dot_generic(type, row, x, (size_t)n_cols);
 }

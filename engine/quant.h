@@ -54,4 +54,36 @@ uint16_t quant_f32_to_f16(float f);
 void quant_f16_to_f32_row(const uint16_t *x, float *y, size_t n);
 void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
 
+/* ---- kernel sets ------------------------------------------------------ */
+
+/* quant_dot_row and quant_matvec run Q8_0, Q5_0, Q4_K and Q6_K through the
+ * fastest kernel set the CPU supports, chosen once on first use
+ * (thread-safe); SEKV_NO_SIMD set to anything but "" or "0" forces the
+ * scalar set. Other types always use the scalar code. */
+enum quant_impl { QUANT_IMPL_SCALAR = 0, QUANT_IMPL_AVX2 = 1 };
+
+/* The set quant_dot_row uses (runs the one-time choice). Thread-safe. */
+enum quant_impl quant_impl_active(void);
+/* 1 when this build and CPU can run `impl` (AVX2: x86 with AVX2, FMA and
+ * F16C), else 0; ignores SEKV_NO_SIMD. Thread-safe. */
+int quant_impl_available(enum quant_impl impl);
+const char *quant_impl_name(enum quant_impl impl);
+/* quant_dot_row through the kernel set `impl`, for tests and benchmarks;
+ * an unavailable impl runs the scalar set. Thread-safe. */
+float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
+			 const float *y, size_t n);
+
+/* Internal to quant.c and quant_avx2.c: the AVX2+FMA+F16C kernels, same
+ * contract as quant_dot_row for their type. Callers check
+ * quant_impl_available(QUANT_IMPL_AVX2) first. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define QUANT_HAVE_AVX2 1
+float quant_avx2_dot_q8_0(const uint8_t *x, const float *y, size_t n);
+float quant_avx2_dot_q5_0(const uint8_t *x, const float *y, size_t n);
+float quant_avx2_dot_q4_k(const uint8_t *x, const float *y, size_t n);
+float quant_avx2_dot_q6_k(const uint8_t *x, const float *y, size_t n);
+#else
+#define QUANT_HAVE_AVX2 0
+#endif
+
 #endif

@@ -376,6 +376,180 @@ static void dot_float_types_vs_double(struct test_ctx *t)
 	}
 }
 
+/* ---- SIMD kernels against the scalar reference ------------------------ */
+
+/* One row of `type`: the AVX2 dot must equal the scalar dot within
+ * 1e-5 * sum|x_i*y_i| (both sum the same fp32 products in different orders;
+ * their rounding differences stay near 1e-7 of that sum, and a wrong
+ * nibble, bit or scale is a whole quantisation step, ~1e-2 of it), and the
+ * double-precision dot of the dequantised row within 1e-4 of that sum.
+ * The absolute-product sum keeps the bound meaningful when the dot itself
+ * cancels to near zero. Returns 0 after recording a failure. */
+static int simd_row_ok(struct test_ctx *t, const char *what, uint32_t type,
+		       const uint8_t *q, size_t n, uint64_t seed)
+{
+	float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+	double ref = 0.0, mag = 0.0;
+	float s, v;
+	int ok = 0;
+
+	if (!x || !y) {
+		T_FAIL(t, "out of memory");
+		goto out;
+	}
+	quant_dequant_row(type, q, x, n);
+	fill_random(y, n, seed);
+	for (size_t i = 0; i < n; i++) {
+		ref += (double)x[i] * y[i];
+		mag += fabs((double)x[i] * y[i]);
+	}
+	s = quant_dot_row_impl(QUANT_IMPL_SCALAR, type, q, y, n);
+	v = quant_dot_row_impl(QUANT_IMPL_AVX2, type, q, y, n);
+	if (!(fabs((double)v - s) <= 1e-5 * mag))
+		T_FAIL(t, "%s %s: avx2 %.9g vs scalar %.9g (sum|xy| %.6g)",
+		       quant_name(type), what, v, s, mag);
+	else if (!(fabs((double)v - ref) <= 1e-4 * mag))
+		T_FAIL(t, "%s %s: avx2 %.9g vs double %.9g (sum|xy| %.6g)",
+		       quant_name(type), what, v, ref, mag);
+	else
+		ok = 1;
+out:
+	free(x);
+	free(y);
+	return ok;
+}
+
+#define SKIP_WITHOUT_AVX2(t) do { if (!quant_impl_available(QUANT_IMPL_AVX2)) \
+	T_SKIP(t, "CPU lacks AVX2/FMA/F16C (or not an x86-64 build)"); } while (0)
+
+/* Real rows of the default model, every layer's tensor of each of the four
+ * model formats (token_embd is Q8_0, attention and FFN weights Q5_0, Q4_K,
+ * Q6_K and Q8_0): 16 rows spread over each tensor, so every layer's
+ * scales and bit patterns are exercised. */
+static void dot_avx2_vs_scalar_model_rows(struct test_ctx *t)
+{
+	static const char *kinds[] = {
+		"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
+	};
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K};
+	int seen[4] = {0};
+	char err[512], name[96];
+	struct gguf *g = NULL;
+
+	SKIP_WITHOUT_AVX2(t);
+	if (gguf_open(&g, test_model_path(), err, sizeof err))
+		T_CHECKF(t, 0, "model required (make model): %s", err);
+	for (int l = -1; l < 64 && !t->failed; l++) {
+		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !t->failed; k++) {
+			const struct gguf_tensor *tn;
+			size_t n, rb;
+			uint64_t rows;
+			int ti = -1;
+
+			if (l < 0 && k > 0)
+				break;
+			if (l < 0)
+				snprintf(name, sizeof name, "token_embd.weight");
+			else
+				snprintf(name, sizeof name, "blk.%d.%s.weight", l, kinds[k]);
+			if (!(tn = gguf_find_tensor(g, name)))
+				continue;
+			for (int i = 0; i < 4; i++)
+				if (tn->type == types[i])
+					ti = i;
+			if (ti < 0)
+				continue;
+			n = (size_t)tn->ne[0];
+			rb = quant_row_bytes(tn->type, n);
+			rows = rb ? tn->nbytes / rb : 0;
+			for (uint64_t r = 0; r < 16 && rows; r++) {
+				uint64_t row = r * (rows - 1) / 15;
+				if (!simd_row_ok(t, name, tn->type,
+						 (const uint8_t *)tn->data + row * rb, n, row + 3))
+					break;
+			}
+			seen[ti]++;
+		}
+	}
+	gguf_close(g);
+	for (int i = 0; i < 4 && !t->failed; i++)
+		T_CHECKF(t, seen[i] > 0, "no %s tensor in the model", quant_name(types[i]));
+}
+
+/* Random bytes in every position (so all nibble, high-bit and scale
+ * patterns occur) with fp16 scales replaced by finite values of either
+ * sign in [1e-3, 1e-1); rows of 1 to 16 super-blocks' worth of elements,
+ * plus all-zero and all-ones payloads. */
+static void dot_avx2_vs_scalar_random_blocks(struct test_ctx *t)
+{
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K};
+	static const size_t lens[] = {32, 64, 96, 256, 512, 640, 1024, 2048, 4096};
+	static uint8_t q[4096 / 32 * 210];
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+
+	SKIP_WITHOUT_AVX2(t);
+	for (size_t ti = 0; ti < 4 && !t->failed; ti++) {
+		uint32_t type = types[ti];
+		size_t be = quant_block_elems(type), bb = quant_block_bytes(type);
+		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
+			size_t n = lens[li];
+			char what[64];
+			if (n % be)
+				continue;
+			for (int pat = 0; pat < 4 && !t->failed; pat++) {
+				size_t nb = n / be;
+				for (size_t i = 0; i < nb * bb; i++) {
+					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+					q[i] = pat == 0 ? 0x00 : pat == 1 ? 0xff : (uint8_t)(s >> 32);
+				}
+				for (size_t b = 0; b < nb; b++) {
+					uint8_t *blk = q + b * bb;
+					/* f16 fields: d first (Q8_0, Q5_0), d and dmin
+					 * (Q4_K), d last (Q6_K) */
+					int n_f16 = type == QT_Q4_K ? 2 : 1;
+					size_t at = type == QT_Q6_K ? 208 : 0;
+					for (int f = 0; f < n_f16; f++) {
+						float v;
+						uint16_t h;
+						s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+						v = (float)(1e-3 + 0.099 * (double)(s >> 40) / 16777216.0);
+						h = quant_f32_to_f16((s & 1) ? -v : v);
+						blk[at + 2 * (size_t)f] = (uint8_t)h;
+						blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
+					}
+				}
+				snprintf(what, sizeof what, "n=%zu pattern %d", n, pat);
+				simd_row_ok(t, what, type, q, n, (uint64_t)(li * 4 + pat));
+			}
+		}
+	}
+}
+
+/* On a CPU with AVX2, FMA and F16C, quant_dot_row must run the AVX2 set
+ * (unless SEKV_NO_SIMD asks for scalar, then the scalar set), and its result
+ * must be bit-identical to that set's, so the dispatch is not bypassed. */
+static void quant_dispatch_picks_avx2(struct test_ctx *t)
+{
+	const char *off = getenv("SEKV_NO_SIMD");
+	int forced = off && *off && strcmp(off, "0");
+	enum quant_impl want = forced ? QUANT_IMPL_SCALAR : QUANT_IMPL_AVX2;
+	uint8_t q[8 * 210];
+	float y[2048], got, ref;
+
+	SKIP_WITHOUT_AVX2(t);
+	T_CHECKF(t, quant_impl_active() == want, "active kernels %s, want %s (SEKV_NO_SIMD=%s)",
+		 quant_impl_name(quant_impl_active()), quant_impl_name(want), off ? off : "unset");
+	fill_random(y, 2048, 17);
+	for (size_t i = 0; i < sizeof q; i++)
+		q[i] = (uint8_t)(i * 131 + 7);
+	for (int b = 0; b < 8; b++)
+		q[b * 210 + 209] = 0x1c; /* Q6_K d = ~0.0039, finite */
+	got = quant_dot_row(QT_Q6_K, q, y, 2048);
+	ref = quant_dot_row_impl(want, QT_Q6_K, q, y, 2048);
+	T_CHECKF(t, memcmp(&got, &ref, sizeof got) == 0, "quant_dot_row %.9g vs %s %.9g",
+		 got, quant_impl_name(want), ref);
+}
+
 /* ---- sizes and names -------------------------------------------------- */
 
 static void quant_block_sizes_match_ggml(struct test_ctx *t)
@@ -525,5 +699,8 @@ const struct test_case test_quant[] = {
 	{"dequant_random_blocks_vs_golden", dequant_random_blocks_vs_golden},
 	{"dot_float_types_vs_double", dot_float_types_vs_double},
 	{"matvec_vs_dot_row_model", matvec_vs_dot_row_model},
+	{"dot_avx2_vs_scalar_model_rows", dot_avx2_vs_scalar_model_rows},
+	{"dot_avx2_vs_scalar_random_blocks", dot_avx2_vs_scalar_random_blocks},
+	{"quant_dispatch_picks_avx2", quant_dispatch_picks_avx2},
 	{NULL, NULL},
 };
