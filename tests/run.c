@@ -4,6 +4,8 @@
  * so a module without tests yet still links. */
 #include "tests/test.h"
 
+#include <cjson/cJSON.h>
+
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -26,6 +28,36 @@ const char *test_model_path(void)
 {
 	const char *p = getenv("SEKV_MODEL");
 	return p && *p ? p : "assets/models/gemma-3-270m-q4_k_m.gguf";
+}
+
+cJSON *test_json_load(struct test_ctx *t, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf = NULL;
+	long n = -1;
+	cJSON *doc;
+
+	if (!f) {
+		T_FAIL(t, "cannot open %s (run from the repository root)", path);
+		return NULL;
+	}
+	if (fseek(f, 0, SEEK_END) == 0)
+		n = ftell(f);
+	if (n >= 0 && fseek(f, 0, SEEK_SET) == 0)
+		buf = malloc((size_t)n + 1);
+	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
+		free(buf);
+		fclose(f);
+		T_FAIL(t, "cannot read %s", path);
+		return NULL;
+	}
+	fclose(f);
+	buf[n] = 0;
+	doc = cJSON_Parse(buf);
+	free(buf);
+	if (!doc)
+		T_FAIL(t, "%s: invalid JSON", path);
+	return doc;
 }
 
 const char *test_tmpdir(void)

@@ -31,6 +31,11 @@ struct test_case {
 
 /* Path of the default model (SEKV_MODEL or assets/models/...). */
 const char *test_model_path(void);
+/* Parses the JSON file at path (relative to the repository root); on
+ * failure records a test failure naming the file and returns NULL. The
+ * caller frees the tree with cJSON_Delete. */
+struct cJSON;
+struct cJSON *test_json_load(struct test_ctx *t, const char *path);
 /* A fresh temporary directory for this test run (created once). */
 const char *test_tmpdir(void);
 

@@ -428,32 +428,7 @@ static void t_sliding_window(struct test_ctx *t)
 
 static cJSON *golden_load(struct test_ctx *t)
 {
-	FILE *f = fopen(GOLDEN_PATH, "rb");
-	char *buf;
-	long n;
-	cJSON *doc;
-
-	if (!f) {
-		T_FAIL(t, "cannot open %s (run from the repository root)", GOLDEN_PATH);
-		return NULL;
-	}
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = n > 0 ? malloc((size_t)n + 1) : NULL;
-	if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-		free(buf);
-		fclose(f);
-		T_FAIL(t, "cannot read %s", GOLDEN_PATH);
-		return NULL;
-	}
-	fclose(f);
-	buf[n] = 0;
-	doc = cJSON_Parse(buf);
-	free(buf);
-	if (!doc)
-		T_FAIL(t, "%s: invalid JSON", GOLDEN_PATH);
-	return doc;
+	return test_json_load(t, GOLDEN_PATH);
 }
 
 /* llama.cpp quantises activations (Q8_0 for Q5_0/Q8_0 weights, Q8_K for
