@@ -101,6 +101,7 @@ static int opt_known(const char *a)
 		"-m", "--model", "--tokenizer", "--db", "-t", "--threads", "--budget",
 		"--rmax", "--kv", "-n", "--n-predict", "--temp", "--seed", "-p",
 		"--prompt", "--title", "--batch", "--recent", "--alpha", "--repeat-penalty",
+		"--act",
 	};
 	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
 		if (!strcmp(a, known[i]))
@@ -201,6 +202,13 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 			if (parse_int(val, 0, 1 << 20, &n))
 				goto bad;
 			o->n_recent = (int)n;
+		} else if (!strcmp(a, "--act")) {
+			if (!strcmp(val, "q8"))
+				o->act_f32 = 0;
+			else if (!strcmp(val, "f32"))
+				o->act_f32 = 1;
+			else
+				return sekv_errf(err, errlen, SEKV_EINVAL, "--act %s: expected 'q8' or 'f32'", val);
 		} else if (!strcmp(a, "--alpha")) {
 			if (parse_double(val, 0.0, 100.0, &d))
 				goto bad;

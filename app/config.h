@@ -32,6 +32,7 @@ struct app_opts {
 	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
+	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

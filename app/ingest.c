@@ -48,6 +48,7 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 		rc = model_open(m, o->model, o->n_threads, err, errlen);
 		if (rc)
 			return rc;
+		model_set_act_q8(*m, !o->act_f32);
 	}
 	if (tk) {
 		*tk = NULL;

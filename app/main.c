@@ -32,6 +32,7 @@ static void usage(FILE *f)
 		"  --rmax R        SVD rank: stored at ingest, used at ask (default 32)\n"
 		"  --temp T        sampling temperature (default 0: greedy); --seed S\n"
 		"  --repeat-penalty P  penalty on the last 64 answer tokens (default 1.1; 1 = off)\n"
+		"  --act q8|f32    decode activations: int8 blocks as llama.cpp (default) or fp32\n"
 		"  -q              no progress output\n",
 		SEKV_VERSION);
 }

@@ -32,6 +32,8 @@ struct backend_ws_size {
 	int n_head;           /* query heads */
 	int d_head;           /* head size d_h */
 	size_t max_w_elems;   /* largest rows*cols multiplied by a batch at once */
+	int max_cols;         /* widest weight (cols) a single token is multiplied
+	                         by; wider ones take the fp32-activation path */
 };
 
 /* Attention of n queries at positions pos0..pos0+n-1 against fp16 rows
@@ -69,7 +71,10 @@ struct backend_ops {
 
 	/* y[n][rows] = x[n][w->cols] . W[r0 .. r0+rows)^T. y has row stride
 	 * ldy (>= rows). Batches (n > 1) need rows*cols <= max_w_elems and
-	 * n <= n_batch of the workspace; one token (n == 1) needs none. */
+	 * n <= n_batch of the workspace. One token (n == 1) works without a
+	 * workspace; with one (and cols <= max_cols, act_q8 set) the CPU backend
+	 * quantises x to int8 blocks first, as llama.cpp does (quant.h,
+	 * struct quant_act), and uses integer dot products. */
 	void (*matmul)(struct backend *b, struct backend_ws *ws,
 		       const struct backend_weight *w, int r0, int rows,
 		       const float *x, int n, float *y, int ldy);
@@ -105,6 +110,8 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	int n_threads;
+	int act_q8;           /* 1 (default): one-token matmuls quantise x to
+	                         int8 blocks (see matmul); 0: fp32 x */
 	void *impl;
 };
 

@@ -19,8 +19,11 @@
 #endif
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ATTN_TILE 256 /* keys per attention tile */
@@ -55,20 +58,27 @@ static inline float exp_fast(float x)
 
 /* ---- thread pool ---------------------------------------------------- */
 
+/* A decode step runs ~130 short parallel matvecs; waking a sleeping thread
+ * costs tens of microseconds each, as much as the matvec. So workers
+ * spin on the job counter for POOL_SPIN_NS after their last job (a decode
+ * step's gaps are far shorter) and only then sleep on the condition
+ * variable. The caller spins for the workers to finish. */
+#define POOL_SPIN_NS 2000000LL
+
 typedef void (*pool_fn)(void *ctx, int i0, int i1);
 
 struct cpu {
 	int n_threads;
 	pthread_t *th;          /* [n_threads - 1] */
 	int n_started;
-	pthread_mutex_t mu;
+	pthread_mutex_t mu;     /* guards sleeping workers' hand-over */
 	pthread_cond_t cv_go;
-	pthread_cond_t cv_done;
-	unsigned long gen;      /* bumped once per parallel_for */
-	int pending;            /* workers still running this generation */
-	int quit;
-	pool_fn fn;
-	void *ctx;
+	atomic_ulong gen;       /* bumped once per parallel_for */
+	atomic_int pending;     /* workers still running this generation */
+	atomic_int sleepers;    /* workers waiting on cv_go */
+	atomic_int quit;
+	pool_fn fn;             /* job of the current generation; written */
+	void *ctx;              /* before gen is bumped (release) */
 	int n_items;
 };
 
@@ -84,6 +94,58 @@ static void chunk(int n_items, int n_parts, int part, int *i0, int *i1)
 	*i1 = *i0 + base + (part < rem);
 }
 
+static long long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/* One step of a busy wait: pause first, then give the core away, so a
+ * waiting thread does not starve the one it waits for when the machine
+ * has fewer free cores than threads. */
+static inline void cpu_backoff(unsigned spins)
+{
+	if (spins < 2048)
+		cpu_relax();
+	else
+		sched_yield();
+}
+
+/* Waits until gen moves past seen (or quit): spins, then sleeps. The
+ * sleepers count and gen are both seq_cst, so a caller that bumps gen
+ * either sees this worker counted and broadcasts, or this worker sees
+ * the new gen under the mutex. */
+static unsigned long worker_wait(struct cpu *c, unsigned long seen)
+{
+	long long t0 = now_ns();
+	unsigned long g;
+
+	for (unsigned spins = 0;; spins++) {
+		g = atomic_load(&c->gen);
+		if (g != seen || atomic_load(&c->quit))
+			return g;
+		cpu_backoff(spins);
+		if ((spins & 63) == 63 && now_ns() - t0 > POOL_SPIN_NS)
+			break;
+	}
+	pthread_mutex_lock(&c->mu);
+	atomic_fetch_add(&c->sleepers, 1);
+	while ((g = atomic_load(&c->gen)) == seen && !atomic_load(&c->quit))
+		pthread_cond_wait(&c->cv_go, &c->mu);
+	atomic_fetch_sub(&c->sleepers, 1);
+	pthread_mutex_unlock(&c->mu);
+	return g;
+}
+
 static void *worker_main(void *arg)
 {
 	struct cpu *c = ((struct worker_arg *)arg)->c;
@@ -93,27 +155,18 @@ static void *worker_main(void *arg)
 	free(arg);
 	for (;;) {
 		int i0, i1;
-		pthread_mutex_lock(&c->mu);
-		while (c->gen == seen && !c->quit)
-			pthread_cond_wait(&c->cv_go, &c->mu);
-		if (c->quit) {
-			pthread_mutex_unlock(&c->mu);
+		seen = worker_wait(c, seen);
+		if (atomic_load(&c->quit))
 			return NULL;
-		}
-		seen = c->gen;
-		pthread_mutex_unlock(&c->mu);
 		chunk(c->n_items, c->n_threads, id, &i0, &i1);
 		if (i0 < i1)
 			c->fn(c->ctx, i0, i1);
-		pthread_mutex_lock(&c->mu);
-		if (--c->pending == 0)
-			pthread_cond_signal(&c->cv_done);
-		pthread_mutex_unlock(&c->mu);
+		atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 	}
 }
 
 /* Runs fn over [0, n_items) split into n_threads contiguous chunks. Small
- * jobs run on the calling thread alone. */
+ * jobs run on the calling thread alone. One caller at a time. */
 static void parallel_for(struct cpu *c, int n_items, int min_per_thread,
 			 pool_fn fn, void *ctx)
 {
@@ -124,23 +177,23 @@ static void parallel_for(struct cpu *c, int n_items, int min_per_thread,
 			fn(ctx, 0, n_items);
 		return;
 	}
-	pthread_mutex_lock(&c->mu);
 	c->fn = fn;
 	c->ctx = ctx;
 	c->n_items = n_items;
-	c->pending = c->n_threads - 1;
-	c->gen++;
-	pthread_cond_broadcast(&c->cv_go);
-	pthread_mutex_unlock(&c->mu);
+	atomic_store(&c->pending, c->n_threads - 1);
+	atomic_fetch_add(&c->gen, 1);
+	if (atomic_load(&c->sleepers) > 0) {
+		pthread_mutex_lock(&c->mu);
+		pthread_cond_broadcast(&c->cv_go);
+		pthread_mutex_unlock(&c->mu);
+	}
 
 	chunk(n_items, c->n_threads, 0, &i0, &i1);
 	if (i0 < i1)
 		fn(ctx, i0, i1);
 
-	pthread_mutex_lock(&c->mu);
-	while (c->pending > 0)
-		pthread_cond_wait(&c->cv_done, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	for (unsigned spins = 0; atomic_load_explicit(&c->pending, memory_order_acquire) > 0; spins++)
+		cpu_backoff(spins);
 }
 
 /* ---- workspace ------------------------------------------------------ */
@@ -153,6 +206,8 @@ struct backend_ws {
 	float *s;      /* [n_batch][ATTN_TILE] scores */
 	float *mx;     /* [n_head][n_batch] running maxima */
 	float *sm;     /* [n_head][n_batch] running sums */
+	struct quant_act act; /* one token's input as int8 blocks: q [max_cols],
+	                         d, s [max_cols / 32] */
 };
 
 static void cpu_ws_free(struct backend_ws *ws)
@@ -165,6 +220,9 @@ static void cpu_ws_free(struct backend_ws *ws)
 	free(ws->s);
 	free(ws->mx);
 	free(ws->sm);
+	free(ws->act.q);
+	free(ws->act.d);
+	free(ws->act.s);
 	free(ws);
 }
 
@@ -185,7 +243,11 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	ws->s = malloc(sizeof(float) * nb * ATTN_TILE);
 	ws->mx = malloc(sizeof(float) * nb * (size_t)sz->n_head);
 	ws->sm = malloc(sizeof(float) * nb * (size_t)sz->n_head);
-	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm) {
+	ws->act.q = malloc(sz->max_cols > 0 ? (size_t)sz->max_cols : 1);
+	ws->act.d = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
+	ws->act.s = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
+	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
+	    !ws->act.q || !ws->act.d || !ws->act.s) {
 		cpu_ws_free(ws);
 		return SEKV_ENOMEM;
 	}
@@ -201,6 +263,7 @@ struct mm_job {
 	const float *x;
 	float *y;
 	float *wbuf;
+	const struct quant_act *act;
 };
 
 static void mm_dequant_rows(void *ctx, int i0, int i1)
@@ -225,16 +288,32 @@ static void mm_dot_rows(void *ctx, int i0, int i1)
 					j->x, cols);
 }
 
+static void mm_act_rows(void *ctx, int i0, int i1)
+{
+	struct mm_job *j = ctx;
+	const uint8_t *base = (const uint8_t *)j->w->data;
+
+	for (int r = i0; r < i1; r++)
+		j->y[r] = quant_act_dot(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
+					j->act);
+}
+
 static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		       const struct backend_weight *w, int r0, int rows,
 		       const float *x, int n, float *y, int ldy)
 {
 	struct cpu *c = b->impl;
-	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL };
+	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL };
 	const float *wf;
 
 	if (n == 1) {
-		parallel_for(c, rows, 64, mm_dot_rows, &j);
+		if (b->act_q8 && ws && w->cols <= ws->sz.max_cols && quant_act_supported(w->type, (size_t)w->cols)) {
+			quant_act_quantize(x, (size_t)w->cols, &ws->act);
+			j.act = &ws->act;
+			parallel_for(c, rows, 64, mm_act_rows, &j);
+		} else {
+			parallel_for(c, rows, 64, mm_dot_rows, &j);
+		}
 		return;
 	}
 	if (w->type == QT_F32) {
@@ -359,6 +438,29 @@ static void rows_f16_to_f32(const uint16_t *x, float *y, size_t n)
 	quant_f16_to_f32_row(x + i, y + i, n - i);
 }
 
+/* sum_e x[e] y[e] in LANES partial sums (vectorised without -ffast-math) */
+static float dot_lanes(const float *restrict x, const float *restrict y, int n)
+{
+	float acc[LANES] = { 0 }, s = 0.0f;
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			acc[k] += x[e + k] * y[e + k];
+	for (int k = 0; k < LANES; k++)
+		s += acc[k];
+	for (; e < n; e++)
+		s += x[e] * y[e];
+	return s;
+}
+
+/* y[e] += a x[e] */
+static void axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
+{
+	for (int e = 0; e < n; e++)
+		y[e] += a * x[e];
+}
+
 /* Softmax step for one tile and one query head over score rows [0, nr)
  * (query i = i_a + r): masks keys outside [lo_i, p_i], updates the running
  * max/sum and rescales the output row by the change of max. */
@@ -442,13 +544,24 @@ static int cpu_attention(struct backend *b, struct backend_ws *ws,
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
 				float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
+				const float *qh = a->q + (size_t)i_a * ld + (size_t)h * d;
+				float *oh = a->out + (size_t)i_a * ld + (size_t)h * d;
+				if (nr == 1) {
+					/* one query (decode): plain loops; BLAS would
+					 * only add call and thread overhead */
+					for (int t = 0; t < T; t++)
+						ws->s[t] = a->scale * dot_lanes(qh, ws->kt + (size_t)t * d, d);
+					attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
+					for (int t = 0; t < T; t++)
+						if (ws->s[t] != 0.0f)
+							axpy_lanes(oh, ws->s[t], ws->vt + (size_t)t * d, d);
+					continue;
+				}
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d,
-					    a->scale, a->q + (size_t)i_a * ld + (size_t)h * d, ld,
-					    ws->kt, d, 0.0f, ws->s, T);
+					    a->scale, qh, ld, ws->kt, d, 0.0f, ws->s, T);
 				attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, T,
-					    1.0f, ws->s, T, ws->vt, d, 1.0f,
-					    a->out + (size_t)i_a * ld + (size_t)h * d, ld);
+					    1.0f, ws->s, T, ws->vt, d, 1.0f, oh, ld);
 			}
 		}
 		for (int hh = 0; hh < group; hh++) {
@@ -546,14 +659,13 @@ static void cpu_close(struct backend *b)
 	c = b->impl;
 	if (c) {
 		pthread_mutex_lock(&c->mu);
-		c->quit = 1;
+		atomic_store(&c->quit, 1);
 		pthread_cond_broadcast(&c->cv_go);
 		pthread_mutex_unlock(&c->mu);
 		for (int i = 0; i < c->n_started; i++)
 			pthread_join(c->th[i], NULL);
 		pthread_mutex_destroy(&c->mu);
 		pthread_cond_destroy(&c->cv_go);
-		pthread_cond_destroy(&c->cv_done);
 		free(c->th);
 		free(c);
 	}
@@ -596,10 +708,10 @@ int backend_cpu_open(struct backend **out, int n_threads, char *err, size_t errl
 	b->ops = &cpu_ops;
 	b->impl = c;
 	b->n_threads = n_threads;
+	b->act_q8 = 1;
 	c->n_threads = n_threads;
 	pthread_mutex_init(&c->mu, NULL);
 	pthread_cond_init(&c->cv_go, NULL);
-	pthread_cond_init(&c->cv_done, NULL);
 	c->th = calloc((size_t)n_threads, sizeof *c->th);
 	if (!c->th) {
 		cpu_close(b);

@@ -434,6 +434,11 @@ const struct gguf *model_gguf(const struct model *m)
 	return m->g;
 }
 
+void model_set_act_q8(struct model *m, int on)
+{
+	m->be->act_q8 = on != 0;
+}
+
 long long model_n_eval(const struct model *m)
 {
 	struct model *mm = (struct model *)m;
@@ -544,6 +549,9 @@ static struct model_scratch *scratch_new(const struct model *m, int n_batch)
 	wsz.d_head = hp->d_head;
 	wsz.max_w_elems = m->max_w_elems > (size_t)VOCAB_TILE * E ? m->max_w_elems
 								  : (size_t)VOCAB_TILE * E;
+	wsz.max_cols = hp->n_ff > (int)nq ? hp->n_ff : (int)nq;
+	if (wsz.max_cols < hp->n_embd)
+		wsz.max_cols = hp->n_embd;
 	if (m->be->ops->ws_new(m->be, &wsz, &sc->ws))
 		ok = 0;
 	sc->x = malloc(sizeof(float) * nb * E);

@@ -132,6 +132,15 @@ int model_decode_ex(const struct model *m, struct model_state *s, int32_t token,
 		    const struct model_attn *attn, float *logits, int need_logits,
 		    char *err, size_t errlen);
 
+/* Decode (one token per step) multiplies weights by an int8-quantised
+ * copy of each activation vector (blocks of 32, as llama.cpp does), which
+ * is faster but adds the activation rounding to the decode logits
+ * (typically ~1e-3 relative per matvec; prefill keeps fp32 activations).
+ * on = 0 makes decode use fp32 activations, so decode and prefill differ
+ * only in summation order (the equivalence tests need that). Default 1.
+ * Not thread-safe: call before decoding. */
+void model_set_act_q8(struct model *m, int on);
+
 /* Bytes of one KV row (K and V, all KV heads) for one layer at fp16. */
 size_t model_kv_row_bytes(const struct model *m);
 

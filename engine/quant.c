@@ -13,6 +13,7 @@
  * metadata lives in gguf.c.
  */
 #include "engine/quant.h"
+#include "engine/quant_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -233,18 +234,12 @@ static void q4_1_block(const uint8_t *restrict b, float *restrict y)
 	}
 }
 
-static uint32_t rd_u32le(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
 /* Q5_0 (22 bytes): f16 d, u32 qh (bit j = 5th bit of element j), nibbles as
  * Q4_0; value (q - 16) * d. */
 static void q5_0_block(const uint8_t *restrict b, float *restrict y)
 {
 	float d = rd_f16(b);
-	uint32_t qh = rd_u32le(b + 2);
+	uint32_t qh = quant_rd_u32le(b + 2);
 	const uint8_t *qs = b + 6;
 
 	for (int j = 0; j < QK / 2; j++) {
@@ -259,7 +254,7 @@ static void q5_0_block(const uint8_t *restrict b, float *restrict y)
 static void q5_1_block(const uint8_t *restrict b, float *restrict y)
 {
 	float d = rd_f16(b), m = rd_f16(b + 2);
-	uint32_t qh = rd_u32le(b + 4);
+	uint32_t qh = quant_rd_u32le(b + 4);
 	const uint8_t *qs = b + 8;
 
 	for (int j = 0; j < QK / 2; j++) {
@@ -280,21 +275,6 @@ static void q8_0_block(const uint8_t *restrict b, float *restrict y)
 		y[j] = (float)qs[j] * d;
 }
 
-/* The 12 scale bytes of Q4_K/Q5_K hold eight 6-bit scales and eight 6-bit
- * mins: sub-blocks 0..3 in the low 6 bits of bytes 0..3 (scale) and 4..7
- * (min); sub-blocks 4..7 in the nibbles of bytes 8..11 plus the top two
- * bits of bytes 0..3 (scale) and 4..7 (min). */
-static void k_scale_min(const uint8_t *s, int i, int *sc, int *m)
-{
-	if (i < 4) {
-		*sc = s[i] & 63;
-		*m = s[i + 4] & 63;
-	} else {
-		*sc = (s[i + 4] & 0x0f) | ((s[i - 4] >> 6) << 4);
-		*m = (s[i + 4] >> 4) | ((s[i] >> 6) << 4);
-	}
-}
-
 /* Q4_K (144 bytes): f16 d, f16 dmin, 12 scale bytes, 128 nibble bytes.
  * Eight sub-blocks of 32; 32-byte group g holds sub-block 2g in its low
  * nibbles and 2g+1 in its high nibbles; value d*sc*q - dmin*m. */
@@ -305,8 +285,8 @@ static void q4_k_block(const uint8_t *restrict b, float *restrict y)
 
 	for (int g = 0; g < 4; g++, qs += 32, y += 64) {
 		int s0, m0, s1, m1;
-		k_scale_min(sc, 2 * g, &s0, &m0);
-		k_scale_min(sc, 2 * g + 1, &s1, &m1);
+		quant_k_scale_min(sc, 2 * g, &s0, &m0);
+		quant_k_scale_min(sc, 2 * g + 1, &s1, &m1);
 		float d0 = d * (float)s0, o0 = dmin * (float)m0;
 		float d1 = d * (float)s1, o1 = dmin * (float)m1;
 		for (int l = 0; l < 32; l++) {
@@ -326,8 +306,8 @@ static void q5_k_block(const uint8_t *restrict b, float *restrict y)
 
 	for (int g = 0; g < 4; g++, qs += 32, y += 64) {
 		int s0, m0, s1, m1;
-		k_scale_min(sc, 2 * g, &s0, &m0);
-		k_scale_min(sc, 2 * g + 1, &s1, &m1);
+		quant_k_scale_min(sc, 2 * g, &s0, &m0);
+		quant_k_scale_min(sc, 2 * g + 1, &s1, &m1);
 		float d0 = d * (float)s0, o0 = dmin * (float)m0;
 		float d1 = d * (float)s1, o1 = dmin * (float)m1;
 		for (int l = 0; l < 32; l++) {
@@ -499,7 +479,7 @@ static float dot_q5_0(const uint8_t *restrict b, const float *restrict y, size_t
 
 	for (size_t i = 0; i + QK <= n; i += QK, b += 22) {
 		float d = rd_f16(b);
-		uint32_t qh = rd_u32le(b + 2);
+		uint32_t qh = quant_rd_u32le(b + 2);
 		const uint8_t *qs = b + 6;
 		for (int j = 0; j < QK / 2; j++) {
 			int lo = (qs[j] & 0x0f) | (int)(((qh >> j) & 1u) << 4);
@@ -523,8 +503,8 @@ static float dot_q4_k(const uint8_t *restrict b, const float *restrict y, size_t
 		const float *yb = y + i;
 		for (int g = 0; g < 4; g++, qs += 32, yb += 64) {
 			int s0, m0, s1, m1;
-			k_scale_min(sc, 2 * g, &s0, &m0);
-			k_scale_min(sc, 2 * g + 1, &s1, &m1);
+			quant_k_scale_min(sc, 2 * g, &s0, &m0);
+			quant_k_scale_min(sc, 2 * g + 1, &s1, &m1);
 			float d0 = d * (float)s0, o0 = dmin * (float)m0;
 			float d1 = d * (float)s1, o1 = dmin * (float)m1;
 			for (int l = 0; l < 32; l++)
@@ -613,19 +593,32 @@ int quant_impl_available(enum quant_impl impl)
 #else
 		return 0;
 #endif
+	case QUANT_IMPL_AVX512:
+#if QUANT_HAVE_AVX2
+		return quant_impl_available(QUANT_IMPL_AVX2) &&
+		       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#else
+		return 0;
+#endif
 	}
 	return 0;
 }
 
 const char *quant_impl_name(enum quant_impl impl)
 {
-	return impl == QUANT_IMPL_AVX2 ? "avx2" : "scalar";
+	switch (impl) {
+	case QUANT_IMPL_AVX2: return "avx2";
+	case QUANT_IMPL_AVX512: return "avx512";
+	default: return "scalar";
+	}
 }
 
+/* The AVX-512 set keeps AVX2's fp32-activation kernels (quant.h). */
 static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
 {
 #if QUANT_HAVE_AVX2
-	if (impl == QUANT_IMPL_AVX2 && quant_impl_available(impl))
+	if (impl != QUANT_IMPL_SCALAR && quant_impl_available(impl))
 		return &quant_avx2_kernels;
 #endif
 	(void)impl;
@@ -638,7 +631,9 @@ static void quant_choose_impl(void)
 
 	if (off && *off && strcmp(off, "0"))
 		return;
-	if (quant_impl_available(QUANT_IMPL_AVX2))
+	if (quant_impl_available(QUANT_IMPL_AVX512))
+		quant_active = QUANT_IMPL_AVX512;
+	else if (quant_impl_available(QUANT_IMPL_AVX2))
 		quant_active = QUANT_IMPL_AVX2;
 	quant_active_kernels = quant_kernels_of(quant_active);
 }

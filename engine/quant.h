@@ -59,13 +59,16 @@ void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
 /* quant_dot_row and quant_matvec run Q8_0, Q5_0, Q4_K and Q6_K through the
  * fastest kernel set the CPU supports, chosen once on first use
  * (thread-safe); SEKV_NO_SIMD set to anything but "" or "0" forces the
- * scalar set. Other types always use the scalar code. */
-enum quant_impl { QUANT_IMPL_SCALAR = 0, QUANT_IMPL_AVX2 = 1 };
+ * scalar set. Other types always use the scalar code. The fp32-activation
+ * kernels of the AVX-512 set are the AVX2 ones; its int8 kernels
+ * (quant_act_dot) use AVX-512 VNNI. */
+enum quant_impl { QUANT_IMPL_SCALAR = 0, QUANT_IMPL_AVX2 = 1, QUANT_IMPL_AVX512 = 2 };
 
 /* The set quant_dot_row uses (runs the one-time choice). Thread-safe. */
 enum quant_impl quant_impl_active(void);
 /* 1 when this build and CPU can run `impl` (AVX2: x86 with AVX2, FMA and
- * F16C), else 0; ignores SEKV_NO_SIMD. Thread-safe. */
+ * F16C; AVX512: AVX2's plus AVX-512 F, BW, VL and VNNI), else 0; ignores
+ * SEKV_NO_SIMD. Thread-safe. */
 int quant_impl_available(enum quant_impl impl);
 const char *quant_impl_name(enum quant_impl impl);
 /* quant_dot_row through the kernel set `impl`, for tests and benchmarks;
@@ -73,15 +76,63 @@ const char *quant_impl_name(enum quant_impl impl);
 float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
 			 const float *y, size_t n);
 
-/* Internal to quant.c and quant_avx2.c: the AVX2+FMA+F16C kernels, same
- * contract as quant_dot_row for their type. Callers check
- * quant_impl_available(QUANT_IMPL_AVX2) first. */
+/* ---- int8 activations (quant_act.c) ----------------------------------- */
+
+/* An activation vector quantised to int8 in blocks of 32, as llama.cpp
+ * quantises the vector of a matvec (ggml block_q8_0, with fp32 scales):
+ * x[i] ~= q[i] * d[i / 32], q in [-127, 127], d = max|x| / 127 per block.
+ * Decode multiplies quantised weights by it with integer dot products
+ * (pmaddubsw / vpdpbusd), which reads each weight byte once and does the
+ * multiply-adds in int8 rather than converting every weight to fp32. */
+#define QUANT_ACT_BLOCK 32
+struct quant_act {
+	size_t n;         /* elements, a multiple of QUANT_ACT_BLOCK */
+	int8_t *q;        /* [n] */
+	float *d;         /* [n / 32] block scales */
+	float *s;         /* [n / 32] d * (sum of the block's q): the block's
+	                     dequantised sum, for the mins of Q4_K */
+};
+
+/* Fills a (whose arrays hold n and n / 32 entries, caller-owned) from x[n];
+ * n must be a multiple of 32. Rounds to nearest even; a block of zeros gets
+ * d = 0 and q = 0. Thread-safe. */
+void quant_act_quantize(const float *x, size_t n, struct quant_act *a);
+/* 1 when quant_act_dot has an int8 kernel for weights of `type` and rows of
+ * n elements (Q8_0 and Q5_0: n % 32 == 0; Q4_K and Q6_K: n % 256 == 0). */
+int quant_act_supported(uint32_t type, size_t n);
+/* sum_i dequant(w)[i] * a.q[i] * a.d[i/32] over a->n elements of one row w
+ * of `type` (quant_act_supported must hold). The integer products are
+ * exact; only the fp32 sum of per-block terms differs between kernel sets
+ * (~1e-6 relative). Against the fp32 dot quant_dot_row(type, w, x) it
+ * differs by the activation rounding, at most 0.5 d per element.
+ * Thread-safe. */
+float quant_act_dot(uint32_t type, const void *w, const struct quant_act *a);
+/* y[r] = quant_act_dot(type, w + r * row_bytes, a) for r < n_rows. */
+void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		      const struct quant_act *a, float *y);
+/* quant_act_dot through the set `impl` (tests, benchmarks); an unavailable
+ * impl runs the scalar kernels. */
+float quant_act_dot_impl(enum quant_impl impl, uint32_t type, const void *w,
+			 const struct quant_act *a);
+
+/* Internal to quant*.c: the SIMD kernels. quant_avx2.c: fp32 activations,
+ * same contract as quant_dot_row for their type. quant_act_avx2.c and
+ * quant_act_avx512.c: int8 activations, same contract as quant_act_dot.
+ * Callers check quant_impl_available first. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QUANT_HAVE_AVX2 1
 float quant_avx2_dot_q8_0(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q5_0(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q4_k(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q6_k(const uint8_t *x, const float *y, size_t n);
+float quant_act_avx2_q8_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx2_q5_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx2_q4_k(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx2_q6_k(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx512_q8_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx512_q5_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx512_q4_k(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx512_q6_k(const uint8_t *w, const struct quant_act *a);
 #else
 #define QUANT_HAVE_AVX2 0
 #endif

@@ -9,6 +9,7 @@
  * under any -march; quant.c calls these only after checking the CPU.
  */
 #include "engine/quant.h"
+#include "engine/quant_int.h"
 
 #if QUANT_HAVE_AVX2
 
@@ -104,18 +105,6 @@ AVX2_FN float quant_avx2_dot_q5_0(const uint8_t *b, const float *y, size_t n)
 	return hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
-/* Same unpacking as quant.c k_scale_min. */
-static inline void k_scale_min(const uint8_t *s, int i, int *sc, int *m)
-{
-	if (i < 4) {
-		*sc = s[i] & 63;
-		*m = s[i + 4] & 63;
-	} else {
-		*sc = (s[i + 4] & 0x0f) | ((s[i - 4] >> 6) << 4);
-		*m = (s[i + 4] >> 4) | ((s[i] >> 6) << 4);
-	}
-}
-
 /* acc[c] += (d * q - o) * y for the 32 unsigned bytes q of v, eight per
  * accumulator: the scalar kernel's decoded value, then its product. */
 AVX2_FN static inline void fma32_u8(__m256 acc[4], __m256i v, float d, float o,
@@ -148,8 +137,8 @@ AVX2_FN float quant_avx2_dot_q4_k(const uint8_t *b, const float *y, size_t n)
 		const float *yb = y + i;
 		for (int g = 0; g < 4; g++, qs += 32, yb += 64) {
 			int s0, m0, s1, m1;
-			k_scale_min(sc, 2 * g, &s0, &m0);
-			k_scale_min(sc, 2 * g + 1, &s1, &m1);
+			quant_k_scale_min(sc, 2 * g, &s0, &m0);
+			quant_k_scale_min(sc, 2 * g + 1, &s1, &m1);
 			__m256i q = _mm256_loadu_si256((const __m256i *)qs);
 			fma32_u8(acc, _mm256_and_si256(q, m4), d * (float)s0,
 				 dmin * (float)m0, yb);

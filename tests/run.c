@@ -15,6 +15,7 @@
 TABLE(test_err)
 TABLE(test_gguf)
 TABLE(test_quant)
+TABLE(test_quant_act)
 TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
@@ -23,6 +24,18 @@ TABLE(test_store)
 TABLE(test_ui)
 TABLE(test_app)
 TABLE(test_integration)
+
+void test_fill_random(float *y, size_t n, unsigned long long seed)
+{
+	unsigned long long s = seed * 2654435761u + 1;
+
+	for (size_t i = 0; i < n; i++) {
+		s ^= s << 13;
+		s ^= s >> 7;
+		s ^= s << 17;
+		y[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
+	}
+}
 
 const char *test_model_path(void)
 {
@@ -77,7 +90,7 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_gguf, test_quant, test_tokenizer, test_model,
+		test_err, test_gguf, test_quant, test_quant_act, test_tokenizer, test_model,
 		test_sampler, test_sekv, test_store, test_ui, test_app,
 		test_integration,
 	};

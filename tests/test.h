@@ -3,6 +3,7 @@
 #ifndef SEKV_TEST_H
 #define SEKV_TEST_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 /* Failure messages are truncated to msg on purpose. */
@@ -36,6 +37,8 @@ const char *test_model_path(void);
  * caller frees the tree with cJSON_Delete. */
 struct cJSON;
 struct cJSON *test_json_load(struct test_ctx *t, const char *path);
+/* Deterministic pseudo-random floats in [-1, 1) (xorshift64 of seed). */
+void test_fill_random(float *y, size_t n, unsigned long long seed);
 /* A fresh temporary directory for this test run (created once). */
 const char *test_tmpdir(void);
 

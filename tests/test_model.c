@@ -182,6 +182,7 @@ static void t_chunks_match(struct test_ctx *t)
 
 	if (!m)
 		return;
+	model_set_act_q8(m, 0); /* decode vs prefill: summation order only */
 	V = model_hparams(m)->n_vocab;
 	lg = malloc(sizeof(float) * (size_t)V);
 	at_b = malloc(sizeof(float) * (size_t)V * 5);
@@ -313,6 +314,9 @@ static void t_attn_provider(struct test_ctx *t)
 
 	if (!m)
 		return;
+	/* int8 activations would turn the providers' last-bit differences
+	 * into rounding flips; this test is about the attention rows */
+	model_set_act_q8(m, 0);
 	hp = model_hparams(m);
 	w = hp->n_head_kv * hp->d_head;
 	memset(&ea, 0, sizeof ea);
@@ -469,7 +473,11 @@ static int top5_matches(const float *lg, int V, const int *gid, const float *glg
 	return 1;
 }
 
-static void t_golden(struct test_ctx *t)
+/* decode_last = 0: every position through prefill (fp32 activations);
+ * 1: tokens before a golden position through prefill, the position itself
+ * through model_decode with int8 activations (the decode path users run,
+ * quantised as llama.cpp quantises). */
+static void golden_run(struct test_ctx *t, int decode_last)
 {
 	cJSON *doc = golden_load(t);
 	const cJSON *jp, *jpos, *jtop, *e;
@@ -515,13 +523,20 @@ static void t_golden(struct test_ctx *t)
 			T_FAIL(t, "golden position %d / %d entries out of order or range", pos, nt);
 			goto out;
 		}
-		while (done <= pos) {
-			int c = pos + 1 - done < 512 ? pos + 1 - done : 512;
+		while (done <= pos - decode_last) {
+			int c = pos + 1 - decode_last - done < 512 ? pos + 1 - decode_last - done : 512;
 			if (model_prefill(m, s, ids + done, c, NULL, err, sizeof err)) {
 				T_FAIL(t, "prefill: %s", err);
 				goto out;
 			}
 			done += c;
+		}
+		if (decode_last) {
+			if (model_decode(m, s, ids[pos], NULL, NULL, err, sizeof err)) {
+				T_FAIL(t, "decode: %s", err);
+				goto out;
+			}
+			done++;
 		}
 		for (int j = 0; j < nt; j++) {
 			const cJSON *it = cJSON_GetArrayItem(top, j);
@@ -548,6 +563,16 @@ out:
 	cJSON_Delete(doc);
 }
 
+static void t_golden(struct test_ctx *t)
+{
+	golden_run(t, 0);
+}
+
+static void t_golden_decode(struct test_ctx *t)
+{
+	golden_run(t, 1);
+}
+
 const struct test_case test_model[] = {
 	{ "model_hparams_gemma3_270m", t_hparams },
 	{ "model_rejects_bad_arguments", t_bad_arguments },
@@ -555,5 +580,6 @@ const struct test_case test_model[] = {
 	{ "model_decode_attn_provider_matches_exact", t_attn_provider },
 	{ "model_sliding_window_long_prompt", t_sliding_window },
 	{ "gemma3_logits_vs_golden", t_golden },
+	{ "gemma3_decode_int8_act_logits_vs_golden", t_golden_decode },
 	{ NULL, NULL },
 };

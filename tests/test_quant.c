@@ -51,18 +51,6 @@ static uint32_t type_by_name(const char *name)
 	return UINT32_MAX;
 }
 
-/* Deterministic pseudo-random floats in [-1, 1) (xorshift64). */
-static void fill_random(float *y, size_t n, uint64_t seed)
-{
-	uint64_t s = seed * 2654435761u + 1;
-	for (size_t i = 0; i < n; i++) {
-		s ^= s << 13;
-		s ^= s >> 7;
-		s ^= s << 17;
-		y[i] = (float)((double)(s >> 11) / 4503599627370496.0 - 1.0);
-	}
-}
-
 static float max_abs(const float *x, size_t n)
 {
 	float m = 0.0f;
@@ -85,7 +73,7 @@ static int dot_ok(uint32_t type, const void *q, const float *x, size_t n,
 
 	if (!y)
 		return 0;
-	fill_random(y, n, seed);
+	test_fill_random(y, n, seed);
 	for (size_t i = 0; i < n; i++) {
 		ref += (double)x[i] * y[i];
 		mag += fabs((double)x[i] * y[i]);
@@ -299,7 +287,7 @@ static void matvec_vs_dot_row_model(struct test_ctx *t)
 			T_FAIL(t, "out of memory");
 			break;
 		}
-		fill_random(x, n, 1234 + k);
+		test_fill_random(x, n, 1234 + k);
 		quant_matvec(tn->type, tn->data, rb, ROWS, (int)n, x, mv);
 		for (int r = 0; r < ROWS && !t->failed; r++) {
 			const uint8_t *q = (const uint8_t *)tn->data + (size_t)r * rb;
@@ -323,9 +311,9 @@ static void dot_float_types_vs_double(struct test_ctx *t)
 	static float x[N], deq[N];
 	static uint16_t h[N], bf[N];
 	static const uint32_t types[] = {QT_F32, QT_F16, QT_BF16};
-	double derr, dref;
+	double derr = 0.0, dref = 0.0;
 
-	fill_random(x, N, 42);
+	test_fill_random(x, N, 42);
 	quant_f32_to_f16_row(x, h, N);
 	for (int i = 0; i < N; i++) {
 		uint32_t u;
@@ -373,7 +361,7 @@ static int simd_row_ok(struct test_ctx *t, const char *what, uint32_t type,
 		goto out;
 	}
 	quant_dequant_row(type, q, x, n);
-	fill_random(y, n, seed);
+	test_fill_random(y, n, seed);
 	for (size_t i = 0; i < n; i++) {
 		ref += (double)x[i] * y[i];
 		mag += fabs((double)x[i] * y[i]);
@@ -500,21 +488,23 @@ static void dot_avx2_vs_scalar_random_blocks(struct test_ctx *t)
 	}
 }
 
-/* On a CPU with AVX2, FMA and F16C, quant_dot_row must run the AVX2 set
- * (unless SEKV_NO_SIMD asks for scalar, then the scalar set), and its result
+/* quant_dot_row must run the best set the CPU has (AVX-512 VNNI, else
+ * AVX2+FMA+F16C; scalar when SEKV_NO_SIMD asks for it), and its result
  * must be bit-identical to that set's, so the dispatch is not bypassed. */
-static void quant_dispatch_picks_avx2(struct test_ctx *t)
+static void quant_dispatch_picks_best_set(struct test_ctx *t)
 {
 	const char *off = getenv("SEKV_NO_SIMD");
 	int forced = off && *off && strcmp(off, "0");
-	enum quant_impl want = forced ? QUANT_IMPL_SCALAR : QUANT_IMPL_AVX2;
+	enum quant_impl want = forced ? QUANT_IMPL_SCALAR
+			     : quant_impl_available(QUANT_IMPL_AVX512) ? QUANT_IMPL_AVX512
+								    : QUANT_IMPL_AVX2;
 	uint8_t q[8 * 210];
 	float y[2048], got, ref;
 
 	SKIP_WITHOUT_AVX2(t);
 	T_CHECKF(t, quant_impl_active() == want, "active kernels %s, want %s (SEKV_NO_SIMD=%s)",
 		 quant_impl_name(quant_impl_active()), quant_impl_name(want), off ? off : "unset");
-	fill_random(y, 2048, 17);
+	test_fill_random(y, 2048, 17);
 	for (size_t i = 0; i < sizeof q; i++)
 		q[i] = (uint8_t)(i * 131 + 7);
 	for (int b = 0; b < 8; b++)
@@ -676,6 +666,6 @@ const struct test_case test_quant[] = {
 	{"matvec_vs_dot_row_model", matvec_vs_dot_row_model},
 	{"dot_avx2_vs_scalar_model_rows", dot_avx2_vs_scalar_model_rows},
 	{"dot_avx2_vs_scalar_random_blocks", dot_avx2_vs_scalar_random_blocks},
-	{"quant_dispatch_picks_avx2", quant_dispatch_picks_avx2},
+	{"quant_dispatch_picks_best_set", quant_dispatch_picks_best_set},
 	{NULL, NULL},
 };

@@ -1,0 +1,237 @@
+/* test_quant_act.c - int8-activation matvec kernels (quant_act.c and its
+ * SIMD sets): quantisation bounds, every kernel set against the exact
+ * integer sum on the default model's real rows and on random bit
+ * patterns, and the int8 path against plain dequantise-then-multiply in
+ * double within the bound the activation rounding allows.
+ */
+#include "tests/test.h"
+
+#include "engine/gguf.h"
+#include "engine/quant.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_N 4096
+
+struct act_buf {
+	int8_t q[MAX_N];
+	float d[MAX_N / 32], s[MAX_N / 32];
+	struct quant_act a;
+};
+
+static void act_init(struct act_buf *b, const float *x, size_t n)
+{
+	b->a.q = b->q;
+	b->a.d = b->d;
+	b->a.s = b->s;
+	quant_act_quantize(x, n, &b->a);
+}
+
+static const enum quant_impl k_impls[] = { QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512 };
+
+/* |x - q d| <= d / 2 per element (plus fp rounding of x / d), |q| <= 127,
+ * a zero block gets d = 0, s = d * sum q. Scales from 1e-6 to 1e4 and a
+ * block with one huge outlier. */
+static void quant_act_quantize_bounds(struct test_ctx *t)
+{
+	static float x[1024];
+	static struct act_buf b;
+
+	for (int k = 0; k < 6; k++) {
+		double scale = pow(10.0, -6 + 2 * k);
+		test_fill_random(x, 1024, 99 + k);
+		for (int i = 0; i < 1024; i++)
+			x[i] = (float)(x[i] * scale);
+		memset(x + 64, 0, 32 * sizeof *x);
+		x[200] = (float)(1e3 * scale);
+		act_init(&b, x, 1024);
+		T_CHECK(t, b.a.n == 1024);
+		T_CHECKF(t, b.d[2] == 0.0f && b.s[2] == 0.0f, "zero block: d %g s %g", b.d[2], b.s[2]);
+		for (int blk = 0; blk < 32; blk++) {
+			int sum = 0;
+			for (int j = 0; j < 32; j++) {
+				int i = blk * 32 + j;
+				double err = fabs((double)x[i] - (double)b.q[i] * b.d[blk]);
+				T_CHECKF(t, b.q[i] >= -127 && b.q[i] <= 127, "q[%d] = %d", i, b.q[i]);
+				T_CHECKF(t, err <= 0.5 * b.d[blk] * (1 + 1e-5) + 1e-30,
+					 "scale %g elem %d: |x - qd| = %g > d/2 = %g", scale, i, err,
+					 0.5 * b.d[blk]);
+				sum += b.q[i];
+			}
+			T_CHECKF(t, fabsf(b.s[blk] - b.d[blk] * (float)sum) <= 1e-6f * fabsf(b.s[blk]) + 1e-30f,
+				 "block %d: s %g, d*sum %g", blk, b.s[blk], b.d[blk] * (float)sum);
+		}
+	}
+}
+
+/* One row against one quantised activation vector:
+ *  - each available kernel set within 1e-5 (relative to sum |w_i a_i|) of
+ *    the exact sum of dequant(w)[i] * q[i] * d[i/32] in double;
+ *  - the active set within the activation-rounding bound of the fp32
+ *    dot in double: sum_i |dequant(w)[i]| * |x[i] - q[i] d[i/32]|
+ *    (measured, not estimated), plus the same 1e-5 slack. */
+static int act_row_ok(struct test_ctx *t, const char *what, uint32_t type, const uint8_t *w,
+		      const float *x, const struct quant_act *a)
+{
+	static float wd[MAX_N];
+	size_t n = a->n;
+	double exact = 0.0, mag = 0.0, ref = 0.0, bound = 0.0;
+	float got;
+
+	quant_dequant_row(type, w, wd, n);
+	for (size_t i = 0; i < n; i++) {
+		double av = (double)a->q[i] * a->d[i / 32];
+		exact += (double)wd[i] * av;
+		mag += fabs((double)wd[i] * av);
+		ref += (double)wd[i] * x[i];
+		bound += fabs((double)wd[i]) * fabs((double)x[i] - av);
+	}
+	for (size_t k = 0; k < sizeof k_impls / sizeof k_impls[0]; k++) {
+		if (!quant_impl_available(k_impls[k]))
+			continue;
+		got = quant_act_dot_impl(k_impls[k], type, w, a);
+		if (!(fabs((double)got - exact) <= 1e-5 * mag + 1e-30)) {
+			T_FAIL(t, "%s %s [%s]: %.9g vs exact %.9g (sum|wa| %.6g)", quant_name(type),
+			       what, quant_impl_name(k_impls[k]), got, exact, mag);
+			return 0;
+		}
+	}
+	got = quant_act_dot(type, w, a);
+	if (!(fabs((double)got - ref) <= bound + 1e-5 * mag + 1e-30)) {
+		T_FAIL(t, "%s %s: int8 path %.9g vs fp32 dot %.9g, beyond the rounding bound %.3g",
+		       quant_name(type), what, got, ref, bound);
+		return 0;
+	}
+	return 1;
+}
+
+/* Every tensor of the default model in one of the four formats (token_embd
+ * Q8_0; attention and FFN weights Q5_0, Q4_K, Q6_K, Q8_0): 8 rows spread
+ * over each, against activations of two magnitudes. */
+static void quant_act_kernels_vs_exact_model_rows(struct test_ctx *t)
+{
+	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K };
+	static float x[MAX_N];
+	static struct act_buf b;
+	int seen[4] = { 0 };
+	char err[512], name[96];
+	struct gguf *g = NULL;
+
+	if (gguf_open(&g, test_model_path(), err, sizeof err))
+		T_CHECKF(t, 0, "model required (make model): %s", err);
+	for (uint64_t ti = 0; ti < g->n_tensor && !t->failed; ti++) {
+		const struct gguf_tensor *tn = &g->tensor[ti];
+		size_t n = (size_t)tn->ne[0], rb;
+		uint64_t rows;
+		int k = -1;
+
+		for (int i = 0; i < 4; i++)
+			if (tn->type == types[i])
+				k = i;
+		if (k < 0 || tn->n_dims != 2 || n > MAX_N || !quant_act_supported(tn->type, n))
+			continue;
+		rb = quant_row_bytes(tn->type, n);
+		rows = tn->ne[1];
+		snprintf(name, sizeof name, "%.*s", (int)tn->name.len, tn->name.ptr);
+		for (int mag = 0; mag < 2 && !t->failed; mag++) {
+			test_fill_random(x, n, ti * 2 + (uint64_t)mag);
+			for (size_t i = 0; i < n; i++)
+				x[i] *= mag ? 40.0f : 0.5f;
+			act_init(&b, x, n);
+			for (uint64_t r = 0; r < 8; r++) {
+				uint64_t row = r * (rows - 1) / 7;
+				if (!act_row_ok(t, name, tn->type,
+						(const uint8_t *)tn->data + row * rb, x, &b.a))
+					break;
+			}
+		}
+		seen[k]++;
+	}
+	gguf_close(g);
+	for (int i = 0; i < 4 && !t->failed; i++)
+		T_CHECKF(t, seen[i] > 0, "no %s tensor in the model", quant_name(types[i]));
+}
+
+/* Random bytes everywhere (all nibble, high-bit, scale and -128 patterns)
+ * with finite fp16 scales of either sign, all-zero and all-0xff payloads,
+ * rows of 1 to 16 super-blocks' worth of elements. */
+static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
+{
+	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K };
+	static const size_t lens[] = { 32, 64, 96, 256, 512, 640, 1024, 2048, 4096 };
+	static uint8_t w[MAX_N / 32 * 210];
+	static float x[MAX_N];
+	static struct act_buf b;
+	uint64_t s = 0x9e3779b97f4a7c15ull;
+
+	for (size_t ti = 0; ti < 4 && !t->failed; ti++) {
+		uint32_t type = types[ti];
+		size_t be = quant_block_elems(type), bb = quant_block_bytes(type);
+		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
+			size_t n = lens[li], nb = n / be;
+			char what[64];
+			if (n % be)
+				continue;
+			T_CHECK(t, quant_act_supported(type, n));
+			for (int pat = 0; pat < 4 && !t->failed; pat++) {
+				for (size_t i = 0; i < nb * bb; i++) {
+					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+					w[i] = pat == 0 ? 0x00 : pat == 1 ? 0xff : (uint8_t)(s >> 32);
+				}
+				for (size_t k = 0; k < nb; k++) {
+					uint8_t *blk = w + k * bb;
+					int n_f16 = type == QT_Q4_K ? 2 : 1;
+					size_t at = type == QT_Q6_K ? 208 : 0;
+					for (int f = 0; f < n_f16; f++) {
+						uint16_t h;
+						s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+						h = quant_f32_to_f16((float)((s & 1) ? -1 : 1) *
+								     (float)(1e-3 + 0.099 * (double)(s >> 40) / 16777216.0));
+						blk[at + 2 * (size_t)f] = (uint8_t)h;
+						blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
+					}
+				}
+				test_fill_random(x, n, li * 4 + (uint64_t)pat);
+				act_init(&b, x, n);
+				snprintf(what, sizeof what, "n=%zu pattern %d", n, pat);
+				act_row_ok(t, what, type, w, x, &b.a);
+			}
+		}
+	}
+	T_CHECK(t, !quant_act_supported(QT_Q4_K, 640) && !quant_act_supported(QT_F32, 64) &&
+		   !quant_act_supported(QT_Q8_0, 0) && !quant_act_supported(QT_Q8_0, 48));
+}
+
+/* quant_act_dot and quant_act_matvec run the active set, bit for bit. */
+static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
+{
+	static uint8_t w[4 * 8 * 34];
+	static float x[256], y[4];
+	static struct act_buf b;
+
+	for (size_t i = 0; i < sizeof w; i++)
+		w[i] = (uint8_t)(i * 37 + 11);
+	for (int k = 0; k < 32; k++)
+		w[k * 34 + 1] = 0x1c; /* d finite */
+	test_fill_random(x, 256, 5);
+	act_init(&b, x, 256);
+	quant_act_matvec(QT_Q8_0, w, 8 * 34, 4, &b.a, y);
+	for (int r = 0; r < 4; r++) {
+		float one = quant_act_dot(QT_Q8_0, w + r * 8 * 34, &b.a);
+		float ref = quant_act_dot_impl(quant_impl_active(), QT_Q8_0, w + r * 8 * 34, &b.a);
+		T_CHECKF(t, !memcmp(&one, &ref, sizeof one) && !memcmp(&one, &y[r], sizeof one),
+			 "row %d: dot %.9g, %s %.9g, matvec %.9g", r, one,
+			 quant_impl_name(quant_impl_active()), ref, y[r]);
+	}
+}
+
+const struct test_case test_quant_act[] = {
+	{ "quant_act_quantize_bounds", quant_act_quantize_bounds },
+	{ "quant_act_kernels_vs_exact_model_rows", quant_act_kernels_vs_exact_model_rows },
+	{ "quant_act_kernels_vs_exact_random_blocks", quant_act_kernels_vs_exact_random_blocks },
+	{ "quant_act_dispatch_uses_active_set", quant_act_dispatch_uses_active_set },
+	{ NULL, NULL },
+};
