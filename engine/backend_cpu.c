@@ -208,6 +208,13 @@ struct backend_ws {
 	float *sm;     /* [n_head][n_batch] running sums */
 	struct quant_act act; /* one token's input as int8 blocks: q [max_cols],
 	                         d, s [max_cols / 32] */
+	int n_part;    /* decode attention: key ranges run in parallel (threads) */
+	float *pk;     /* [n_part][ATTN_TILE][d_head] keys of a part's tile */
+	float *pv;     /* [n_part][ATTN_TILE][d_head] */
+	float *ps;     /* [n_part][n_head][ATTN_TILE] scores */
+	float *po;     /* [n_part][n_head][d_head] unnormalised outputs */
+	float *pm;     /* [n_part][n_head] running maxima */
+	float *pl;     /* [n_part][n_head] running sums */
 };
 
 static void cpu_ws_free(struct backend_ws *ws)
@@ -223,6 +230,12 @@ static void cpu_ws_free(struct backend_ws *ws)
 	free(ws->act.q);
 	free(ws->act.d);
 	free(ws->act.s);
+	free(ws->pk);
+	free(ws->pv);
+	free(ws->ps);
+	free(ws->po);
+	free(ws->pm);
+	free(ws->pl);
 	free(ws);
 }
 
@@ -231,8 +244,8 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 {
 	struct backend_ws *ws = calloc(1, sizeof *ws);
 	size_t nb = (size_t)sz->n_batch, d = (size_t)sz->d_head;
+	size_t np = (size_t)b->n_threads, nh = (size_t)sz->n_head;
 
-	(void)b;
 	*out = NULL;
 	if (!ws)
 		return SEKV_ENOMEM;
@@ -246,8 +259,16 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	ws->act.q = malloc(sz->max_cols > 0 ? (size_t)sz->max_cols : 1);
 	ws->act.d = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
 	ws->act.s = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
+	ws->n_part = (int)np;
+	ws->pk = malloc(sizeof(float) * np * ATTN_TILE * d);
+	ws->pv = malloc(sizeof(float) * np * ATTN_TILE * d);
+	ws->ps = malloc(sizeof(float) * np * nh * ATTN_TILE);
+	ws->po = malloc(sizeof(float) * np * nh * d);
+	ws->pm = malloc(sizeof(float) * np * nh);
+	ws->pl = malloc(sizeof(float) * np * nh);
 	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
-	    !ws->act.q || !ws->act.d || !ws->act.s) {
+	    !ws->act.q || !ws->act.d || !ws->act.s || !ws->pk || !ws->pv || !ws->ps ||
+	    !ws->po || !ws->pm || !ws->pl) {
 		cpu_ws_free(ws);
 		return SEKV_ENOMEM;
 	}
@@ -438,17 +459,23 @@ static void rows_f16_to_f32(const uint16_t *x, float *y, size_t n)
 	quant_f16_to_f32_row(x + i, y + i, n - i);
 }
 
-/* sum_e x[e] y[e] in LANES partial sums (vectorised without -ffast-math) */
+/* sum_e x[e] y[e] in 2 x LANES partial sums (vectorised without
+ * -ffast-math; two independent chains so FMA latency does not bound it) */
 static float dot_lanes(const float *restrict x, const float *restrict y, int n)
 {
-	float acc[LANES] = { 0 }, s = 0.0f;
+	float acc[LANES] = { 0 }, acc2[LANES] = { 0 }, s = 0.0f;
 	int e = 0;
 
+	for (; e + 2 * LANES <= n; e += 2 * LANES)
+		for (int k = 0; k < LANES; k++) {
+			acc[k] += x[e + k] * y[e + k];
+			acc2[k] += x[e + LANES + k] * y[e + LANES + k];
+		}
 	for (; e + LANES <= n; e += LANES)
 		for (int k = 0; k < LANES; k++)
 			acc[k] += x[e + k] * y[e + k];
 	for (int k = 0; k < LANES; k++)
-		s += acc[k];
+		s += acc[k] + acc2[k];
 	for (; e < n; e++)
 		s += x[e] * y[e];
 	return s;
@@ -457,7 +484,12 @@ static float dot_lanes(const float *restrict x, const float *restrict y, int n)
 /* y[e] += a x[e] */
 static void axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
 {
-	for (int e = 0; e < n; e++)
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			y[e + k] += a * x[e + k];
+	for (; e < n; e++)
 		y[e] += a * x[e];
 }
 
@@ -499,6 +531,127 @@ static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
 	}
 }
 
+/* ---- decode attention: one query, key ranges in parallel ------------- */
+
+struct attn1_job {
+	const struct backend_attn *a;
+	struct backend_ws *ws;
+	int lo;        /* first visible position */
+	int n_key;     /* visible positions: lo .. lo + n_key - 1 */
+	int n_part;    /* parts the keys are cut into (one per chunk of work) */
+};
+
+/* Part `part` of the keys: for every KV head, tiles of keys are turned to
+ * fp32 once and serve all query heads of the group (scores of a key for
+ * every head, then every head's output row gets that key's value), with
+ * a running max and sum per head (flash-decoding: parts merge later). */
+static void attn1_part(struct attn1_job *j, int part)
+{
+	const struct backend_attn *a = j->a;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, kvw = a->n_head_kv * d, group = a->n_head / a->n_head_kv;
+	int k0, k1;
+	float *kt = ws->pk + (size_t)part * ATTN_TILE * d;
+	float *vt = ws->pv + (size_t)part * ATTN_TILE * d;
+	float *ps = ws->ps + (size_t)part * a->n_head * ATTN_TILE;
+	float *po = ws->po + (size_t)part * a->n_head * d;
+	float *pm = ws->pm + (size_t)part * a->n_head, *pl = ws->pl + (size_t)part * a->n_head;
+
+	chunk(j->n_key, j->n_part, part, &k0, &k1);
+	for (int h = 0; h < a->n_head; h++) {
+		pm[h] = -INFINITY;
+		pl[h] = 0.0f;
+	}
+	memset(po, 0, sizeof(float) * (size_t)a->n_head * d);
+	for (int g = 0; g < a->n_head_kv; g++) {
+		for (int t0 = k0; t0 < k1; t0 += ATTN_TILE) {
+			int T = k1 - t0 < ATTN_TILE ? k1 - t0 : ATTN_TILE;
+			for (int t = 0; t < T; t++) {
+				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
+				rows_f16_to_f32(a->k + row, kt + (size_t)t * d, (size_t)d);
+				rows_f16_to_f32(a->v + row, vt + (size_t)t * d, (size_t)d);
+			}
+			for (int hh = 0; hh < group; hh++) {
+				int h = g * group + hh;
+				const float *qh = a->q + (size_t)h * d;
+				float *s = ps + (size_t)h * ATTN_TILE, m = pm[h], f;
+				double sum = 0.0;
+				for (int t = 0; t < T; t++) {
+					s[t] = a->scale * dot_lanes(qh, kt + (size_t)t * d, d);
+					m = s[t] > m ? s[t] : m;
+				}
+				f = pm[h] == -INFINITY ? 0.0f : exp_fast(pm[h] - m);
+				for (int t = 0; t < T; t++) {
+					s[t] = exp_fast(s[t] - m);
+					sum += s[t];
+				}
+				if (f != 1.0f)
+					for (int e = 0; e < d; e++)
+						po[(size_t)h * d + e] *= f;
+				for (int t = 0; t < T; t++)
+					axpy_lanes(po + (size_t)h * d, s[t], vt + (size_t)t * d, d);
+				pl[h] = pl[h] * f + (float)sum;
+				pm[h] = m;
+			}
+		}
+	}
+}
+
+static void attn1_rows(void *ctx, int i0, int i1)
+{
+	for (int p = i0; p < i1; p++)
+		attn1_part(ctx, p);
+}
+
+/* out[h] = sum_p exp(m_p - M) o_p / sum_p exp(m_p - M) l_p over the parts. */
+static void attn1_merge(const struct attn1_job *j)
+{
+	const struct backend_attn *a = j->a;
+	const struct backend_ws *ws = j->ws;
+	int d = a->d_head;
+
+	for (int h = 0; h < a->n_head; h++) {
+		float M = -INFINITY, L = 0.0f, *out = a->out + (size_t)h * d;
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * a->n_head + h];
+			M = m > M ? m : M;
+		}
+		memset(out, 0, sizeof(float) * (size_t)d);
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * a->n_head + h], f;
+			if (m == -INFINITY)
+				continue;
+			f = exp_fast(m - M);
+			L += f * ws->pl[(size_t)p * a->n_head + h];
+			axpy_lanes(out, f, ws->po + ((size_t)p * a->n_head + h) * d, d);
+		}
+		if (L > 0.0f)
+			for (int e = 0; e < d; e++)
+				out[e] /= L;
+	}
+}
+
+/* One query at position pos0: cuts the visible keys into one part per
+ * thread (parts of at least ATTN_TILE keys) and merges them. */
+static void attention_one(struct backend *b, struct backend_ws *ws,
+			  const struct backend_attn *a)
+{
+	int lo = a->window > 0 ? a->pos0 - a->window + 1 : 0;
+	struct attn1_job j;
+
+	if (lo < 0)
+		lo = 0;
+	j.a = a;
+	j.ws = ws;
+	j.lo = lo;
+	j.n_key = a->pos0 - lo + 1;
+	j.n_part = (j.n_key + ATTN_TILE - 1) / ATTN_TILE;
+	if (j.n_part > ws->n_part)
+		j.n_part = ws->n_part;
+	parallel_for(b->impl, j.n_part, 1, attn1_rows, &j);
+	attn1_merge(&j);
+}
+
 static int cpu_attention(struct backend *b, struct backend_ws *ws,
 			 const struct backend_attn *a)
 {
@@ -513,6 +666,10 @@ static int cpu_attention(struct backend *b, struct backend_ws *ws,
 		return SEKV_EINVAL;
 	if (lo_first < 0)
 		lo_first = 0;
+	if (a->n == 1 && a->n_head <= ws->sz.n_head) {
+		attention_one(b, ws, a);
+		return 0;
+	}
 	for (int i = 0; i < a->n; i++)
 		memset(a->out + (size_t)i * ld, 0, sizeof(float) * ld);
 
@@ -546,17 +703,6 @@ static int cpu_attention(struct backend *b, struct backend_ws *ws,
 				float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
 				const float *qh = a->q + (size_t)i_a * ld + (size_t)h * d;
 				float *oh = a->out + (size_t)i_a * ld + (size_t)h * d;
-				if (nr == 1) {
-					/* one query (decode): plain loops; BLAS would
-					 * only add call and thread overhead */
-					for (int t = 0; t < T; t++)
-						ws->s[t] = a->scale * dot_lanes(qh, ws->kt + (size_t)t * d, d);
-					attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
-					for (int t = 0; t < T; t++)
-						if (ws->s[t] != 0.0f)
-							axpy_lanes(oh, ws->s[t], ws->vt + (size_t)t * d, d);
-					continue;
-				}
 				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d,
 					    a->scale, qh, ld, ws->kt, d, 0.0f, ws->s, T);
 				attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
