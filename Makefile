@@ -1,5 +1,6 @@
 # sekv - one non-recursive Makefile. Objects under build/, binaries under bin/.
-# make | make test | make asan | make bench | make deps | make model | make run | make clean
+# make | make test | make asan | make bench | make bench-compare | make bench-deps
+# make deps | make model | make run | make clean
 
 CC      ?= cc
 CXX     ?= c++
@@ -18,8 +19,8 @@ LIB_CC  = $(wildcard engine/*.cc)
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
-.PHONY: all test asan bench deps model run clean check-model
-all: $(BIN)/sekv $(BIN)/sekv-tests
+.PHONY: all test asan bench bench-compare bench-deps deps model run clean check-model
+all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw
 	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
 
 $(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
@@ -29,6 +30,15 @@ $(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
 $(BIN)/sekv-tests: $(TEST_OBJ) $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
+
+# Benchmarks (bench/): our engine's tokens/s and the machine's memory bandwidth.
+$(BIN)/sekv-bench: $(BUILD)/bench/engine_bench.o $(BUILD)/libsekv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
+
+$(BIN)/sekv-membw: $(BUILD)/bench/membw.o
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^
 
 $(BUILD)/libsekv.a: $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -60,8 +70,19 @@ asan: model
 		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
 	SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
 
-bench: all model
+# bench/run.sh, then the comparison with llama.cpp last (it ends with the
+# RATIO lines).
+bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	sh bench/run.sh
+	MODEL=$(MODEL) sh bench/compare_llamacpp.sh
+
+bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
+	MODEL=$(MODEL) sh bench/compare_llamacpp.sh
+
+# llama.cpp through its Python binding, for bench-compare (builds llama.cpp
+# from source; not used by CI).
+bench-deps:
+	python3 -m pip install llama-cpp-python==0.3.36
 
 run: deps model all
 	sh tools/run_sample.sh

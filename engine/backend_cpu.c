@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #define ATTN_TILE 256 /* keys per attention tile */
+#define ATTN_QBLK 64  /* queries per batch-attention work item */
 #define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
 
 /* exp(x) for x in [-87, 88] (clamped outside), relative error < 1e-7
@@ -65,7 +66,8 @@ static inline float exp_fast(float x)
  * variable. The caller spins for the workers to finish. */
 #define POOL_SPIN_NS 2000000LL
 
-typedef void (*pool_fn)(void *ctx, int i0, int i1);
+/* Runs items [i0, i1) on worker tid (0 = the calling thread). */
+typedef void (*pool_fn)(void *ctx, int i0, int i1, int tid);
 
 struct cpu {
 	int n_threads;
@@ -160,7 +162,7 @@ static void *worker_main(void *arg)
 			return NULL;
 		chunk(c->n_items, c->n_threads, id, &i0, &i1);
 		if (i0 < i1)
-			c->fn(c->ctx, i0, i1);
+			c->fn(c->ctx, i0, i1, id);
 		atomic_fetch_sub_explicit(&c->pending, 1, memory_order_release);
 	}
 }
@@ -174,7 +176,7 @@ static void parallel_for(struct cpu *c, int n_items, int min_per_thread,
 
 	if (c->n_threads <= 1 || n_items < 2 * min_per_thread) {
 		if (n_items > 0)
-			fn(ctx, 0, n_items);
+			fn(ctx, 0, n_items, 0);
 		return;
 	}
 	c->fn = fn;
@@ -190,7 +192,7 @@ static void parallel_for(struct cpu *c, int n_items, int min_per_thread,
 
 	chunk(n_items, c->n_threads, 0, &i0, &i1);
 	if (i0 < i1)
-		fn(ctx, i0, i1);
+		fn(ctx, i0, i1, 0);
 
 	for (unsigned spins = 0; atomic_load_explicit(&c->pending, memory_order_acquire) > 0; spins++)
 		cpu_backoff(spins);
@@ -211,10 +213,11 @@ struct backend_ws {
 	int n_part;    /* decode attention: key ranges run in parallel (threads) */
 	float *pk;     /* [n_part][ATTN_TILE][d_head] keys of a part's tile */
 	float *pv;     /* [n_part][ATTN_TILE][d_head] */
-	float *ps;     /* [n_part][n_head][ATTN_TILE] scores */
+	int ps_rows;   /* max(n_head, ATTN_QBLK): score rows of one part */
+	float *ps;     /* [n_part][ps_rows][ATTN_TILE] scores */
 	float *po;     /* [n_part][n_head][d_head] unnormalised outputs */
-	float *pm;     /* [n_part][n_head] running maxima */
-	float *pl;     /* [n_part][n_head] running sums */
+	float *pm;     /* [n_part][ps_rows] running maxima */
+	float *pl;     /* [n_part][ps_rows] running sums */
 };
 
 static void cpu_ws_free(struct backend_ws *ws)
@@ -262,10 +265,11 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	ws->n_part = (int)np;
 	ws->pk = malloc(sizeof(float) * np * ATTN_TILE * d);
 	ws->pv = malloc(sizeof(float) * np * ATTN_TILE * d);
-	ws->ps = malloc(sizeof(float) * np * nh * ATTN_TILE);
+	ws->ps_rows = nh > ATTN_QBLK ? (int)nh : ATTN_QBLK;
+	ws->ps = malloc(sizeof(float) * np * (size_t)ws->ps_rows * ATTN_TILE);
 	ws->po = malloc(sizeof(float) * np * nh * d);
-	ws->pm = malloc(sizeof(float) * np * nh);
-	ws->pl = malloc(sizeof(float) * np * nh);
+	ws->pm = malloc(sizeof(float) * np * (size_t)ws->ps_rows);
+	ws->pl = malloc(sizeof(float) * np * (size_t)ws->ps_rows);
 	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
 	    !ws->act.q || !ws->act.d || !ws->act.s || !ws->pk || !ws->pv || !ws->ps ||
 	    !ws->po || !ws->pm || !ws->pl) {
@@ -285,35 +289,52 @@ struct mm_job {
 	float *y;
 	float *wbuf;
 	const struct quant_act *act;
+	int n;        /* batch rows of x and y */
+	int ldy;
 };
 
-static void mm_dequant_rows(void *ctx, int i0, int i1)
+/* Batch: this thread's slice of weight rows [i0, i1), dequantised into
+ * its own part of wbuf (F32 weights are used in place), times the whole
+ * batch with a single-threaded sgemm into columns [i0, i1) of y. The rows
+ * are still in cache when sgemm reads them. */
+static void mm_gemm_rows(void *ctx, int i0, int i1, int tid)
 {
 	struct mm_job *j = ctx;
 	const uint8_t *base = (const uint8_t *)j->w->data;
 	size_t cols = (size_t)j->w->cols;
+	const float *wf;
 
-	for (int r = i0; r < i1; r++)
-		quant_dequant_row(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
-				  j->wbuf + (size_t)r * cols, cols);
+	(void)tid;
+	if (j->w->type == QT_F32) {
+		wf = (const float *)(base + (size_t)(j->r0 + i0) * j->w->row_bytes);
+	} else {
+		for (int r = i0; r < i1; r++)
+			quant_dequant_row(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
+					  j->wbuf + (size_t)r * cols, cols);
+		wf = j->wbuf + (size_t)i0 * cols;
+	}
+	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, i1 - i0, (int)cols,
+		    1.0f, j->x, (int)cols, wf, (int)cols, 0.0f, j->y + i0, j->ldy);
 }
 
-static void mm_dot_rows(void *ctx, int i0, int i1)
+static void mm_dot_rows(void *ctx, int i0, int i1, int tid)
 {
 	struct mm_job *j = ctx;
 	const uint8_t *base = (const uint8_t *)j->w->data;
 	size_t cols = (size_t)j->w->cols;
 
+	(void)tid;
 	for (int r = i0; r < i1; r++)
 		j->y[r] = quant_dot_row(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
 					j->x, cols);
 }
 
-static void mm_act_rows(void *ctx, int i0, int i1)
+static void mm_act_rows(void *ctx, int i0, int i1, int tid)
 {
 	struct mm_job *j = ctx;
 	const uint8_t *base = (const uint8_t *)j->w->data;
 
+	(void)tid;
 	for (int r = i0; r < i1; r++)
 		j->y[r] = quant_act_dot(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
 					j->act);
@@ -324,8 +345,7 @@ static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		       const float *x, int n, float *y, int ldy)
 {
 	struct cpu *c = b->impl;
-	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL };
-	const float *wf;
+	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL, n, ldy };
 
 	if (n == 1) {
 		if (b->act_q8 && ws && w->cols <= ws->sz.max_cols && quant_act_supported(w->type, (size_t)w->cols)) {
@@ -337,14 +357,7 @@ static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		}
 		return;
 	}
-	if (w->type == QT_F32) {
-		wf = (const float *)((const uint8_t *)w->data + (size_t)r0 * w->row_bytes);
-	} else {
-		parallel_for(c, rows, 16, mm_dequant_rows, &j);
-		wf = ws->wbuf;
-	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, w->cols,
-		    1.0f, x, w->cols, wf, w->cols, 0.0f, y, ldy);
+	parallel_for(c, rows, 16, mm_gemm_rows, &j);
 }
 
 static void cpu_get_rows(struct backend *b, const struct backend_weight *w,
@@ -495,9 +508,10 @@ static void axpy_lanes(float *restrict y, float a, const float *restrict x, int 
 
 /* Softmax step for one tile and one query head over score rows [0, nr)
  * (query i = i_a + r): masks keys outside [lo_i, p_i], updates the running
- * max/sum and rescales the output row by the change of max. */
+ * max/sum (mx[i - i_base], sm[i - i_base]) and rescales the output row by
+ * the change of max. */
 static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
-			      int T, int i_a, int t0, int h, float *mx, float *sm)
+			      int T, int i_a, int t0, int h, float *mx, float *sm, int i_base)
 {
 	int ld = a->n_head * a->d_head;
 
@@ -506,7 +520,7 @@ static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
 		int lo = a->window > 0 ? p - a->window + 1 : 0;
 		int j0 = lo > t0 ? lo - t0 : 0;
 		int j1 = p - t0 + 1 < T ? p - t0 + 1 : T; /* exclusive */
-		float *sr = s + (size_t)r * T, m_old = mx[i], m_new = m_old, f;
+		float *sr = s + (size_t)r * T, m_old = mx[i - i_base], m_new = m_old, f;
 		double sum = 0.0;
 
 		for (int j = j0; j < j1; j++)
@@ -526,8 +540,8 @@ static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
 			for (int e = 0; e < a->d_head; e++)
 				o[e] *= f;
 		}
-		sm[i] = sm[i] * f + (float)sum;
-		mx[i] = m_new;
+		sm[i - i_base] = sm[i - i_base] * f + (float)sum;
+		mx[i - i_base] = m_new;
 	}
 }
 
@@ -553,9 +567,9 @@ static void attn1_part(struct attn1_job *j, int part)
 	int k0, k1;
 	float *kt = ws->pk + (size_t)part * ATTN_TILE * d;
 	float *vt = ws->pv + (size_t)part * ATTN_TILE * d;
-	float *ps = ws->ps + (size_t)part * a->n_head * ATTN_TILE;
+	float *ps = ws->ps + (size_t)part * ws->ps_rows * ATTN_TILE;
 	float *po = ws->po + (size_t)part * a->n_head * d;
-	float *pm = ws->pm + (size_t)part * a->n_head, *pl = ws->pl + (size_t)part * a->n_head;
+	float *pm = ws->pm + (size_t)part * ws->ps_rows, *pl = ws->pl + (size_t)part * ws->ps_rows;
 
 	chunk(j->n_key, j->n_part, part, &k0, &k1);
 	for (int h = 0; h < a->n_head; h++) {
@@ -597,8 +611,10 @@ static void attn1_part(struct attn1_job *j, int part)
 	}
 }
 
-static void attn1_rows(void *ctx, int i0, int i1)
+static void attn1_rows(void *ctx, int i0, int i1, int tid)
 {
+	(void)tid;
+
 	for (int p = i0; p < i1; p++)
 		attn1_part(ctx, p);
 }
@@ -613,16 +629,16 @@ static void attn1_merge(const struct attn1_job *j)
 	for (int h = 0; h < a->n_head; h++) {
 		float M = -INFINITY, L = 0.0f, *out = a->out + (size_t)h * d;
 		for (int p = 0; p < j->n_part; p++) {
-			float m = ws->pm[(size_t)p * a->n_head + h];
+			float m = ws->pm[(size_t)p * ws->ps_rows + h];
 			M = m > M ? m : M;
 		}
 		memset(out, 0, sizeof(float) * (size_t)d);
 		for (int p = 0; p < j->n_part; p++) {
-			float m = ws->pm[(size_t)p * a->n_head + h], f;
+			float m = ws->pm[(size_t)p * ws->ps_rows + h], f;
 			if (m == -INFINITY)
 				continue;
 			f = exp_fast(m - M);
-			L += f * ws->pl[(size_t)p * a->n_head + h];
+			L += f * ws->pl[(size_t)p * ws->ps_rows + h];
 			axpy_lanes(out, f, ws->po + ((size_t)p * a->n_head + h) * d, d);
 		}
 		if (L > 0.0f)
@@ -652,74 +668,97 @@ static void attention_one(struct backend *b, struct backend_ws *ws,
 	attn1_merge(&j);
 }
 
+/* ---- batch attention: (head, block of queries) items in parallel ------ */
+
+struct attnb_job {
+	const struct backend_attn *a;
+	struct backend_ws *ws;
+	int n_qb;      /* query blocks of ATTN_QBLK */
+};
+
+/* Queries [i0, i1) of head h, on thread tid's scratch: key tiles from the
+ * first key any of them sees to the last, each turned to fp32, scored by
+ * sgemm, folded by the online softmax and accumulated by sgemm. */
+static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int tid)
+{
+	const struct backend_attn *a = j->a;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, ld = a->n_head * d, kvw = a->n_head_kv * d;
+	int g = h / (a->n_head / a->n_head_kv);
+	int p_last = a->pos0 + i1 - 1;
+	int lo = a->window > 0 ? a->pos0 + i0 - a->window + 1 : 0;
+	float *kt = ws->pk + (size_t)tid * ATTN_TILE * d;
+	float *vt = ws->pv + (size_t)tid * ATTN_TILE * d;
+	float *s = ws->ps + (size_t)tid * ws->ps_rows * ATTN_TILE;
+	float *mx = ws->pm + (size_t)tid * ws->ps_rows, *sm = ws->pl + (size_t)tid * ws->ps_rows;
+
+	if (lo < 0)
+		lo = 0;
+	for (int i = i0; i < i1; i++) {
+		memset(a->out + (size_t)i * ld + (size_t)h * d, 0, sizeof(float) * (size_t)d);
+		mx[i - i0] = -INFINITY;
+		sm[i - i0] = 0.0f;
+	}
+	for (int t0 = lo; t0 <= p_last; t0 += ATTN_TILE) {
+		int t1 = t0 + ATTN_TILE <= p_last + 1 ? t0 + ATTN_TILE : p_last + 1;
+		int T = t1 - t0;
+		int i_a = t0 - a->pos0 > i0 ? t0 - a->pos0 : i0;
+		int i_b = a->window > 0 ? t1 + a->window - 1 - a->pos0 : i1;
+		int nr;
+
+		if (i_b > i1)
+			i_b = i1;
+		nr = i_b - i_a;
+		if (nr <= 0)
+			continue;
+		for (int t = 0; t < T; t++) {
+			size_t row = (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d;
+			rows_f16_to_f32(a->k + row, kt + (size_t)t * d, (size_t)d);
+			rows_f16_to_f32(a->v + row, vt + (size_t)t * d, (size_t)d);
+		}
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d, a->scale,
+			    a->q + (size_t)i_a * ld + (size_t)h * d, ld, kt, d, 0.0f, s, T);
+		attn_softmax_tile(a, s, nr, T, i_a, t0, h, mx, sm, i0);
+		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, T, 1.0f, s, T,
+			    vt, d, 1.0f, a->out + (size_t)i_a * ld + (size_t)h * d, ld);
+	}
+	for (int i = i0; i < i1; i++) {
+		float *o = a->out + (size_t)i * ld + (size_t)h * d;
+		float inv = sm[i - i0] > 0.0f ? 1.0f / sm[i - i0] : 0.0f;
+		for (int e = 0; e < d; e++)
+			o[e] *= inv;
+	}
+}
+
+/* Items are head-major (item = h * n_qb + block), so with as many heads
+ * per thread each thread gets every block of its heads (causal blocks
+ * grow in cost along the sequence). */
+static void attnb_rows(void *ctx, int i0, int i1, int tid)
+{
+	const struct attnb_job *j = ctx;
+
+	for (int it = i0; it < i1; it++) {
+		int h = it / j->n_qb, qb = it % j->n_qb;
+		int q1 = (qb + 1) * ATTN_QBLK < j->a->n ? (qb + 1) * ATTN_QBLK : j->a->n;
+		attnb_block(j, h, qb * ATTN_QBLK, q1, tid);
+	}
+}
+
 static int cpu_attention(struct backend *b, struct backend_ws *ws,
 			 const struct backend_attn *a)
 {
-	int d = a->d_head, ld = a->n_head * d, kvw = a->n_head_kv * d;
-	int group = a->n_head / a->n_head_kv;
-	int p_last = a->pos0 + a->n - 1;
-	int lo_first = a->window > 0 ? a->pos0 - a->window + 1 : 0;
+	int group = a->n_head_kv > 0 ? a->n_head / a->n_head_kv : 0;
 
-	(void)b;
 	if (a->n < 1 || a->n > ws->sz.n_batch || a->n_head > ws->sz.n_head ||
-	    d > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
+	    a->d_head > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
 		return SEKV_EINVAL;
-	if (lo_first < 0)
-		lo_first = 0;
-	if (a->n == 1 && a->n_head <= ws->sz.n_head) {
+	if (a->n == 1) {
 		attention_one(b, ws, a);
 		return 0;
 	}
-	for (int i = 0; i < a->n; i++)
-		memset(a->out + (size_t)i * ld, 0, sizeof(float) * ld);
-
-	for (int g = 0; g < a->n_head_kv; g++) {
-		for (int hh = 0; hh < group; hh++) {
-			float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
-			for (int i = 0; i < a->n; i++) {
-				mx[i] = -INFINITY;
-				sm[i] = 0.0f;
-			}
-		}
-		for (int t0 = lo_first; t0 <= p_last; t0 += ATTN_TILE) {
-			int t1 = t0 + ATTN_TILE <= p_last + 1 ? t0 + ATTN_TILE : p_last + 1;
-			int T = t1 - t0;
-			int i_a = t0 - a->pos0 > 0 ? t0 - a->pos0 : 0;
-			int i_b = a->window > 0 ? t1 + a->window - 1 - a->pos0 : a->n;
-			int nr;
-
-			if (i_b > a->n)
-				i_b = a->n;
-			nr = i_b - i_a;
-			if (nr <= 0)
-				continue;
-			for (int t = 0; t < T; t++) {
-				size_t row = (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d;
-				rows_f16_to_f32(a->k + row, ws->kt + (size_t)t * d, d);
-				rows_f16_to_f32(a->v + row, ws->vt + (size_t)t * d, d);
-			}
-			for (int hh = 0; hh < group; hh++) {
-				int h = g * group + hh;
-				float *mx = ws->mx + (size_t)hh * a->n, *sm = ws->sm + (size_t)hh * a->n;
-				const float *qh = a->q + (size_t)i_a * ld + (size_t)h * d;
-				float *oh = a->out + (size_t)i_a * ld + (size_t)h * d;
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d,
-					    a->scale, qh, ld, ws->kt, d, 0.0f, ws->s, T);
-				attn_softmax_tile(a, ws->s, nr, T, i_a, t0, h, mx, sm);
-				cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, T,
-					    1.0f, ws->s, T, ws->vt, d, 1.0f, oh, ld);
-			}
-		}
-		for (int hh = 0; hh < group; hh++) {
-			int h = g * group + hh;
-			const float *sm = ws->sm + (size_t)hh * a->n;
-			for (int i = 0; i < a->n; i++) {
-				float *o = a->out + (size_t)i * ld + (size_t)h * d;
-				float inv = sm[i] > 0.0f ? 1.0f / sm[i] : 0.0f;
-				for (int e = 0; e < d; e++)
-					o[e] *= inv;
-			}
-		}
+	{
+		struct attnb_job j = { a, ws, (a->n + ATTN_QBLK - 1) / ATTN_QBLK };
+		parallel_for(b->impl, a->n_head * j.n_qb, 1, attnb_rows, &j);
 	}
 	return 0;
 }
@@ -768,10 +807,11 @@ static double row_sum_exp(const float *r, int n, float m)
 	return sum;
 }
 
-static void lse_rows(void *ctx, int i0, int i1)
+static void lse_rows(void *ctx, int i0, int i1, int tid)
 {
 	struct lse_job *j = ctx;
 
+	(void)tid;
 	for (int i = i0; i < i1; i++) {
 		const float *r = j->s + (size_t)i * j->lds;
 		float mt = row_max(r, j->cols);
@@ -876,7 +916,9 @@ int backend_cpu_open(struct backend **out, int n_threads, char *err, size_t errl
 		}
 		c->n_started++;
 	}
-	openblas_set_num_threads(n_threads);
+	/* BLAS runs inside our workers, one call per thread's slice: its own
+	 * threads would compete with ours for the same cores */
+	openblas_set_num_threads(1);
 	*out = b;
 	return 0;
 }

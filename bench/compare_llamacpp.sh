@@ -1,0 +1,142 @@
+#!/bin/sh
+# compare_llamacpp.sh - `make bench-compare`: our engine against llama.cpp on
+# the same GGUF file and the same token ids (the sample document), with the
+# same batch size and thread count, alternating runs and taking medians.
+# Cases: prefill 512 and 4096 tokens, prefill with every token's -log p
+# (512), decode 128 tokens after a 4096-token context; then the decode
+# bytes per token against this machine's copy bandwidth (bin/sekv-membw).
+# Needs bin/sekv, bin/sekv-bench, bin/sekv-membw and llama-cpp-python
+# (`make bench-deps`). Ends with five `RATIO name X` lines (ours/llama.cpp).
+set -e
+cd "$(dirname "$0")/.."
+MODEL=${MODEL:-assets/models/gemma-3-270m-q4_k_m.gguf}
+T=${BENCH_THREADS:-2}
+REPS=${BENCH_REPS:-3}
+SAMPLE=assets/samples/gnu-gpl-3-and-lgpl-3.txt
+CTX=4096
+N_DECODE=128
+
+die() {
+	echo "compare_llamacpp: $*" >&2
+	exit 1
+}
+
+if ! python3 -c 'import llama_cpp' 2>/dev/null; then
+	die "python3: llama_cpp: not importable; run \`make bench-deps\` (installs llama-cpp-python)"
+fi
+for b in bin/sekv bin/sekv-bench bin/sekv-membw; do
+	[ -x "$b" ] || die "$b: missing; run \`make bin/sekv bin/sekv-bench bin/sekv-membw\`"
+done
+[ -r "$MODEL" ] || die "$MODEL: not readable; run \`make model\` or set MODEL"
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+TOK=$TMP/tokens
+./bin/sekv tokenize -m "$MODEL" --bos -- "$(cat "$SAMPLE")" > "$TOK"
+n_tok=$(wc -w < "$TOK")
+[ "$n_tok" -ge $((CTX + N_DECODE)) ] ||
+	die "$SAMPLE: $n_tok tokens, the decode case needs $((CTX + N_DECODE))"
+
+echo "== llama.cpp comparison: $MODEL, $T threads, $REPS runs each (medians), $n_tok sample tokens"
+# Other processes on the cores distort both sides (llama.cpp's spinning
+# OpenMP threads most). cpu_busy SECONDS: percent of the CPUs busy over that
+# time; wait_quiet: waits (up to 60 s) for them to fall to 10% before a run.
+cpu_busy() {
+	(head -n 1 /proc/stat; sleep "$1"; head -n 1 /proc/stat) 2>/dev/null | awk '
+		{ idle = $5 + $6; tot = 0; for (i = 2; i <= NF; i++) tot += $i }
+		NR == 1 { i0 = idle; t0 = tot }
+		NR == 2 { printf "%.0f", (tot > t0 ? 100 * (1 - (idle - i0) / (tot - t0)) : 0) }'
+}
+n_busy=0
+wait_quiet() {
+	w=0
+	while b=$(cpu_busy 0.5) && [ "${b:-0}" -gt 10 ]; do
+		if [ "$w" -ge 60 ]; then
+			echo "  warning: CPUs still ${b}% busy after 60 s; running anyway"
+			n_busy=$((n_busy + 1))
+			return 0
+		fi
+		sleep 2
+		w=$((w + 3))
+	done
+}
+
+# run_case NAME MODE N [extra options]: REPS alternating runs of each side.
+run_case() {
+	name=$1 mode=$2 n=$3
+	shift 3
+	i=1
+	while [ "$i" -le "$REPS" ]; do
+		wait_quiet
+		./bin/sekv-bench -m "$MODEL" -t "$T" --tokens "$TOK" --mode "$mode" -n "$n" "$@" \
+			> "$TMP/out" || die "$name: sekv-bench failed"
+		echo "  $name run $i ours:      $(cat "$TMP/out")"
+		cat "$TMP/out" >> "$TMP/ours_$name"
+		wait_quiet
+		python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode "$mode" -n "$n" "$@" \
+			> "$TMP/out" || die "$name: llamacpp_bench.py failed"
+		echo "  $name run $i llama.cpp: $(cat "$TMP/out")"
+		cat "$TMP/out" >> "$TMP/llama_$name"
+		i=$((i + 1))
+	done
+}
+
+# median FILE FIELD: median of a numeric field over the lines of FILE.
+median() {
+	awk -v f="$2" '{ print $f }' "$1" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+run_case prefill_512 prefill 512
+run_case prefill_4096 prefill 4096
+run_case prefill_surprisal_512 prefill_surprisal 512
+run_case decode decode "$N_DECODE" --ctx "$CTX"
+
+echo "== same work: mean -log p of the same tokens on both sides (untimed runs)"
+for args in "--mode prefill_surprisal -n 512" "--mode decode -n 16 --ctx $CTX"; do
+	# shellcheck disable=SC2086 # args holds several options on purpose
+	./bin/sekv-bench -m "$MODEL" -t "$T" --tokens "$TOK" $args --verify 2> "$TMP/v" > /dev/null ||
+		die "verify: sekv-bench failed: $(cat "$TMP/v")"
+	echo "  ours      $args: $(grep '^verify' "$TMP/v")"
+	# shellcheck disable=SC2086
+	python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" $args --verify \
+		2> "$TMP/v" > /dev/null || die "verify: llamacpp_bench.py failed: $(cat "$TMP/v")"
+	echo "  llama.cpp $args: $(grep '^verify' "$TMP/v")"
+done
+
+echo "== llama.cpp settings"
+python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode prefill -n 512 --info \
+	2> "$TMP/info" > /dev/null || die "llama.cpp info run failed"
+sed 's/^/  /' "$TMP/info"
+
+echo "== memory bandwidth ($T threads)"
+wait_quiet
+./bin/sekv-membw -t "$T" > "$TMP/membw" 2> /dev/null || die "sekv-membw failed"
+copy_gb_s=$(awk '$1 == "copy_gb_s" { print $2 }' "$TMP/membw")
+read_gb_s=$(awk '$1 == "read_gb_s" { print $2 }' "$TMP/membw")
+echo "  copy $copy_gb_s GB/s (read + write)   read $read_gb_s GB/s"
+
+echo "== results (medians of $REPS)"
+[ "$n_busy" -eq 0 ] || echo "warning: $n_busy runs started while other processes used the CPUs"
+printf '%-24s %12s %14s %7s %14s %16s\n' case "ours tok/s" "llama.cpp tok/s" ratio "ours RSS MiB" "llama.cpp RSS MiB"
+for c in prefill_512 prefill_4096 prefill_surprisal_512 decode; do
+	o=$(median "$TMP/ours_$c" 2) l=$(median "$TMP/llama_$c" 2)
+	ro=$(median "$TMP/ours_$c" 4) rl=$(median "$TMP/llama_$c" 4)
+	r=$(awk -v o="$o" -v l="$l" 'BEGIN { printf "%.3f", (l > 0 ? o / l : 0) }')
+	printf '%-24s %12.1f %14.1f %7s %14.1f %16.1f\n' "$c" "$o" "$l" "$r" "$ro" "$rl"
+	echo "RATIO $c $r" >> "$TMP/ratios"
+done
+
+bpt=$(median "$TMP/ours_decode" 6)
+dec=$(median "$TMP/ours_decode" 2)
+awk -v b="$bpt" -v c="$copy_gb_s" -v rd="$read_gb_s" -v d="$dec" 'BEGIN {
+	lim = b / (c * 1e9); ours = d > 0 ? 1 / d : 0
+	printf "decode: %.1f MB read per token (all weights + KV at the mean context)\n", b / 1e6
+	printf "bandwidth limit: %.3f ms/token = %.1f tok/s at copy %.2f GB/s (%.1f tok/s at read %.2f GB/s)\n",
+		lim * 1e3, 1 / lim, c, rd * 1e9 / b, rd
+	printf "ours: %.3f ms/token = %.1f%% of the copy-bandwidth limit\n", ours * 1e3, (ours > 0 ? 100 * lim / ours : 0)
+	printf "RATIO decode_vs_bandwidth_limit %.3f\n", (ours > 0 ? lim / ours : 0)
+}' > "$TMP/bw"
+grep -v '^RATIO' "$TMP/bw"
+cat "$TMP/ratios"
+grep '^RATIO' "$TMP/bw"
