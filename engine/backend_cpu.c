@@ -335,9 +335,8 @@ static void mm_act_rows(void *ctx, int i0, int i1, int tid)
 	const uint8_t *base = (const uint8_t *)j->w->data;
 
 	(void)tid;
-	for (int r = i0; r < i1; r++)
-		j->y[r] = quant_act_dot(j->w->type, base + (size_t)(j->r0 + r) * j->w->row_bytes,
-					j->act);
+	quant_act_matvec(j->w->type, base + (size_t)(j->r0 + i0) * j->w->row_bytes,
+			 j->w->row_bytes, i1 - i0, j->act, j->y + i0);
 }
 
 static void cpu_matmul(struct backend *b, struct backend_ws *ws,
@@ -555,18 +554,18 @@ struct attn1_job {
 	int n_part;    /* parts the keys are cut into (one per chunk of work) */
 };
 
-/* Part `part` of the keys: for every KV head, tiles of keys are turned to
- * fp32 once and serve all query heads of the group (scores of a key for
- * every head, then every head's output row gets that key's value), with
- * a running max and sum per head (flash-decoding: parts merge later). */
+/* Part `part` of the keys: for every KV head, each key and value row is
+ * turned to fp32 once and serves all query heads of the group (scores of
+ * a key for every head, then every head's output row gets that key's
+ * value), with a running max and sum per head per tile of ATTN_TILE keys
+ * (flash-decoding: the parts merge later). */
 static void attn1_part(struct attn1_job *j, int part)
 {
 	const struct backend_attn *a = j->a;
 	struct backend_ws *ws = j->ws;
 	int d = a->d_head, kvw = a->n_head_kv * d, group = a->n_head / a->n_head_kv;
 	int k0, k1;
-	float *kt = ws->pk + (size_t)part * ATTN_TILE * d;
-	float *vt = ws->pv + (size_t)part * ATTN_TILE * d;
+	float *kt = ws->pk + (size_t)part * ATTN_TILE * d; /* one row used */
 	float *ps = ws->ps + (size_t)part * ws->ps_rows * ATTN_TILE;
 	float *po = ws->po + (size_t)part * a->n_head * d;
 	float *pm = ws->pm + (size_t)part * ws->ps_rows, *pl = ws->pl + (size_t)part * ws->ps_rows;
@@ -580,20 +579,23 @@ static void attn1_part(struct attn1_job *j, int part)
 	for (int g = 0; g < a->n_head_kv; g++) {
 		for (int t0 = k0; t0 < k1; t0 += ATTN_TILE) {
 			int T = k1 - t0 < ATTN_TILE ? k1 - t0 : ATTN_TILE;
+			/* each key row is converted once into an L1-sized row
+			 * and scored for every head of the group */
 			for (int t = 0; t < T; t++) {
 				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
-				rows_f16_to_f32(a->k + row, kt + (size_t)t * d, (size_t)d);
-				rows_f16_to_f32(a->v + row, vt + (size_t)t * d, (size_t)d);
+				rows_f16_to_f32(a->k + row, kt, (size_t)d);
+				for (int hh = 0; hh < group; hh++) {
+					int h = g * group + hh;
+					ps[(size_t)h * ATTN_TILE + t] =
+						a->scale * dot_lanes(a->q + (size_t)h * d, kt, d);
+				}
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
-				const float *qh = a->q + (size_t)h * d;
 				float *s = ps + (size_t)h * ATTN_TILE, m = pm[h], f;
 				double sum = 0.0;
-				for (int t = 0; t < T; t++) {
-					s[t] = a->scale * dot_lanes(qh, kt + (size_t)t * d, d);
+				for (int t = 0; t < T; t++)
 					m = s[t] > m ? s[t] : m;
-				}
 				f = pm[h] == -INFINITY ? 0.0f : exp_fast(pm[h] - m);
 				for (int t = 0; t < T; t++) {
 					s[t] = exp_fast(s[t] - m);
@@ -602,10 +604,17 @@ static void attn1_part(struct attn1_job *j, int part)
 				if (f != 1.0f)
 					for (int e = 0; e < d; e++)
 						po[(size_t)h * d + e] *= f;
-				for (int t = 0; t < T; t++)
-					axpy_lanes(po + (size_t)h * d, s[t], vt + (size_t)t * d, d);
 				pl[h] = pl[h] * f + (float)sum;
 				pm[h] = m;
+			}
+			/* and each value row once for every head */
+			for (int t = 0; t < T; t++) {
+				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
+				rows_f16_to_f32(a->v + row, kt, (size_t)d);
+				for (int hh = 0; hh < group; hh++) {
+					int h = g * group + hh;
+					axpy_lanes(po + (size_t)h * d, ps[(size_t)h * ATTN_TILE + t], kt, d);
+				}
 			}
 		}
 	}

@@ -82,6 +82,28 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
 	size_t nb = a->n / 32, k = 0;
 
+#if QA_VNNI
+	/* AVX-512: the fifth bits are a byte mask as they are, and the codes
+	 * q in [0, 31] go unsigned into vpdpbusd; the offset of 16 is taken
+	 * off once per block through the activation's block sum s. */
+	const __m256i b4 = _mm256_set1_epi8(0x10);
+	float off = 0.0f;
+
+	(void)hi4;
+	for (size_t b = 0; b < nb; b++, w += 22, k ^= 1) {
+		uint32_t qh;
+		memcpy(&qh, w + 2, sizeof qh);
+		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
+		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
+		wq = _mm256_mask_add_epi8(wq, (__mmask32)qh, wq, b4);
+		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq));
+		float dw = qa_f16(w);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[b]), p, acc[k]);
+		off += dw * a->s[b];
+	}
+	return qa_hsum(_mm256_add_ps(acc[0], acc[1])) - 16.0f * off;
+#else
 	for (size_t b = 0; b < nb; b++, w += 22, k ^= 1) {
 		uint32_t qh;
 		memcpy(&qh, w + 2, sizeof qh);
@@ -93,6 +115,7 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qa_f16(w) * a->d[b]), p, acc[k]);
 	}
 	return qa_hsum(_mm256_add_ps(acc[0], acc[1]));
+#endif
 }
 
 /* Q4_K: 32-byte group g holds sub-block 2g in its low nibbles and 2g+1 in
