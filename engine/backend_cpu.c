@@ -1,16 +1,21 @@
 /* backend_cpu.c - the reference backend: fp32 activations on the CPU.
  *
- * Batches multiply quantised weights by dequantising the needed rows into
- * the workspace and calling OpenBLAS cblas_sgemm; one token uses
- * quant_dot_row per weight row, rows split over a small pthread pool (the
- * calling thread is worker 0). Attention is tiled over keys with an online
- * softmax (flash-attention order), so scratch does not grow with context.
+ * Everything runs on one pthread pool (the calling thread is worker 0;
+ * workers spin briefly between jobs, since a decode step is ~130 short
+ * ones). Batches: each thread dequantises its slice of weight rows and
+ * multiplies it by the batch with gemm.c; attention runs (head, query
+ * block) items tiled over keys with an online softmax (flash-attention
+ * order), so scratch does not grow with context. One token: the input is
+ * quantised to int8 blocks and each thread runs quant_act dot products
+ * over its rows; attention splits the keys over threads and merges the
+ * partial softmaxes. BLAS stays single-threaded (gemm.c's fallback).
  * Invariant: nothing here allocates after backend_cpu_open / ws_new.
- * Quantised formats live in quant.c; the forward pass in model.c.
+ * Quantised formats live in quant*.c; the forward pass in model.c.
  */
 #include "engine/backend.h"
 
 #include "engine/err.h"
+#include "engine/gemm.h"
 #include "engine/quant.h"
 
 #include <cblas.h>
@@ -218,6 +223,8 @@ struct backend_ws {
 	float *po;     /* [n_part][n_head][d_head] unnormalised outputs */
 	float *pm;     /* [n_part][ps_rows] running maxima */
 	float *pl;     /* [n_part][ps_rows] running sums */
+	size_t gs_stride; /* floats of gemm scratch per thread */
+	float *gs;     /* [n_threads][gs_stride] gemm packing scratch, 64-byte aligned */
 };
 
 static void cpu_ws_free(struct backend_ws *ws)
@@ -239,6 +246,7 @@ static void cpu_ws_free(struct backend_ws *ws)
 	free(ws->po);
 	free(ws->pm);
 	free(ws->pl);
+	free(ws->gs);
 	free(ws);
 }
 
@@ -270,7 +278,15 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	ws->po = malloc(sizeof(float) * np * nh * d);
 	ws->pm = malloc(sizeof(float) * np * (size_t)ws->ps_rows);
 	ws->pl = malloc(sizeof(float) * np * (size_t)ws->ps_rows);
-	if (!ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
+	{
+		int kmax = sz->max_cols > (int)d ? sz->max_cols : (int)d;
+		size_t bytes;
+		kmax = kmax > ATTN_TILE ? kmax : ATTN_TILE;
+		ws->gs_stride = (gemm_scratch_bytes(kmax) + 63) / 64 * 64 / sizeof(float);
+		bytes = np * ws->gs_stride * sizeof(float);
+		ws->gs = aligned_alloc(64, bytes);
+	}
+	if (!ws->gs || !ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
 	    !ws->act.q || !ws->act.d || !ws->act.s || !ws->pk || !ws->pv || !ws->ps ||
 	    !ws->po || !ws->pm || !ws->pl) {
 		cpu_ws_free(ws);
@@ -291,6 +307,8 @@ struct mm_job {
 	const struct quant_act *act;
 	int n;        /* batch rows of x and y */
 	int ldy;
+	float *gs;    /* [n_threads][gs_stride] gemm packing scratch */
+	size_t gs_stride;
 };
 
 /* Batch: this thread's slice of weight rows [i0, i1), dequantised into
@@ -304,7 +322,6 @@ static void mm_gemm_rows(void *ctx, int i0, int i1, int tid)
 	size_t cols = (size_t)j->w->cols;
 	const float *wf;
 
-	(void)tid;
 	if (j->w->type == QT_F32) {
 		wf = (const float *)(base + (size_t)(j->r0 + i0) * j->w->row_bytes);
 	} else {
@@ -313,8 +330,8 @@ static void mm_gemm_rows(void *ctx, int i0, int i1, int tid)
 					  j->wbuf + (size_t)r * cols, cols);
 		wf = j->wbuf + (size_t)i0 * cols;
 	}
-	cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->n, i1 - i0, (int)cols,
-		    1.0f, j->x, (int)cols, wf, (int)cols, 0.0f, j->y + i0, j->ldy);
+	gemm_nt(j->n, i1 - i0, (int)cols, 1.0f, j->x, (int)cols, wf, (int)cols, j->y + i0,
+		j->ldy, 0, j->gs + (size_t)tid * j->gs_stride);
 }
 
 static void mm_dot_rows(void *ctx, int i0, int i1, int tid)
@@ -344,7 +361,8 @@ static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		       const float *x, int n, float *y, int ldy)
 {
 	struct cpu *c = b->impl;
-	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL, n, ldy };
+	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL, n, ldy,
+			    ws ? ws->gs : NULL, ws ? ws->gs_stride : 0 };
 
 	if (n == 1) {
 		if (b->act_q8 && ws && w->cols <= ws->sz.max_cols && quant_act_supported(w->type, (size_t)w->cols)) {
@@ -546,6 +564,59 @@ static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
 
 /* ---- decode attention: one query, key ranges in parallel ------------- */
 
+/* Scores of one fp16 key row against the G query heads of its group:
+ * s[h * lds] = scale * q[h] . k for h < G (q rows d apart). The key is
+ * converted once and feeds G accumulators. */
+static inline __attribute__((always_inline)) void
+attn1_scores(const float *q, int G, int d, const uint16_t *k, float scale,
+	     float *s, size_t lds, float *kbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 acc[8];
+		for (int h = 0; h < G; h++)
+			acc[h] = _mm512_setzero_ps();
+		for (int e = 0; e < d; e += 16) {
+			__m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + e)));
+			for (int h = 0; h < G; h++)
+				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
+		}
+		for (int h = 0; h < G; h++)
+			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+		return;
+	}
+#endif
+	rows_f16_to_f32(k, kbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		s[(size_t)h * lds] = scale * dot_lanes(q + (size_t)h * d, kbuf, d);
+}
+
+/* o[h] += p[h * ldp] * v for h < G (o rows d apart): the fp16 value row is
+ * converted once for the G heads. */
+static inline __attribute__((always_inline)) void
+attn1_values(float *o, int G, int d, const uint16_t *v, const float *p, size_t ldp,
+	     float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 pv[8];
+		for (int h = 0; h < G; h++)
+			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
+		for (int e = 0; e < d; e += 16) {
+			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	rows_f16_to_f32(v, vbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
+}
+
 struct attn1_job {
 	const struct backend_attn *a;
 	struct backend_ws *ws;
@@ -583,12 +654,15 @@ static void attn1_part(struct attn1_job *j, int part)
 			 * and scored for every head of the group */
 			for (int t = 0; t < T; t++) {
 				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
-				rows_f16_to_f32(a->k + row, kt, (size_t)d);
-				for (int hh = 0; hh < group; hh++) {
-					int h = g * group + hh;
-					ps[(size_t)h * ATTN_TILE + t] =
-						a->scale * dot_lanes(a->q + (size_t)h * d, kt, d);
-				}
+				const float *qg = a->q + (size_t)g * group * d;
+				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
+				/* constant group sizes keep the accumulators in registers */
+				if (group == 4)
+					attn1_scores(qg, 4, d, a->k + row, a->scale, sg, ATTN_TILE, kt);
+				else if (group == 2)
+					attn1_scores(qg, 2, d, a->k + row, a->scale, sg, ATTN_TILE, kt);
+				else
+					attn1_scores(qg, group, d, a->k + row, a->scale, sg, ATTN_TILE, kt);
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
@@ -610,11 +684,14 @@ static void attn1_part(struct attn1_job *j, int part)
 			/* and each value row once for every head */
 			for (int t = 0; t < T; t++) {
 				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
-				rows_f16_to_f32(a->v + row, kt, (size_t)d);
-				for (int hh = 0; hh < group; hh++) {
-					int h = g * group + hh;
-					axpy_lanes(po + (size_t)h * d, ps[(size_t)h * ATTN_TILE + t], kt, d);
-				}
+				float *og = po + (size_t)g * group * d;
+				const float *pg = ps + (size_t)g * group * ATTN_TILE + t;
+				if (group == 4)
+					attn1_values(og, 4, d, a->v + row, pg, ATTN_TILE, kt);
+				else if (group == 2)
+					attn1_values(og, 2, d, a->v + row, pg, ATTN_TILE, kt);
+				else
+					attn1_values(og, group, d, a->v + row, pg, ATTN_TILE, kt);
 			}
 		}
 	}
@@ -700,6 +777,7 @@ static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int ti
 	float *vt = ws->pv + (size_t)tid * ATTN_TILE * d;
 	float *s = ws->ps + (size_t)tid * ws->ps_rows * ATTN_TILE;
 	float *mx = ws->pm + (size_t)tid * ws->ps_rows, *sm = ws->pl + (size_t)tid * ws->ps_rows;
+	float *gs = ws->gs + (size_t)tid * ws->gs_stride;
 
 	if (lo < 0)
 		lo = 0;
@@ -725,11 +803,11 @@ static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int ti
 			rows_f16_to_f32(a->k + row, kt + (size_t)t * d, (size_t)d);
 			rows_f16_to_f32(a->v + row, vt + (size_t)t * d, (size_t)d);
 		}
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, T, d, a->scale,
-			    a->q + (size_t)i_a * ld + (size_t)h * d, ld, kt, d, 0.0f, s, T);
+		gemm_nt(nr, T, d, a->scale, a->q + (size_t)i_a * ld + (size_t)h * d, ld, kt, d,
+			s, T, 0, gs);
 		attn_softmax_tile(a, s, nr, T, i_a, t0, h, mx, sm, i0);
-		cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, d, T, 1.0f, s, T,
-			    vt, d, 1.0f, a->out + (size_t)i_a * ld + (size_t)h * d, ld);
+		gemm_nn(nr, d, T, 1.0f, s, T, vt, d, a->out + (size_t)i_a * ld + (size_t)h * d,
+			ld, 1, gs);
 	}
 	for (int i = i0; i < i1; i++) {
 		float *o = a->out + (size_t)i * ld + (size_t)h * d;

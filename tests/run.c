@@ -16,6 +16,7 @@ TABLE(test_err)
 TABLE(test_gguf)
 TABLE(test_quant)
 TABLE(test_quant_act)
+TABLE(test_gemm)
 TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
@@ -90,7 +91,7 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_gguf, test_quant, test_quant_act, test_tokenizer, test_model,
+		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_tokenizer, test_model,
 		test_sampler, test_sekv, test_store, test_ui, test_app,
 		test_integration,
 	};
