@@ -58,13 +58,33 @@ QA_FN static inline __m256i qa_bits_to_bytes(uint32_t bits)
 	return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
 }
 
-/* Q8_0: two accumulators (even and odd blocks) hide the FMA latency. */
+/* Q8_0: two accumulators (even and odd blocks) hide the FMA latency.
+ * With AVX-512, pairs of blocks share one 512-bit product: the sign of w
+ * moves onto x through a byte mask (there is no 512-bit psignb), and the
+ * two blocks' scales fill the two halves of the scale vector. */
 QA_FN float QA_NAME(q8_0)(const uint8_t *w, const struct quant_act *a)
 {
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
-	size_t nb = a->n / 32, k = 0;
+	size_t nb = a->n / 32, k = 0, b = 0;
 
-	for (size_t b = 0; b < nb; b++, w += 34, k ^= 1) {
+#if QA_VNNI
+	__m512 acc2 = _mm512_setzero_ps();
+
+	for (; b + 2 <= nb; b += 2, w += 68) {
+		__m512i wq = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w + 2))),
+			_mm256_loadu_si256((const __m256i *)(w + 36)), 1);
+		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq),
+						  _mm512_setzero_si512(), xq);
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), xs);
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qa_f16(w) * a->d[b]),
+						 _mm512_set1_ps(qa_f16(w + 34) * a->d[b + 1]));
+		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
+	}
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+#endif
+	for (; b < nb; b++, w += 34, k ^= 1) {
 		__m256i wq = _mm256_loadu_si256((const __m256i *)(w + 2));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
