@@ -108,9 +108,33 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 	 * off once per block through the activation's block sum s. */
 	const __m256i b4 = _mm256_set1_epi8(0x10);
 	float off = 0.0f;
+	size_t b = 0;
+	__m512 acc2 = _mm512_setzero_ps();
 
 	(void)hi4;
-	for (size_t b = 0; b < nb; b++, w += 22, k ^= 1) {
+	/* pairs of blocks in one 512-bit product, as in Q8_0 */
+	for (; b + 2 <= nb; b += 2, w += 44) {
+		uint32_t h0, h1;
+		memcpy(&h0, w + 2, sizeof h0);
+		memcpy(&h1, w + 24, sizeof h1);
+		__m128i s0 = _mm_loadu_si128((const __m128i *)(w + 6));
+		__m128i s1 = _mm_loadu_si128((const __m128i *)(w + 28));
+		__m512i wq = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(s0, 4), s0)),
+			_mm256_set_m128i(_mm_srli_epi16(s1, 4), s1), 1);
+		wq = _mm512_and_si512(wq, _mm512_set1_epi8(0x0f));
+		wq = _mm512_mask_add_epi8(wq, (__mmask64)h0 | (__mmask64)h1 << 32, wq,
+					  _mm512_set1_epi8(0x10));
+		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xq);
+		float d0 = qa_f16(w), d1 = qa_f16(w + 22);
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d0 * a->d[b]),
+						 _mm512_set1_ps(d1 * a->d[b + 1]));
+		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
+		off += d0 * a->s[b] + d1 * a->s[b + 1];
+	}
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+	for (; b < nb; b++, w += 22, k ^= 1) {
 		uint32_t qh;
 		memcpy(&qh, w + 2, sizeof qh);
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
