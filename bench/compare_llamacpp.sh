@@ -72,6 +72,16 @@ run_case() {
 			> "$TMP/out" || die "$name: sekv-bench failed"
 		echo "  $name run $i ours:      $(cat "$TMP/out")"
 		cat "$TMP/out" >> "$TMP/ours_$name"
+		if [ "$name" = decode ]; then
+			# the bandwidth varies on shared machines: measure it next
+			# to every decode run and use the median
+			wait_quiet
+			./bin/sekv-membw -t "$T" > "$TMP/bw" 2> /dev/null || die "sekv-membw failed"
+			tr '\n' ' ' < "$TMP/bw" > "$TMP/out"
+			echo "  bandwidth run $i:      $(cat "$TMP/out")"
+			echo >> "$TMP/out"
+			cat "$TMP/out" >> "$TMP/membw"
+		fi
 		wait_quiet
 		python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode "$mode" -n "$n" "$@" \
 			> "$TMP/out" || die "$name: llamacpp_bench.py failed"
@@ -109,11 +119,9 @@ python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode prefi
 	2> "$TMP/info" > /dev/null || die "llama.cpp info run failed"
 sed 's/^/  /' "$TMP/info"
 
-echo "== memory bandwidth ($T threads)"
-wait_quiet
-./bin/sekv-membw -t "$T" > "$TMP/membw" 2> /dev/null || die "sekv-membw failed"
-copy_gb_s=$(awk '$1 == "copy_gb_s" { print $2 }' "$TMP/membw")
-read_gb_s=$(awk '$1 == "read_gb_s" { print $2 }' "$TMP/membw")
+echo "== memory bandwidth ($T threads, median of the $REPS runs next to decode)"
+copy_gb_s=$(median "$TMP/membw" 2)
+read_gb_s=$(median "$TMP/membw" 4)
 echo "  copy $copy_gb_s GB/s (read + write)   read $read_gb_s GB/s"
 
 echo "== results (medians of $REPS)"
