@@ -8,6 +8,7 @@
  */
 #include "app/session.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,8 +146,8 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		else if (fixed > s->sp.budget)
 			snprintf(s->note, sizeof s->note,
 				 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
-				 "summaries, recent window): no span can be zoomed; ingest again with --budget %.2g to fit it",
-				 100 * s->sp.budget, 100 * fixed, s->sp.budget);
+				 "summaries, recent window): no span can be zoomed; ask with --budget %.2f or more",
+				 100 * s->sp.budget, 100 * fixed, ceil(fixed * 100.0 + 1.0) / 100.0);
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, SESSION_TAIL_CAP, hp->q_scale, err, errlen);
 		if (rc)
 			return rc;

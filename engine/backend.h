@@ -2,9 +2,10 @@
  *
  * A backend is a table of operations (ggml style); the model code calls
  * only these, so the same forward runs on every backend. The CPU backend
- * (backend_cpu.c: OpenBLAS sgemm for batches, quantised dot products for
- * one token, a small pthread pool) is the reference that any other backend
- * is tested against. Activations are fp32, KV rows fp16, weights stay in
+ * (backend_cpu.c: gemm.c on dequantised rows for batches, int8-activation
+ * dot products for one token, one pthread pool) is the reference that any
+ * other backend is tested against. Activations are fp32 (quantised to int8
+ * inside one-token matmuls), KV rows fp16, weights stay in
  * their GGUF types. Scratch lives in a workspace (struct backend_ws) sized
  * once per model state, so no operation allocates.
  * Thread-safety: one backend runs one operation at a time (its thread pool
@@ -115,8 +116,8 @@ struct backend {
 	void *impl;
 };
 
-/* Opens the CPU backend with n_threads workers (<= 0: all cores); also
- * sets OpenBLAS to n_threads. *out owned by the caller (backend_close).
+/* Opens the CPU backend with n_threads workers (<= 0: all cores); sets
+ * OpenBLAS to one thread (BLAS calls run inside the workers). *out owned by the caller (backend_close).
  * 0, SEKV_ENOMEM, or SEKV_EIO when a thread cannot start. */
 int backend_cpu_open(struct backend **out, int n_threads, char *err, size_t errlen);
 /* NULL is a no-op. */

@@ -1,4 +1,4 @@
-/* backend_cpu.c - the reference backend: fp32 activations on the CPU.
+/* backend_cpu.c - the reference backend: the CPU.
  *
  * Everything runs on one pthread pool (the calling thread is worker 0;
  * workers spin briefly between jobs, since a decode step is ~130 short
@@ -121,7 +121,7 @@ static inline void cpu_relax(void)
  * has fewer free cores than threads. */
 static inline void cpu_backoff(unsigned spins)
 {
-	if (spins < 2048)
+	if (spins < 256)
 		cpu_relax();
 	else
 		sched_yield();

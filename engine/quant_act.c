@@ -32,7 +32,8 @@ void quant_act_quantize(const float *x, size_t n, struct quant_act *a)
 			/* |x * id| <= 127 up to rounding of id; clamp so no
 			 * code is -128 (the SIMD kernels rely on |q| <= 127) */
 			float v = rintf(xb[j] * id);
-			v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+			/* NaN (inf or NaN input) becomes 0: a cast would be UB */
+			v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : (v == v ? v : 0.0f));
 			q[j] = (int8_t)v;
 			sum += q[j];
 		}
