@@ -9,8 +9,8 @@
  * saturation: weight codes are turned into unsigned bytes <= 128 and
  * activation codes are in [-127, 127]) and is scaled once in fp32.
  */
-#include <immintrin.h>
-#include <string.h>
+#define QSIMD_FN QA_FN
+#include "engine/quant_simd.h"
 
 /* acc + sum over each group of four bytes of u (unsigned) times s (signed) */
 QA_FN static inline __m256i qa_dpbusd(__m256i acc, __m256i u, __m256i s)
@@ -31,20 +31,6 @@ QA_FN static inline __m256i qa_dot_s8(__m256i w, __m256i x)
 	return qa_dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
 }
 
-QA_FN static inline float qa_f16(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, sizeof h);
-	return _cvtsh_ss(h);
-}
-
-QA_FN static inline float qa_hsum(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
 
 /* 0xff in byte j when bit j of bits is set (j < 32): byte j/8 of bits is
  * broadcast to byte j, which then has every bit but bit j%8 forced on. */
@@ -78,8 +64,8 @@ QA_FN float QA_NAME(q8_0)(const uint8_t *w, const struct quant_act *a)
 		__m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq),
 						  _mm512_setzero_si512(), xq);
 		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), xs);
-		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qa_f16(w) * a->d[b]),
-						 _mm512_set1_ps(qa_f16(w + 34) * a->d[b + 1]));
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qsimd_f16(w) * a->d[b]),
+						 _mm512_set1_ps(qsimd_f16(w + 34) * a->d[b + 1]));
 		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
 	}
 	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
@@ -88,9 +74,9 @@ QA_FN float QA_NAME(q8_0)(const uint8_t *w, const struct quant_act *a)
 		__m256i wq = _mm256_loadu_si256((const __m256i *)(w + 2));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
-		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qa_f16(w) * a->d[b]), p, acc[k]);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
 	}
-	return qa_hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* Q5_0: q - 16 as a signed byte is the nibble when the fifth bit is set,
@@ -127,7 +113,7 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 					  _mm512_set1_epi8(0x10));
 		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
 		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xq);
-		float d0 = qa_f16(w), d1 = qa_f16(w + 22);
+		float d0 = qsimd_f16(w), d1 = qsimd_f16(w + 22);
 		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d0 * a->d[b]),
 						 _mm512_set1_ps(d1 * a->d[b + 1]));
 		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
@@ -142,11 +128,11 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 		wq = _mm256_mask_add_epi8(wq, (__mmask32)qh, wq, b4);
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq));
-		float dw = qa_f16(w);
+		float dw = qsimd_f16(w);
 		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[b]), p, acc[k]);
 		off += dw * a->s[b];
 	}
-	return qa_hsum(_mm256_add_ps(acc[0], acc[1])) - 16.0f * off;
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) - 16.0f * off;
 #else
 	for (size_t b = 0; b < nb; b++, w += 22, k ^= 1) {
 		uint32_t qh;
@@ -156,9 +142,9 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes(qh), hi4));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
-		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qa_f16(w) * a->d[b]), p, acc[k]);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
 	}
-	return qa_hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 #endif
 }
 
@@ -172,7 +158,7 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
 	float mins = 0.0f;
 
 	for (size_t i = 0; i < a->n; i += 256, w += 144) {
-		float d = qa_f16(w), dmin = qa_f16(w + 2);
+		float d = qsimd_f16(w), dmin = qsimd_f16(w + 2);
 		const uint8_t *sc = w + 4, *qs = w + 16;
 		const float *dx = a->d + i / 32, *sx = a->s + i / 32;
 		for (int g = 0; g < 4; g++, qs += 32) {
@@ -192,7 +178,7 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
 			mins += dmin * ((float)m0 * sx[2 * g] + (float)m1 * sx[2 * g + 1]);
 		}
 	}
-	return qa_hsum(_mm256_add_ps(acc[0], acc[1])) - mins;
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) - mins;
 }
 
 /* Q6_K: per half of 128 elements, byte l of q[k] is element l + 32k (an
@@ -209,7 +195,7 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 	for (size_t i = 0; i < a->n; i += 256, w += 210) {
 		const uint8_t *ql = w, *qh = w + 128;
 		const int8_t *sc = (const int8_t *)(w + 192);
-		float d = qa_f16(w + 208);
+		float d = qsimd_f16(w + 208);
 		for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8) {
 			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
 			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
@@ -236,5 +222,5 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 			}
 		}
 	}
-	return qa_hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }

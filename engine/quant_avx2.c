@@ -13,25 +13,9 @@
 
 #if QUANT_HAVE_AVX2
 
-#include <immintrin.h>
-#include <string.h>
-
 #define AVX2_FN __attribute__((target("avx2,fma,f16c")))
-
-AVX2_FN static inline float ld_f16(const uint8_t *p)
-{
-	uint16_t h;
-	memcpy(&h, p, sizeof h);
-	return _cvtsh_ss(h);
-}
-
-AVX2_FN static inline float hsum(__m256 v)
-{
-	__m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-	s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-	s = _mm_add_ss(s, _mm_movehdup_ps(s));
-	return _mm_cvtss_f32(s);
-}
+#define QSIMD_FN AVX2_FN
+#include "engine/quant_simd.h"
 
 /* Low 8 signed (resp. unsigned) bytes of v as 8 floats. */
 AVX2_FN static inline __m256 s8_ps(__m128i v)
@@ -65,9 +49,9 @@ AVX2_FN float quant_avx2_dot_q8_0(const uint8_t *b, const float *y, size_t n)
 	for (size_t i = 0; i + 32 <= n; i += 32, b += 34, k ^= 1) {
 		__m128i lo = _mm_loadu_si128((const __m128i *)(b + 2));
 		__m128i hi = _mm_loadu_si128((const __m128i *)(b + 18));
-		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f16(b)), dot32_s8(lo, hi, y + i), acc[k]);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(b)), dot32_s8(lo, hi, y + i), acc[k]);
 	}
-	return hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* 0xff in byte j of the result when bit j of bits is set, j in 0..15
@@ -100,9 +84,9 @@ AVX2_FN float quant_avx2_dot_q5_0(const uint8_t *b, const float *y, size_t n)
 		__m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), m4);
 		lo = _mm_or_si128(lo, _mm_andnot_si128(bits_to_bytes(qh, 0), hi4));
 		hi = _mm_or_si128(hi, _mm_andnot_si128(bits_to_bytes(qh, 1), hi4));
-		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ld_f16(b)), dot32_s8(lo, hi, y + i), acc[k]);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(b)), dot32_s8(lo, hi, y + i), acc[k]);
 	}
-	return hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 /* acc[c] += (d * q - o) * y for the 32 unsigned bytes q of v, eight per
@@ -132,7 +116,7 @@ AVX2_FN float quant_avx2_dot_q4_k(const uint8_t *b, const float *y, size_t n)
 			 _mm256_setzero_ps(), _mm256_setzero_ps()};
 
 	for (size_t i = 0; i + 256 <= n; i += 256, b += 144) {
-		float d = ld_f16(b), dmin = ld_f16(b + 2);
+		float d = qsimd_f16(b), dmin = qsimd_f16(b + 2);
 		const uint8_t *sc = b + 4, *qs = b + 16;
 		const float *yb = y + i;
 		for (int g = 0; g < 4; g++, qs += 32, yb += 64) {
@@ -146,7 +130,7 @@ AVX2_FN float quant_avx2_dot_q4_k(const uint8_t *b, const float *y, size_t n)
 				 d * (float)s1, dmin * (float)m1, yb + 32);
 		}
 	}
-	return hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
+	return qsimd_hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]),
 				  _mm256_add_ps(acc[2], acc[3])));
 }
 
@@ -163,7 +147,7 @@ AVX2_FN float quant_avx2_dot_q6_k(const uint8_t *b, const float *y, size_t n)
 	for (size_t i = 0; i + 256 <= n; i += 256, b += 210) {
 		const uint8_t *ql = b, *qh = b + 128;
 		const int8_t *sc = (const int8_t *)(b + 192);
-		float d = ld_f16(b + 208), ds[16];
+		float d = qsimd_f16(b + 208), ds[16];
 		const float *yb = y + i;
 
 		for (int j = 0; j < 16; j++)
@@ -197,7 +181,7 @@ AVX2_FN float quant_avx2_dot_q6_k(const uint8_t *b, const float *y, size_t n)
 			}
 		}
 	}
-	return hsum(_mm256_add_ps(acc[0], acc[1]));
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
 #else
