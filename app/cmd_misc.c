@@ -143,7 +143,7 @@ int cmd_generate(int argc, char **argv)
 			goto out;
 		}
 	}
-	memcpy(logits, ms->last_logits, (size_t)hp->n_vocab * sizeof *logits);
+	memcpy(logits, model_state_logits(ms), (size_t)hp->n_vocab * sizeof *logits);
 	double t0 = app_now();
 	while (n_gen < o.n_predict) {
 		int32_t id = sampler_sample(&smp, logits);

@@ -93,19 +93,6 @@ static void progress(const struct app_opts *o, int done, int total, double t0, i
 		isatty(2) && !final ? "" : "\n");
 }
 
-/* Gathers the last n_row positions of a local layer's ring in position
- * order into k, v [n_row][n_head_kv][d_h]. */
-static void gather_ring(const struct model_kv_layer *kv, int n_past, int n_row,
-			size_t row_elems, uint16_t *k, uint16_t *v)
-{
-	for (int i = 0; i < n_row; i++) {
-		int p = n_past - n_row + i;
-		size_t slot = (size_t)(p % kv->cap);
-		memcpy(k + i * row_elems, kv->k + slot * row_elems, row_elems * 2);
-		memcpy(v + i * row_elems, kv->v + slot * row_elems, row_elems * 2);
-	}
-}
-
 static int build_tokens(const struct tok *tk, const struct chat_template *ct,
 			const char *text, size_t len, struct chat_tokvec *v,
 			char *err, size_t errlen)
@@ -134,6 +121,7 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	struct store_doc doc;
 	float *surprisal = NULL;
 	uint16_t **swa_k = NULL, **swa_v = NULL;
+	uint16_t *glob_k[MODEL_MAX_LAYER] = {0}, *glob_v[MODEL_MAX_LAYER] = {0};
 	int32_t *swa_id = NULL;
 	char *text = NULL;
 	size_t text_len = 0, n_bad = 0;
@@ -184,12 +172,20 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 
 	if ((rc = model_state_new(&ms, m, n_tok, o->n_batch, 1, err, errlen)))
 		goto out;
+	size_t row = (size_t)hp->n_head_kv * hp->d_head;
 	surprisal = malloc((size_t)n_tok * sizeof *surprisal);
-	if (!surprisal) {
+	/* host copies of the global layers' rows: persisted per chunk, then
+	 * the input of the SeKV build */
+	int glob_ok = 1;
+	for (int l = 0; l < hp->n_global; l++) {
+		glob_k[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
+		glob_v[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
+		glob_ok = glob_ok && glob_k[l] && glob_v[l];
+	}
+	if (!surprisal || !glob_ok) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 		goto out;
 	}
-	size_t row = (size_t)hp->n_head_kv * hp->d_head;
 	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
 	double t0 = app_now(), prefill_s = 0;
 	for (int pos = 0; pos < n_tok; pos += o->n_batch) {
@@ -200,9 +196,15 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 		double dt = app_now() - c0;
 		prefill_s += dt;
 		for (int l = 0; l < hp->n_global; l++) {
-			const struct model_kv_layer *kv = &ms->kv[hp->global_layer[l]];
-			ck[l] = kv->k + (size_t)pos * row;
-			cv[l] = kv->v + (size_t)pos * row;
+			ck[l] = glob_k[l] + (size_t)pos * row;
+			cv[l] = glob_v[l] + (size_t)pos * row;
+			if ((rc = model_state_get_rows(ms, hp->global_layer[l], pos, n,
+						       glob_k[l] + (size_t)pos * row,
+						       glob_v[l] + (size_t)pos * row))) {
+				sekv_errf(err, errlen, rc, "ingest: global layer %d: rows %d..%d not held",
+					  hp->global_layer[l], pos, pos + n);
+				goto out;
+			}
 		}
 		if ((rc = store_doc_put_chunk(st, doc.id, pos, n, tv.ids + pos, surprisal + pos,
 					      ck, cv, dt, err, errlen)))
@@ -230,7 +232,10 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 			goto out;
 		}
-		gather_ring(&ms->kv[l], ms->n_past, n_row, row, swa_k[i], swa_v[i]);
+		if ((rc = model_state_get_rows(ms, l, n_tok - n_row, n_row, swa_k[i], swa_v[i]))) {
+			sekv_errf(err, errlen, rc, "ingest: sliding-window layer %d: last %d rows not held", l, n_row);
+			goto out;
+		}
 		i++;
 	}
 	if ((rc = store_doc_put_swa(st, doc.id, n_swa, swa_id, n_row,
@@ -248,8 +253,8 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	sp.n_threads = o->n_threads;
 	sp.q_scale = hp->q_scale;
 	for (int l = 0; l < hp->n_global; l++) {
-		ck[l] = ms->kv[hp->global_layer[l]].k;
-		cv[l] = ms->kv[hp->global_layer[l]].v;
+		ck[l] = glob_k[l];
+		cv[l] = glob_v[l];
 	}
 	double b0 = app_now();
 	if ((rc = sekv_build(&mem, &sp, n_tok, tv.ids, surprisal, hp->n_global, hp->global_layer,
@@ -279,6 +284,10 @@ out:
 	free(swa_k);
 	free(swa_v);
 	free(swa_id);
+	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
+		free(glob_k[l]);
+		free(glob_v[l]);
+	}
 	free(surprisal);
 	sekv_mem_free(mem);
 	model_state_free(ms);

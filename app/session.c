@@ -92,11 +92,11 @@ static int load_swa(struct session *s, char *err, size_t errlen)
 				       "session: document %lld: bad sliding-window layer %d", (long long)s->doc.id, l);
 			break;
 		}
-		struct model_kv_layer *kv = &s->ms->kv[l];
-		for (int r = 0; r < n_row; r++) {
-			size_t slot = (size_t)((s->n_tok - n_row + r) % kv->cap);
-			memcpy(kv->k + slot * row, k[i] + (size_t)r * row, row * 2);
-			memcpy(kv->v + slot * row, v[i] + (size_t)r * row, row * 2);
+		if (model_state_set_rows(s->ms, l, s->n_tok - n_row, n_row, k[i], v[i])) {
+			rc = sekv_errf(err, errlen, SEKV_EFORMAT,
+				       "session: document %lld: %d sliding-window rows do not fit layer %d",
+				       (long long)s->doc.id, n_row, l);
+			break;
 		}
 	}
 	s->swa_bytes = (size_t)n_layer * n_row * row * 2 * 2;
@@ -113,12 +113,20 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		rc = model_state_new(&s->ms, s->m, s->n_tok + SESSION_TAIL_CAP, SESSION_BATCH, 1, err, errlen);
 		if (rc)
 			return rc;
-		for (int l = 0; l < hp->n_global; l++) {
-			struct model_kv_layer *kv = &s->ms->kv[hp->global_layer[l]];
-			rc = store_doc_get_full_kv(s->st, s->doc.id, l, kv->k, kv->v, err, errlen);
-			if (rc)
-				return rc;
+		size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
+		uint16_t *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
+		if (!k || !v)
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+		for (int l = 0; !rc && l < hp->n_global; l++) {
+			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k, v, err, errlen);
+			if (!rc && model_state_set_rows(s->ms, hp->global_layer[l], 0, s->n_tok, k, v))
+				rc = sekv_errf(err, errlen, SEKV_EINVAL, "session: cannot restore global layer %d",
+					       hp->global_layer[l]);
 		}
+		free(k);
+		free(v);
+		if (rc)
+			return rc;
 	} else {
 		rc = store_doc_get_mem(s->st, s->doc.id, &s->mem, err, errlen);
 		if (rc)
@@ -163,9 +171,7 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 	}
 	if ((rc = load_swa(s, err, errlen)))
 		return rc;
-	s->ms->n_past = s->n_tok;
-	s->ms->have_last = 0;
-	return 0;
+	return model_state_resume(s->ms, s->n_tok);
 }
 
 int session_open(struct session **out, const struct app_opts *o, int64_t doc_id,

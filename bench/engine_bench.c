@@ -275,7 +275,7 @@ static int run_bench(const struct bench_opts *o, const struct model *m,
 			rc = model_decode(m, s, tokens[o->n_ctx + i], NULL, buf, err, errlen);
 			secs += now_s() - t0;
 			if (!rc && o->verify && i + 1 < o->n)
-				nll += s->last_lse - buf[tokens[o->n_ctx + i + 1]];
+				nll += model_state_lse(s) - buf[tokens[o->n_ctx + i + 1]];
 		}
 		if (!rc && o->verify)
 			fprintf(stderr, "verify: n_tokens %d first %d last %d n_scored %d mean_nll %.4f\n",

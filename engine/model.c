@@ -56,6 +56,25 @@ struct model {
 	long long n_eval;            /* positions run, under lock */
 };
 
+/* One layer's KV rows inside a state (see struct model_state in model.h). */
+struct model_kv_layer {
+	int cap;            /* rows allocated */
+	uint16_t *k;        /* [cap][n_head_kv][d_head] fp16, post-RoPE */
+	uint16_t *v;        /* [cap][n_head_kv][d_head] fp16 */
+};
+
+struct model_state {
+	int n_ctx;          /* max positions for exact global layers */
+	int n_batch;        /* max tokens per model_prefill call */
+	int n_past;         /* positions already in the cache */
+	int global_exact;   /* 1: global layers keep rows here (prefill, --kv full) */
+	struct model_kv_layer kv[MODEL_MAX_LAYER];
+	float *last_logits; /* [n_vocab] logits after the last processed token */
+	double last_lse;    /* log-sum-exp of last_logits */
+	int have_last;      /* last_logits valid */
+	void *scratch;      /* struct model_scratch, sized at state_new */
+};
+
 /* Per-state scratch; every buffer sized for n_batch tokens at state_new. */
 struct model_scratch {
 	const struct model *m;  /* the model the state was made for */
@@ -640,6 +659,38 @@ void model_state_reset(struct model_state *s)
 	s->n_past = 0;
 	s->have_last = 0;
 	s->last_lse = 0.0;
+}
+
+int model_state_n_past(const struct model_state *s)
+{
+	return s->n_past;
+}
+
+int model_state_resume(struct model_state *s, int n_past)
+{
+	if (n_past < 0 || (s->global_exact && n_past > s->n_ctx))
+		return SEKV_EINVAL;
+	s->n_past = n_past;
+	s->have_last = 0;
+	s->last_lse = 0.0;
+	return 0;
+}
+
+const float *model_state_logits(const struct model_state *s)
+{
+	return s->have_last ? s->last_logits : NULL;
+}
+
+double model_state_lse(const struct model_state *s)
+{
+	return s->have_last ? s->last_lse : 0.0;
+}
+
+int model_state_kv_cap(const struct model_state *s, int layer)
+{
+	if (layer < 0 || layer >= MODEL_MAX_LAYER)
+		return 0;
+	return s->kv[layer].cap;
 }
 
 /* ---- forward -------------------------------------------------------- */

@@ -46,26 +46,12 @@ struct model_hparams {
 
 struct model; /* opaque: weights + hparams */
 
-/* One layer's KV cache inside a state. Global layers (when exact): rows
- * indexed by position, cap >= n_ctx. Local layers: ring of cap rows, row of
- * position p at p % cap (cap = swa_window + n_batch). */
-struct model_kv_layer {
-	int cap;            /* rows allocated */
-	uint16_t *k;        /* [cap][n_head_kv][d_head] fp16, post-RoPE */
-	uint16_t *v;        /* [cap][n_head_kv][d_head] fp16 */
-};
-
-struct model_state {
-	int n_ctx;          /* max positions for exact global layers */
-	int n_batch;        /* max tokens per model_prefill call */
-	int n_past;         /* positions already in the cache */
-	int global_exact;   /* 1: global layers keep rows here (prefill, --kv full) */
-	struct model_kv_layer kv[MODEL_MAX_LAYER];
-	float *last_logits; /* [n_vocab] logits after the last processed token */
-	double last_lse;    /* log-sum-exp of last_logits */
-	int have_last;      /* last_logits valid */
-	void *scratch;      /* implementation scratch, sized at state_new */
-};
+/* One stream's KV cache and scratch (opaque: rows only through
+ * model_state_get_rows / model_state_set_rows, so a backend may keep them
+ * where it likes). Global layers (when exact) keep rows indexed by
+ * position, n_ctx of them; sliding-window layers keep a ring of
+ * swa_window + n_batch rows, the row of position p at p % cap. */
+struct model_state;
 
 /* Attention provider for global layers during decode.
  * attend(): `layer` is the model layer index, pos the token position;
@@ -103,13 +89,30 @@ void model_state_free(struct model_state *s);
 /* Forgets all positions (n_past = 0). */
 void model_state_reset(struct model_state *s);
 
+/* Positions already in the cache. */
+int model_state_n_past(const struct model_state *s);
+/* Resumes a stream at n_past positions whose rows were restored with
+ * model_state_set_rows (see there); no last logits (the next call must be
+ * a decode). 0, or SEKV_EINVAL when n_past < 0 or, with exact global rows,
+ * n_past > n_ctx. */
+int model_state_resume(struct model_state *s, int n_past);
+/* Logits [n_vocab] after the last processed token (borrowed, valid until
+ * the next call on s), or NULL when there are none (after reset, resume, or
+ * a decode that skipped the output projection). */
+const float *model_state_logits(const struct model_state *s);
+/* log-sum-exp of model_state_logits (0 when there are none). */
+double model_state_lse(const struct model_state *s);
+/* Rows allocated for model layer `layer` (0 for a global layer without
+ * exact rows, or a layer outside the model). */
+int model_state_kv_cap(const struct model_state *s, int layer);
+
 /* Prefill: runs tokens[0..n) (n <= n_batch) at positions n_past.. with exact
  * attention on every layer (requires global_exact), appends their KV.
  * When surprisal != NULL writes surprisal[i] = -log p(tokens[i] | tokens
  * before it) in nats (0 for position 0), computed with a streaming
  * log-sum-exp over the vocabulary. The first token of a later call is
- * scored with last_logits/last_lse (0 if have_last is not set). Leaves
- * last_logits for the last token. Returns 0 or a negative code
+ * scored with the state's last logits (0 when it has none). Leaves
+ * the last token's logits in the state (model_state_logits). Returns 0 or a negative code
  * (SEKV_EINVAL: n outside [1, n_batch], n_past + n > n_ctx, no exact
  * global rows, or a token outside the vocabulary). */
 int model_prefill(const struct model *m, struct model_state *s,
@@ -118,7 +121,7 @@ int model_prefill(const struct model *m, struct model_state *s,
 
 /* Decode one token at position n_past. Global layers use attn when non-NULL,
  * else the exact rows in the state. Writes logits [n_vocab] when non-NULL
- * (also kept in s->last_logits). Returns 0 or a negative code; a provider's
+ * (also kept as model_state_logits). Returns 0 or a negative code; a provider's
  * error is returned as is. With attn, exact global rows (if allocated) are
  * still appended while n_past < n_ctx, and n_ctx does not limit decoding. */
 int model_decode(const struct model *m, struct model_state *s, int32_t token,
@@ -127,7 +130,7 @@ int model_decode(const struct model *m, struct model_state *s, int32_t token,
 
 /* model_decode, skipping the output projection when need_logits is 0
  * (tokens whose prediction nobody reads, e.g. a question's prompt tokens):
- * last_logits is then invalid (have_last = 0) and logits is not written. */
+ * model_state_logits is then NULL and logits is not written. */
 int model_decode_ex(const struct model *m, struct model_state *s, int32_t token,
 		    const struct model_attn *attn, float *logits, int need_logits,
 		    char *err, size_t errlen);
@@ -159,7 +162,7 @@ int model_state_get_rows(const struct model_state *s, int layer, int p0, int n,
  * p % cap); n <= cap, and p0 + n <= cap for exact global rows. Does not
  * change n_past: to resume a stream, restore the last swa_window rows of
  * every sliding-window layer (and, without an attention provider, all
- * global rows), then set n_past, last_logits, last_lse and have_last. */
+ * global rows), then call model_state_resume. */
 int model_state_set_rows(struct model_state *s, int layer, int p0, int n,
 			 const uint16_t *k, const uint16_t *v);
 

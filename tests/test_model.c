@@ -143,7 +143,7 @@ static void t_bad_arguments(struct test_ctx *t)
 	T_CHECK(t, model_prefill(m, s, ids, 5, NULL, err, sizeof err) == SEKV_EINVAL);
 	T_CHECK(t, model_prefill(m, s, &bad, 1, NULL, err, sizeof err) == SEKV_EINVAL);
 	T_CHECK(t, model_decode(m, s, -1, NULL, lg, err, sizeof err) == SEKV_EINVAL);
-	T_CHECK(t, s->n_past == 0);
+	T_CHECK(t, model_state_n_past(s) == 0 && !model_state_logits(s));
 	for (int i = 0; i < 4; i++)
 		T_CHECK(t, model_prefill(m, s, ids, 4, NULL, err, sizeof err) == 0);
 	/* n_ctx is full: no more exact rows */
@@ -196,16 +196,16 @@ static void t_chunks_match(struct test_ctx *t)
 		T_CHECKF(t, model_prefill(m, sb, k_text + p, chunks[c], sur_b + p, err, sizeof err) == 0,
 			 "%s", err);
 		p += chunks[c];
-		memcpy(at_b + (size_t)c * V, sb->last_logits, sizeof(float) * V);
+		memcpy(at_b + (size_t)c * V, model_state_logits(sb), sizeof(float) * V);
 	}
-	T_CHECK(t, p == N && sa->n_past == N && sb->n_past == N);
+	T_CHECK(t, p == N && model_state_n_past(sa) == N && model_state_n_past(sb) == N);
 
 	/* token by token: surprisal from the previous step's logits */
 	for (int i = 0; i < N; i++) {
 		T_CHECKF(t, model_decode(m, sc, k_text[i], NULL, lg, err, sizeof err) == 0, "%s", err);
 		if (i + 1 < N)
 			sur_c[i + 1] = (float)(logsumexp(lg, V) - lg[k_text[i + 1]]);
-		T_CHECKF(t, fabs(sc->last_lse - logsumexp(lg, V)) < 1e-3, "last_lse at %d", i);
+		T_CHECKF(t, fabs(model_state_lse(sc) - logsumexp(lg, V)) < 1e-3, "last_lse at %d", i);
 		if (nb < 5 && i + 1 == ends[nb]) {
 			float d = max_abs_diff(lg, at_b + (size_t)nb * V, V);
 			T_CHECKF(t, d < TOL_ORDER, "decode vs chunk %d logits differ by %g", nb, d);
@@ -215,14 +215,14 @@ static void t_chunks_match(struct test_ctx *t)
 	sur_c[0] = 0.0f;
 	T_CHECK(t, nb == 5);
 	T_CHECKF(t, model_n_eval(m) == 3 * N, "n_eval %lld", model_n_eval(m));
-	T_CHECKF(t, max_abs_diff(sa->last_logits, sb->last_logits, V) < TOL_ORDER,
-		 "batch vs chunks: last logits differ by %g", max_abs_diff(sa->last_logits, sb->last_logits, V));
+	T_CHECKF(t, max_abs_diff(model_state_logits(sa), model_state_logits(sb), V) < TOL_ORDER,
+		 "batch vs chunks: last logits differ by %g", max_abs_diff(model_state_logits(sa), model_state_logits(sb), V));
 	T_CHECK(t, sur_a[0] == 0.0f && sur_b[0] == 0.0f);
 	T_CHECKF(t, max_abs_diff(sur_a, sur_b, N) < TOL_ORDER, "surprisal batch vs chunks %g",
 		 max_abs_diff(sur_a, sur_b, N));
 	T_CHECKF(t, max_abs_diff(sur_a, sur_c, N) < TOL_ORDER, "surprisal batch vs decode %g",
 		 max_abs_diff(sur_a, sur_c, N));
-	T_CHECKF(t, fabs(sa->last_lse - logsumexp(sa->last_logits, V)) < 1e-3, "prefill last_lse");
+	T_CHECKF(t, fabs(model_state_lse(sa) - logsumexp(model_state_logits(sa), V)) < 1e-3, "prefill last_lse");
 	for (int i = 1; i < N; i++) {
 		T_CHECKF(t, isfinite(sur_a[i]) && sur_a[i] >= 0.0f, "surprisal[%d] = %g", i, sur_a[i]);
 		mean += sur_a[i];
@@ -353,10 +353,10 @@ static void t_attn_provider(struct test_ctx *t)
 			T_CHECK(t, model_state_set_rows(sb, il, p0, hp->swa_window, k16, v16) == 0);
 		}
 	}
-	sb->n_past = P;
+	T_CHECK(t, model_state_resume(sb, P) == 0);
 	/* b's rings hold 512 + 3 rows: older positions are gone */
-	T_CHECK(t, sb->kv[0].cap == hp->swa_window + 3);
-	T_CHECK(t, model_state_get_rows(sb, 0, P - sb->kv[0].cap - 1, 1, k16, v16) == SEKV_EINVAL);
+	T_CHECK(t, model_state_kv_cap(sb, 0) == hp->swa_window + 3);
+	T_CHECK(t, model_state_get_rows(sb, 0, P - model_state_kv_cap(sb, 0) - 1, 1, k16, v16) == SEKV_EINVAL);
 	T_CHECK(t, model_state_get_rows(sb, 0, P - 1, 2, k16, v16) == SEKV_EINVAL);
 	T_CHECK(t, model_state_get_rows(sb, hp->global_layer[0], P - 1, 1, k16, v16) == SEKV_EINVAL);
 	for (int i = 0; i < M; i++) {
@@ -410,8 +410,8 @@ static void t_sliding_window(struct test_ctx *t)
 	T_CHECK(t, model_state_new(&sb, m, N, 100, 1, err, sizeof err) == 0);
 	T_CHECKF(t, prefill_all(m, sa, ids, N, 256, sa_sur, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, prefill_all(m, sb, ids, N, 100, sb_sur, err, sizeof err) == 0, "%s", err);
-	T_CHECKF(t, max_abs_diff(sa->last_logits, sb->last_logits, V) < TOL_ORDER,
-		 "last logits differ by %g", max_abs_diff(sa->last_logits, sb->last_logits, V));
+	T_CHECKF(t, max_abs_diff(model_state_logits(sa), model_state_logits(sb), V) < TOL_ORDER,
+		 "last logits differ by %g", max_abs_diff(model_state_logits(sa), model_state_logits(sb), V));
 	T_CHECKF(t, max_abs_diff(sa_sur, sb_sur, N) < TOL_ORDER, "surprisal differs by %g",
 		 max_abs_diff(sa_sur, sb_sur, N));
 	for (int i = 1; i < 90; i++)
@@ -546,10 +546,10 @@ static void golden_run(struct test_ctx *t, int decode_last)
 				T_FAIL(t, "golden id %d", gid[j]);
 				goto out;
 			}
-			if (fabsf(s->last_logits[gid[j]] - glg[j]) > worst)
-				worst = fabsf(s->last_logits[gid[j]] - glg[j]);
+			if (fabsf(model_state_logits(s)[gid[j]] - glg[j]) > worst)
+				worst = fabsf(model_state_logits(s)[gid[j]] - glg[j]);
 		}
-		if (!top5_matches(s->last_logits, V, gid, glg, nt, err, sizeof err)) {
+		if (!top5_matches(model_state_logits(s), V, gid, glg, nt, err, sizeof err)) {
 			T_FAIL(t, "position %d: %s", pos, err);
 			goto out;
 		}
