@@ -1,10 +1,10 @@
 /* test_tokenizer.c - the SentencePiece shim against independent ids.
  *
- * Goldens: llama.cpp's SPM vectors (shared/data/tokenizer, through both the
+ * Goldens: llama.cpp's SPM vectors (tests/data/tokenizer, through both the
  * GGUF-built model and the original tokenizer.model) and llama.cpp's Gemma 3
  * ids (tests/golden/tokenizer_gemma3.json). Plus round trips, special-token
  * handling, and malformed vocabularies built in memory as GGUF files.
- * shared/ is found through SEKV_SHARED or as ../shared beside the checkout.
+ * Paths are relative to the repository root (where make test runs).
  */
 #include "tests/test.h"
 
@@ -19,33 +19,11 @@
 #include <sys/stat.h>
 
 #define GOLDEN_GEMMA "tests/golden/tokenizer_gemma3.json"
+#define VOCAB_DIR "tests/data/tokenizer"
 #define VOCAB_SEP "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static int is_dir(const char *p)
-{
-	struct stat st;
-	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* shared/data/tokenizer: $SEKV_SHARED/data/tokenizer (or $SEKV_SHARED
- * itself when it names that folder), else ../shared/data/tokenizer. */
-static const char *vocab_dir(void)
-{
-	static char dir[1024];
-	const char *env = getenv("SEKV_SHARED");
-
-	if (env && *env) {
-		snprintf(dir, sizeof dir, "%s/data/tokenizer", env);
-		if (!is_dir(dir))
-			snprintf(dir, sizeof dir, "%s", env);
-	} else {
-		snprintf(dir, sizeof dir, "../shared/data/tokenizer");
-	}
-	return dir;
-}
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer. */
 static char *read_all(const char *path, size_t *len)
@@ -113,14 +91,14 @@ static void check_llama_vectors(struct test_ctx *t, const struct tok *tk)
 	int n_case = 0, n_line = 0;
 	static int32_t want[MAX_IDS];
 
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.inp", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.inp", VOCAB_DIR);
 	inp = read_all(path, NULL);
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", VOCAB_DIR);
 	out = read_all(path, NULL);
 	if (!inp || !out) {
 		free(inp);
 		free(out);
-		T_CHECKF(t, 0, "cannot read %s (set SEKV_SHARED)", path);
+		T_CHECKF(t, 0, "cannot read %s (run from the repository root)", path);
 	}
 	for (char *o = out; *o; o++)
 		n_line += *o == '\n';
@@ -204,7 +182,7 @@ static void test_llama_spm_gguf_vs_vectors(struct test_ctx *t)
 	struct gguf *g = NULL;
 	struct tok *tk = NULL;
 
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", VOCAB_DIR);
 	if (open_gguf_tok(t, path, &g, &tk))
 		return;
 	gguf_close(g);
@@ -219,7 +197,7 @@ static void test_llama_spm_model_file_vs_vectors(struct test_ctx *t)
 	struct tok *tk = NULL;
 	int rc;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	rc = tok_open_file(&tk, path, err, sizeof err);
 	T_CHECKF(t, rc == 0, "tok_open_file: %s", err);
 	T_CHECK(t, tok_n_vocab(tk) == 32000 && tok_bos(tk) == 1 && tok_eos(tk) == 2);
@@ -334,7 +312,7 @@ static void test_round_trip(struct test_ctx *t)
 	char path[1200], err[512] = "";
 	struct tok *tk = NULL;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	round_trip(t, tk, "llama");
 	tok_close(tk);
@@ -353,7 +331,7 @@ static void test_token_text_pieces(struct test_ctx *t)
 	struct tok *tk = NULL;
 	int id;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	id = tok_piece_id(tk, "\xe2\x96\x81hello");
 	T_CHECK(t, id > 0 && !strcmp(tok_piece(tk, id), "\xe2\x96\x81hello"));
@@ -381,7 +359,7 @@ static void test_encode_cap_and_bos(struct test_ctx *t)
 	const char *s = "The quick brown fox jumps over the lazy dog";
 	int n, m;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	n = tok_encode(tk, s, strlen(s), 1, all, 64, err, sizeof err);
 	T_CHECKF(t, n > 8 && n <= 64, "%d %s", n, err);
@@ -576,7 +554,7 @@ static void test_open_file_errors(struct test_ctx *t)
 
 	T_CHECK(t, tok_open_file(&tk, "/nonexistent/tokenizer.model", err, sizeof err) == SEKV_EIO);
 	T_CHECK(t, tk == NULL && strstr(err, "/nonexistent/tokenizer.model"));
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == SEKV_EFORMAT, "%s", err);
 	T_CHECK(t, tk == NULL);
 	tok_close(NULL);
