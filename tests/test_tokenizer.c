@@ -3,10 +3,12 @@
  * Goldens: llama.cpp's SPM vectors (tests/data/tokenizer, through both the
  * GGUF-built model and the original tokenizer.model) and llama.cpp's Gemma 3
  * ids (tests/golden/tokenizer_gemma3.json). Plus round trips, special-token
- * handling, and malformed vocabularies built in memory as GGUF files.
+ * handling, and malformed vocabularies built in memory as GGUF files
+ * (tests/gguf_writer.c).
  * Paths are relative to the repository root (where make test runs).
  */
 #include "tests/test.h"
+#include "tests/gguf_writer.h"
 
 #include "engine/err.h"
 #include "engine/gguf.h"
@@ -386,51 +388,6 @@ static void test_utf8_complete(struct test_ctx *t)
 
 /* ---- malformed vocabularies ---------------------------------------------- */
 
-/* A GGUF v3 file with no tensors, written into a fixed buffer. */
-struct gw {
-	uint8_t buf[4096];
-	size_t n;
-	uint64_t n_kv;
-};
-
-static void gw_raw(struct gw *w, const void *p, size_t n)
-{
-	if (w->n + n <= sizeof w->buf)
-		memcpy(w->buf + w->n, p, n);
-	w->n += n;
-}
-
-static void gw_u32(struct gw *w, uint32_t v) { gw_raw(w, &v, 4); }
-static void gw_u64(struct gw *w, uint64_t v) { gw_raw(w, &v, 8); }
-
-static void gw_str(struct gw *w, const char *s)
-{
-	gw_u64(w, strlen(s));
-	gw_raw(w, s, strlen(s));
-}
-
-static void gw_key(struct gw *w, const char *key, uint32_t type)
-{
-	gw_str(w, key);
-	gw_u32(w, type);
-	w->n_kv++;
-}
-
-static void gw_begin(struct gw *w)
-{
-	w->n = 0;
-	w->n_kv = 0;
-	gw_raw(w, "GGUF", 4);
-	gw_u32(w, 3);
-	gw_u64(w, 0);  /* tensors */
-	gw_u64(w, 0);  /* key/values, patched by gw_end */
-}
-
-static void gw_end(struct gw *w)
-{
-	memcpy(w->buf + 16, &w->n_kv, 8);
-}
-
 /* What to break in the tiny vocabulary. */
 enum vocab_fault {
 	FAULT_NONE, FAULT_SHORT_SCORES, FAULT_SHORT_TYPES, FAULT_BAD_TYPE,
@@ -438,7 +395,7 @@ enum vocab_fault {
 };
 
 /* <unk> <s> </s> ▁a a b ▁: a Llama-like vocabulary without byte pieces. */
-static void tiny_vocab(struct gw *w, enum vocab_fault fault)
+static void tiny_vocab(struct gw_buf *b, enum vocab_fault fault)
 {
 	static const char *const piece[] = {
 		"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a", "b", "\xe2\x96\x81",
@@ -447,61 +404,54 @@ static void tiny_vocab(struct gw *w, enum vocab_fault fault)
 	int32_t type[] = {2, 3, 3, 1, 1, 1, 1};
 	uint64_t n = 7;
 
-	gw_begin(w);
-	gw_key(w, "tokenizer.ggml.model", GGUF_STRING);
-	gw_str(w, fault == FAULT_GPT2 ? "gpt2" : "llama");
+	gw_header(b, 3, 0, fault == FAULT_NO_TOKENS ? 6 : 7);
+	gw_kv_str(b, "tokenizer.ggml.model", fault == FAULT_GPT2 ? "gpt2" : "llama");
 	if (fault != FAULT_NO_TOKENS) {
-		gw_key(w, "tokenizer.ggml.tokens", GGUF_ARRAY);
-		gw_u32(w, GGUF_STRING);
-		gw_u64(w, n);
+		gw_arr_head(b, "tokenizer.ggml.tokens", GGUF_STRING, n);
 		for (uint64_t i = 0; i < n; i++)
-			gw_str(w, fault == FAULT_EMPTY_PIECE && i == 5 ? "" : piece[i]);
+			gw_str(b, fault == FAULT_EMPTY_PIECE && i == 5 ? "" : piece[i]);
 	}
-	gw_key(w, "tokenizer.ggml.scores", GGUF_ARRAY);
-	gw_u32(w, GGUF_F32);
-	gw_u64(w, fault == FAULT_SHORT_SCORES ? n - 1 : n);
+	gw_arr_head(b, "tokenizer.ggml.scores", GGUF_F32, fault == FAULT_SHORT_SCORES ? n - 1 : n);
 	for (uint64_t i = 0; i < (fault == FAULT_SHORT_SCORES ? n - 1 : n); i++)
-		gw_raw(w, &score[i], 4);
+		gw_bytes(b, &score[i], 4);
 	if (fault == FAULT_BAD_TYPE)
 		type[4] = 7;
 	if (fault == FAULT_TWO_UNK)
 		type[5] = 2;
-	gw_key(w, "tokenizer.ggml.token_type", GGUF_ARRAY);
-	gw_u32(w, GGUF_I32);
-	gw_u64(w, fault == FAULT_SHORT_TYPES ? n + 1 : n);
-	gw_raw(w, type, sizeof type);
+	gw_arr_head(b, "tokenizer.ggml.token_type", GGUF_I32,
+		    fault == FAULT_SHORT_TYPES ? n + 1 : n);
+	gw_bytes(b, type, sizeof type);
 	if (fault == FAULT_SHORT_TYPES)
-		gw_u32(w, 1);
-	gw_key(w, "tokenizer.ggml.bos_token_id", GGUF_U32);
-	gw_u32(w, 1);
-	gw_key(w, "tokenizer.ggml.eos_token_id", GGUF_U32);
-	gw_u32(w, 2);
-	gw_key(w, "tokenizer.ggml.unknown_token_id", GGUF_U32);
-	gw_u32(w, fault == FAULT_UNK_RANGE ? 7 : 0);
-	gw_end(w);
+		gw_u32(b, 1);
+	gw_kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
+	gw_kv_u32(b, "tokenizer.ggml.eos_token_id", 2);
+	gw_kv_u32(b, "tokenizer.ggml.unknown_token_id", fault == FAULT_UNK_RANGE ? 7 : 0);
 }
 
 /* Opens the tiny vocabulary with one fault; returns tok_open_gguf's code. */
 static int open_tiny(struct test_ctx *t, enum vocab_fault fault, struct tok **tk)
 {
-	static struct gw w;
+	struct gw_buf b = {0};
 	struct gguf *g = NULL;
 	char err[512] = "";
 	int rc;
 
-	tiny_vocab(&w, fault);
-	if (w.n > sizeof w.buf) {
-		T_FAIL(t, "tiny vocabulary overflows the buffer");
+	tiny_vocab(&b, fault);
+	if (b.oom) {
+		free(b.p);
+		T_FAIL(t, "tiny vocabulary: writer out of memory");
 		return SEKV_EINVAL;
 	}
-	rc = gguf_open_buffer(&g, w.buf, w.n, "tiny.gguf", err, sizeof err);
+	rc = gguf_open_buffer(&g, b.p, b.n, "tiny.gguf", err, sizeof err);
 	if (rc) {
+		free(b.p);
 		T_FAIL(t, "gguf_open_buffer (fault %d): %s", fault, err);
 		return rc;
 	}
 	*tk = NULL;
 	rc = tok_open_gguf(tk, g, err, sizeof err);
 	gguf_close(g);
+	free(b.p);
 	if (rc && (!err[0] || !strstr(err, "tiny.gguf"))) {
 		T_FAIL(t, "fault %d: message \"%s\" does not name the file", fault, err);
 		tok_close(*tk);
