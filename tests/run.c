@@ -14,6 +14,7 @@
 #define TABLE(name) extern const struct test_case name[] __attribute__((weak));
 TABLE(test_err)
 TABLE(test_gguf)
+TABLE(test_gguf_malformed)
 TABLE(test_quant)
 TABLE(test_quant_act)
 TABLE(test_gemm)
@@ -21,7 +22,10 @@ TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
 TABLE(test_sekv)
-TABLE(test_store)
+TABLE(test_store_doc)
+TABLE(test_store_mem)
+TABLE(test_store_format)
+TABLE(test_store_fault)
 TABLE(test_ui)
 TABLE(test_app)
 TABLE(test_integration)
@@ -91,8 +95,9 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_tokenizer, test_model,
-		test_sampler, test_sekv, test_store, test_ui, test_app,
+		test_err, test_gguf, test_gguf_malformed, test_quant, test_quant_act, test_gemm,
+		test_tokenizer, test_model, test_sampler, test_sekv, test_store_doc, test_store_mem,
+		test_store_format, test_store_fault, test_ui, test_app,
 		test_integration,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;

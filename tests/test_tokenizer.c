@@ -1,12 +1,14 @@
 /* test_tokenizer.c - the SentencePiece shim against independent ids.
  *
- * Goldens: llama.cpp's SPM vectors (shared/data/tokenizer, through both the
+ * Goldens: llama.cpp's SPM vectors (tests/data/tokenizer, through both the
  * GGUF-built model and the original tokenizer.model) and llama.cpp's Gemma 3
  * ids (tests/golden/tokenizer_gemma3.json). Plus round trips, special-token
- * handling, and malformed vocabularies built in memory as GGUF files.
- * shared/ is found through SEKV_SHARED or as ../shared beside the checkout.
+ * handling, and malformed vocabularies built in memory as GGUF files
+ * (tests/gguf_writer.c).
+ * Paths are relative to the repository root (where make test runs).
  */
 #include "tests/test.h"
+#include "tests/gguf_writer.h"
 
 #include "engine/err.h"
 #include "engine/gguf.h"
@@ -19,33 +21,11 @@
 #include <sys/stat.h>
 
 #define GOLDEN_GEMMA "tests/golden/tokenizer_gemma3.json"
+#define VOCAB_DIR "tests/data/tokenizer"
 #define VOCAB_SEP "\n__ggml_vocab_test__\n"
 #define MAX_IDS 4096
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static int is_dir(const char *p)
-{
-	struct stat st;
-	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-/* shared/data/tokenizer: $SEKV_SHARED/data/tokenizer (or $SEKV_SHARED
- * itself when it names that folder), else ../shared/data/tokenizer. */
-static const char *vocab_dir(void)
-{
-	static char dir[1024];
-	const char *env = getenv("SEKV_SHARED");
-
-	if (env && *env) {
-		snprintf(dir, sizeof dir, "%s/data/tokenizer", env);
-		if (!is_dir(dir))
-			snprintf(dir, sizeof dir, "%s", env);
-	} else {
-		snprintf(dir, sizeof dir, "../shared/data/tokenizer");
-	}
-	return dir;
-}
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer. */
 static char *read_all(const char *path, size_t *len)
@@ -113,14 +93,14 @@ static void check_llama_vectors(struct test_ctx *t, const struct tok *tk)
 	int n_case = 0, n_line = 0;
 	static int32_t want[MAX_IDS];
 
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.inp", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.inp", VOCAB_DIR);
 	inp = read_all(path, NULL);
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", VOCAB_DIR);
 	out = read_all(path, NULL);
 	if (!inp || !out) {
 		free(inp);
 		free(out);
-		T_CHECKF(t, 0, "cannot read %s (set SEKV_SHARED)", path);
+		T_CHECKF(t, 0, "cannot read %s (run from the repository root)", path);
 	}
 	for (char *o = out; *o; o++)
 		n_line += *o == '\n';
@@ -204,7 +184,7 @@ static void test_llama_spm_gguf_vs_vectors(struct test_ctx *t)
 	struct gguf *g = NULL;
 	struct tok *tk = NULL;
 
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf", VOCAB_DIR);
 	if (open_gguf_tok(t, path, &g, &tk))
 		return;
 	gguf_close(g);
@@ -219,7 +199,7 @@ static void test_llama_spm_model_file_vs_vectors(struct test_ctx *t)
 	struct tok *tk = NULL;
 	int rc;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	rc = tok_open_file(&tk, path, err, sizeof err);
 	T_CHECKF(t, rc == 0, "tok_open_file: %s", err);
 	T_CHECK(t, tok_n_vocab(tk) == 32000 && tok_bos(tk) == 1 && tok_eos(tk) == 2);
@@ -334,7 +314,7 @@ static void test_round_trip(struct test_ctx *t)
 	char path[1200], err[512] = "";
 	struct tok *tk = NULL;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	round_trip(t, tk, "llama");
 	tok_close(tk);
@@ -353,7 +333,7 @@ static void test_token_text_pieces(struct test_ctx *t)
 	struct tok *tk = NULL;
 	int id;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	id = tok_piece_id(tk, "\xe2\x96\x81hello");
 	T_CHECK(t, id > 0 && !strcmp(tok_piece(tk, id), "\xe2\x96\x81hello"));
@@ -381,7 +361,7 @@ static void test_encode_cap_and_bos(struct test_ctx *t)
 	const char *s = "The quick brown fox jumps over the lazy dog";
 	int n, m;
 
-	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", vocab_dir());
+	snprintf(path, sizeof path, "%s/llama2-tokenizer.model", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == 0, "%s", err);
 	n = tok_encode(tk, s, strlen(s), 1, all, 64, err, sizeof err);
 	T_CHECKF(t, n > 8 && n <= 64, "%d %s", n, err);
@@ -408,51 +388,6 @@ static void test_utf8_complete(struct test_ctx *t)
 
 /* ---- malformed vocabularies ---------------------------------------------- */
 
-/* A GGUF v3 file with no tensors, written into a fixed buffer. */
-struct gw {
-	uint8_t buf[4096];
-	size_t n;
-	uint64_t n_kv;
-};
-
-static void gw_raw(struct gw *w, const void *p, size_t n)
-{
-	if (w->n + n <= sizeof w->buf)
-		memcpy(w->buf + w->n, p, n);
-	w->n += n;
-}
-
-static void gw_u32(struct gw *w, uint32_t v) { gw_raw(w, &v, 4); }
-static void gw_u64(struct gw *w, uint64_t v) { gw_raw(w, &v, 8); }
-
-static void gw_str(struct gw *w, const char *s)
-{
-	gw_u64(w, strlen(s));
-	gw_raw(w, s, strlen(s));
-}
-
-static void gw_key(struct gw *w, const char *key, uint32_t type)
-{
-	gw_str(w, key);
-	gw_u32(w, type);
-	w->n_kv++;
-}
-
-static void gw_begin(struct gw *w)
-{
-	w->n = 0;
-	w->n_kv = 0;
-	gw_raw(w, "GGUF", 4);
-	gw_u32(w, 3);
-	gw_u64(w, 0);  /* tensors */
-	gw_u64(w, 0);  /* key/values, patched by gw_end */
-}
-
-static void gw_end(struct gw *w)
-{
-	memcpy(w->buf + 16, &w->n_kv, 8);
-}
-
 /* What to break in the tiny vocabulary. */
 enum vocab_fault {
 	FAULT_NONE, FAULT_SHORT_SCORES, FAULT_SHORT_TYPES, FAULT_BAD_TYPE,
@@ -460,7 +395,7 @@ enum vocab_fault {
 };
 
 /* <unk> <s> </s> ▁a a b ▁: a Llama-like vocabulary without byte pieces. */
-static void tiny_vocab(struct gw *w, enum vocab_fault fault)
+static void tiny_vocab(struct gw_buf *b, enum vocab_fault fault)
 {
 	static const char *const piece[] = {
 		"<unk>", "<s>", "</s>", "\xe2\x96\x81" "a", "a", "b", "\xe2\x96\x81",
@@ -469,61 +404,54 @@ static void tiny_vocab(struct gw *w, enum vocab_fault fault)
 	int32_t type[] = {2, 3, 3, 1, 1, 1, 1};
 	uint64_t n = 7;
 
-	gw_begin(w);
-	gw_key(w, "tokenizer.ggml.model", GGUF_STRING);
-	gw_str(w, fault == FAULT_GPT2 ? "gpt2" : "llama");
+	gw_header(b, 3, 0, fault == FAULT_NO_TOKENS ? 6 : 7);
+	gw_kv_str(b, "tokenizer.ggml.model", fault == FAULT_GPT2 ? "gpt2" : "llama");
 	if (fault != FAULT_NO_TOKENS) {
-		gw_key(w, "tokenizer.ggml.tokens", GGUF_ARRAY);
-		gw_u32(w, GGUF_STRING);
-		gw_u64(w, n);
+		gw_arr_head(b, "tokenizer.ggml.tokens", GGUF_STRING, n);
 		for (uint64_t i = 0; i < n; i++)
-			gw_str(w, fault == FAULT_EMPTY_PIECE && i == 5 ? "" : piece[i]);
+			gw_str(b, fault == FAULT_EMPTY_PIECE && i == 5 ? "" : piece[i]);
 	}
-	gw_key(w, "tokenizer.ggml.scores", GGUF_ARRAY);
-	gw_u32(w, GGUF_F32);
-	gw_u64(w, fault == FAULT_SHORT_SCORES ? n - 1 : n);
+	gw_arr_head(b, "tokenizer.ggml.scores", GGUF_F32, fault == FAULT_SHORT_SCORES ? n - 1 : n);
 	for (uint64_t i = 0; i < (fault == FAULT_SHORT_SCORES ? n - 1 : n); i++)
-		gw_raw(w, &score[i], 4);
+		gw_bytes(b, &score[i], 4);
 	if (fault == FAULT_BAD_TYPE)
 		type[4] = 7;
 	if (fault == FAULT_TWO_UNK)
 		type[5] = 2;
-	gw_key(w, "tokenizer.ggml.token_type", GGUF_ARRAY);
-	gw_u32(w, GGUF_I32);
-	gw_u64(w, fault == FAULT_SHORT_TYPES ? n + 1 : n);
-	gw_raw(w, type, sizeof type);
+	gw_arr_head(b, "tokenizer.ggml.token_type", GGUF_I32,
+		    fault == FAULT_SHORT_TYPES ? n + 1 : n);
+	gw_bytes(b, type, sizeof type);
 	if (fault == FAULT_SHORT_TYPES)
-		gw_u32(w, 1);
-	gw_key(w, "tokenizer.ggml.bos_token_id", GGUF_U32);
-	gw_u32(w, 1);
-	gw_key(w, "tokenizer.ggml.eos_token_id", GGUF_U32);
-	gw_u32(w, 2);
-	gw_key(w, "tokenizer.ggml.unknown_token_id", GGUF_U32);
-	gw_u32(w, fault == FAULT_UNK_RANGE ? 7 : 0);
-	gw_end(w);
+		gw_u32(b, 1);
+	gw_kv_u32(b, "tokenizer.ggml.bos_token_id", 1);
+	gw_kv_u32(b, "tokenizer.ggml.eos_token_id", 2);
+	gw_kv_u32(b, "tokenizer.ggml.unknown_token_id", fault == FAULT_UNK_RANGE ? 7 : 0);
 }
 
 /* Opens the tiny vocabulary with one fault; returns tok_open_gguf's code. */
 static int open_tiny(struct test_ctx *t, enum vocab_fault fault, struct tok **tk)
 {
-	static struct gw w;
+	struct gw_buf b = {0};
 	struct gguf *g = NULL;
 	char err[512] = "";
 	int rc;
 
-	tiny_vocab(&w, fault);
-	if (w.n > sizeof w.buf) {
-		T_FAIL(t, "tiny vocabulary overflows the buffer");
+	tiny_vocab(&b, fault);
+	if (b.oom) {
+		free(b.p);
+		T_FAIL(t, "tiny vocabulary: writer out of memory");
 		return SEKV_EINVAL;
 	}
-	rc = gguf_open_buffer(&g, w.buf, w.n, "tiny.gguf", err, sizeof err);
+	rc = gguf_open_buffer(&g, b.p, b.n, "tiny.gguf", err, sizeof err);
 	if (rc) {
+		free(b.p);
 		T_FAIL(t, "gguf_open_buffer (fault %d): %s", fault, err);
 		return rc;
 	}
 	*tk = NULL;
 	rc = tok_open_gguf(tk, g, err, sizeof err);
 	gguf_close(g);
+	free(b.p);
 	if (rc && (!err[0] || !strstr(err, "tiny.gguf"))) {
 		T_FAIL(t, "fault %d: message \"%s\" does not name the file", fault, err);
 		tok_close(*tk);
@@ -576,7 +504,7 @@ static void test_open_file_errors(struct test_ctx *t)
 
 	T_CHECK(t, tok_open_file(&tk, "/nonexistent/tokenizer.model", err, sizeof err) == SEKV_EIO);
 	T_CHECK(t, tk == NULL && strstr(err, "/nonexistent/tokenizer.model"));
-	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", vocab_dir());
+	snprintf(path, sizeof path, "%s/ggml-vocab-llama-spm.gguf.out", VOCAB_DIR);
 	T_CHECKF(t, tok_open_file(&tk, path, err, sizeof err) == SEKV_EFORMAT, "%s", err);
 	T_CHECK(t, tk == NULL);
 	tok_close(NULL);
