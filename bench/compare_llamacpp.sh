@@ -7,6 +7,9 @@
 # bytes per token against this machine's copy bandwidth (bin/sekv-membw).
 # Needs bin/sekv, bin/sekv-bench, bin/sekv-membw and llama-cpp-python
 # (`make bench-deps`). Ends with five `RATIO name X` lines (ours/llama.cpp).
+# RIVAL_BIN=DIR (`make bench-compare RIVAL_BIN=DIR`) puts another build's
+# DIR/sekv-bench in llama.cpp's place, e.g. the build before a change: the
+# same cases, runs and medians, ratios this build / that one.
 set -e
 cd "$(dirname "$0")/.."
 MODEL=${MODEL:-assets/models/gemma-3-270m-q4_k_m.gguf}
@@ -21,7 +24,23 @@ die() {
 	exit 1
 }
 
-if ! python3 -c 'import llama_cpp' 2>/dev/null; then
+RIVAL_BIN=${RIVAL_BIN:-}
+if [ -n "$RIVAL_BIN" ]; then
+	RIVAL="build $RIVAL_BIN"
+	[ -x "$RIVAL_BIN/sekv-bench" ] || die "$RIVAL_BIN/sekv-bench: missing"
+else
+	RIVAL=llama.cpp
+fi
+# rival ARGS...: one run of the other side with sekv-bench's arguments
+rival() {
+	if [ -n "$RIVAL_BIN" ]; then
+		"$RIVAL_BIN/sekv-bench" "$@"
+	else
+		python3 bench/llamacpp_bench.py "$@"
+	fi
+}
+
+if [ -z "$RIVAL_BIN" ] && ! python3 -c 'import llama_cpp' 2>/dev/null; then
 	die "python3: llama_cpp: not importable; run \`make bench-deps\` (installs llama-cpp-python)"
 fi
 for b in bin/sekv bin/sekv-bench bin/sekv-membw; do
@@ -37,7 +56,7 @@ n_tok=$(wc -w < "$TOK")
 [ "$n_tok" -ge $((CTX + N_DECODE)) ] ||
 	die "$SAMPLE: $n_tok tokens, the decode case needs $((CTX + N_DECODE))"
 
-echo "== llama.cpp comparison: $MODEL, $T threads, $REPS runs each (medians), $n_tok sample tokens"
+echo "== $RIVAL comparison: $MODEL, $T threads, $REPS runs each (medians), $n_tok sample tokens"
 # Other processes on the cores distort both sides (llama.cpp's spinning
 # OpenMP threads most). cpu_busy SECONDS: percent of the CPUs busy over that
 # time; wait_quiet: waits (up to 60 s) for them to fall to 10% before a run.
@@ -83,9 +102,9 @@ run_case() {
 			cat "$TMP/out" >> "$TMP/membw"
 		fi
 		wait_quiet
-		python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode "$mode" -n "$n" "$@" \
-			> "$TMP/out" || die "$name: llamacpp_bench.py failed"
-		echo "  $name run $i llama.cpp: $(cat "$TMP/out")"
+		rival -m "$MODEL" -t "$T" --tokens "$TOK" --mode "$mode" -n "$n" "$@" \
+			> "$TMP/out" || die "$name: $RIVAL failed"
+		echo "  $name run $i $RIVAL: $(cat "$TMP/out")"
 		cat "$TMP/out" >> "$TMP/llama_$name"
 		i=$((i + 1))
 	done
@@ -109,15 +128,17 @@ for args in "--mode prefill_surprisal -n 512" "--mode decode -n 16 --ctx $CTX"; 
 		die "verify: sekv-bench failed: $(cat "$TMP/v")"
 	echo "  ours      $args: $(grep '^verify' "$TMP/v")"
 	# shellcheck disable=SC2086
-	python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" $args --verify \
-		2> "$TMP/v" > /dev/null || die "verify: llamacpp_bench.py failed: $(cat "$TMP/v")"
-	echo "  llama.cpp $args: $(grep '^verify' "$TMP/v")"
+	rival -m "$MODEL" -t "$T" --tokens "$TOK" $args --verify \
+		2> "$TMP/v" > /dev/null || die "verify: $RIVAL failed: $(cat "$TMP/v")"
+	echo "  $RIVAL $args: $(grep '^verify' "$TMP/v")"
 done
 
-echo "== llama.cpp settings"
-python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode prefill -n 512 --info \
-	2> "$TMP/info" > /dev/null || die "llama.cpp info run failed"
-sed 's/^/  /' "$TMP/info"
+if [ -z "$RIVAL_BIN" ]; then
+	echo "== llama.cpp settings"
+	python3 bench/llamacpp_bench.py -m "$MODEL" -t "$T" --tokens "$TOK" --mode prefill -n 512 --info \
+		2> "$TMP/info" > /dev/null || die "llama.cpp info run failed"
+	sed 's/^/  /' "$TMP/info"
+fi
 
 echo "== memory bandwidth ($T threads, median of the $REPS runs next to decode)"
 copy_gb_s=$(median "$TMP/membw" 2)
@@ -126,7 +147,8 @@ echo "  copy $copy_gb_s GB/s (read + write)   read $read_gb_s GB/s"
 
 echo "== results (medians of $REPS)"
 [ "$n_busy" -eq 0 ] || echo "warning: $n_busy runs started while other processes used the CPUs"
-printf '%-24s %12s %14s %7s %14s %16s\n' case "ours tok/s" "llama.cpp tok/s" ratio "ours RSS MiB" "llama.cpp RSS MiB"
+printf '%-24s %12s %14s %7s %14s %16s\n' case "ours tok/s" "rival tok/s" ratio "ours RSS MiB" "rival RSS MiB"
+echo "(rival: $RIVAL)"
 for c in prefill_512 prefill_4096 prefill_surprisal_512 decode; do
 	o=$(median "$TMP/ours_$c" 2) l=$(median "$TMP/llama_$c" 2)
 	ro=$(median "$TMP/ours_$c" 4) rl=$(median "$TMP/llama_$c" 4)
