@@ -76,11 +76,10 @@ bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	sh bench/run.sh
 	MODEL=$(MODEL) sh bench/compare_llamacpp.sh
 
-bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
-	MODEL=$(MODEL) RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh
-
 # RIVAL_BIN=DIR compares with another build's DIR/sekv-bench instead of
 # llama.cpp (e.g. the build before a change).
+bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
+	MODEL=$(MODEL) RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh
 
 # llama.cpp through its Python binding, for bench-compare (builds llama.cpp
 # from source; not used by CI).
