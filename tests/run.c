@@ -17,6 +17,8 @@ TABLE(test_gguf)
 TABLE(test_quant)
 TABLE(test_quant_act)
 TABLE(test_gemm)
+TABLE(test_arena)
+TABLE(test_backend)
 TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
@@ -91,7 +93,7 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_tokenizer, test_model,
+		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer, test_model,
 		test_sampler, test_sekv, test_store, test_ui, test_app,
 		test_integration,
 	};
