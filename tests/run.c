@@ -23,6 +23,7 @@ TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
 TABLE(test_sekv)
+TABLE(test_sekv_attend)
 TABLE(test_store)
 TABLE(test_ui)
 TABLE(test_app)
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
 		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer, test_model,
-		test_sampler, test_sekv, test_store, test_ui, test_app,
+		test_sampler, test_sekv, test_sekv_attend, test_store, test_ui, test_app,
 		test_integration,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;
