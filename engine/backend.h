@@ -7,7 +7,12 @@
  * other backend is tested against. Activations are fp32 (quantised to int8
  * inside one-token matmuls), KV rows fp16, weights stay in
  * their GGUF types. Scratch lives in a workspace (struct backend_ws) sized
- * once per model state, so no operation allocates.
+ * once per model state, so no operation allocates (the build-time SVD and
+ * PCA operations excepted). Memory that a device backend would keep on the
+ * device (KV rows, SeKV tail and reconstructed rows) is a struct backend_buf
+ * the backend allocates; callers address it by handle and element offset.
+ * SeKV's decode and build steps are operations too (attention_mix,
+ * reconstruct, svd, pca), so every thread runs on the backend's one pool.
  * Thread-safety: one backend runs one operation at a time (its thread pool
  * is shared); callers serialise (model.c holds a lock per model).
  */
@@ -27,6 +32,15 @@ struct backend_weight {
 	const void *data;     /* [rows] rows of row_bytes */
 };
 
+/* Memory owned by a backend. The CPU backend's is host memory and host
+ * points at it; a device backend's host is NULL and its contents are
+ * reached only through buf_write / buf_read / buf_copy. */
+struct backend_buf {
+	size_t bytes;         /* size */
+	void *host;           /* [bytes] CPU: the memory itself; device: NULL */
+	int borrowed;         /* 1: made by buf_wrap (the caller's memory) */
+};
+
 /* Shapes a workspace must serve. */
 struct backend_ws_size {
 	int n_batch;          /* most tokens per call */
@@ -35,6 +49,8 @@ struct backend_ws_size {
 	size_t max_w_elems;   /* largest rows*cols multiplied by a batch at once */
 	int max_cols;         /* widest weight (cols) a single token is multiplied
 	                         by; wider ones take the fp32-activation path */
+	int mix_rows;         /* most rows of one attention_mix (per KV head);
+	                         0: the workspace serves no SeKV operation */
 };
 
 /* Attention of n queries at positions pos0..pos0+n-1 against fp16 rows
@@ -52,11 +68,85 @@ struct backend_attn {
 	int n_head;
 	int n_head_kv;
 	int d_head;
-	const uint16_t *k;    /* [cap][n_head_kv][d_head] fp16 */
-	const uint16_t *v;    /* [cap][n_head_kv][d_head] fp16 */
+	const struct backend_buf *k; /* [cap][n_head_kv][d_head] fp16 */
+	const struct backend_buf *v; /* [cap][n_head_kv][d_head] fp16 */
 	int cap;
 	int window;           /* 0: full causal */
 	float scale;          /* applied to q . k */
+};
+
+/* One block of rows of a mixed attention (SeKV paper; DESIGN.md section 3
+ * step 4): rows i < n of KV head g start at element off + i * ld of k and
+ * v (fp16 or fp32, d_head wide); every score of the block gets bias added;
+ * a masked block is left out of the softmax. */
+struct backend_mix_block {
+	const struct backend_buf *k;
+	const struct backend_buf *v;
+	size_t off;           /* elements to row 0 */
+	size_t ld;            /* elements between rows */
+	int n;                /* rows (0: empty block) */
+	int f32;              /* 1: rows fp32, 0: fp16 */
+	float bias;           /* score bias, e.g. +log|S| of a coarse row */
+	int masked;           /* 1: not attended (a zoomed span's coarse row) */
+};
+
+/* ONE softmax per query head over the rows of its KV head's blocks, in
+ * block order: out[h] = sum_j softmax_j(q[h] . k[j] * scale + bias_j) v[j].
+ * Query head h uses KV head h / (n_head / n_head_kv). */
+struct backend_mix {
+	const float *q;       /* [n_head][d_head] unscaled */
+	float *out;           /* [n_head][d_head] */
+	int n_head;
+	int n_head_kv;
+	int d_head;
+	float scale;          /* applied to q . k before the bias */
+	const struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
+	int n_blk;            /* blocks per KV head */
+};
+
+/* Low-rank reconstruction of a span's rows from its truncated SVD:
+ * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
+ * to dst at element off as rows of d (fp16 rounded to nearest, or fp32). */
+struct backend_recon {
+	int len;              /* rows |S| */
+	int d;                /* columns d_h (<= the workspace's d_head) */
+	int rank;             /* stored rank: row stride of u and v */
+	int r;                /* components used, 0..rank */
+	int f16;              /* 1: u, v fp16; 0: fp32 */
+	const void *u;        /* [len][rank] host memory */
+	const float *s;       /* [rank] */
+	const void *v;        /* [d][rank] host memory */
+	struct backend_buf *dst;
+	size_t off;           /* elements to dst row 0 */
+	int dst_f32;          /* 1: fp32 rows, 0: fp16 */
+};
+
+/* Truncated SVD of one fp16 matrix X [rows][cols] (host memory):
+ * X ~ U diag(s) V^T with the rank leading singular triplets (LAPACK sgesdd
+ * on the CPU). u, v are stored fp16 (rounded to nearest; entries lie in
+ * [-1, 1]) or fp32. */
+struct backend_svd {
+	const uint16_t *x;    /* [rows] rows ldx apart, cols used, fp16 */
+	size_t ldx;           /* elements between rows (>= cols) */
+	int rows;
+	int cols;
+	int rank;             /* <= min(rows, cols) */
+	float *s;             /* [rank] descending */
+	void *u;              /* [rows][rank] */
+	void *v;              /* [cols][rank] */
+	int f16;              /* 1: u, v fp16; 0: fp32 */
+};
+
+/* Principal directions of fp16 rows X [rows][cols] (host memory): the
+ * n_vec leading eigenvectors (largest eigenvalue first) of the covariance
+ * sum_t (x_t - mean)(x_t - mean)^T (LAPACK ssyevd on the CPU). */
+struct backend_pca {
+	const uint16_t *x;    /* [rows] rows ldx apart, cols used, fp16 */
+	size_t ldx;
+	int rows;
+	int cols;
+	int n_vec;            /* <= cols */
+	float *vec;           /* [n_vec][cols] unit eigenvectors */
 };
 
 struct backend;
@@ -95,9 +185,10 @@ struct backend_ops {
 	void (*gelu_mul)(struct backend *b, float *g, const float *u, size_t n);
 	/* y[i] += x[i], i < n. */
 	void (*add)(struct backend *b, float *y, const float *x, size_t n);
-	/* Stores n rows (k, v [n][width] fp32) as fp16 at rows (pos0+i) % cap. */
-	void (*kv_store)(struct backend *b, uint16_t *kc, uint16_t *vc, int cap,
-			 int width, const float *k, const float *v, int pos0, int n);
+	/* Stores n rows (k, v [n][width] fp32) as fp16 (rounded to nearest) at
+	 * rows (pos0+i) % cap of kc, vc ([cap][width] fp16 buffers). */
+	void (*kv_store)(struct backend *b, struct backend_buf *kc, struct backend_buf *vc,
+			 int cap, int width, const float *k, const float *v, int pos0, int n);
 	/* See struct backend_attn. 0 or a negative code. */
 	int (*attention)(struct backend *b, struct backend_ws *ws,
 			 const struct backend_attn *a);
@@ -106,6 +197,43 @@ struct backend_ops {
 	 * start with mx = -INFINITY, sm = 0. lse = mx + log(sm). */
 	void (*lse_fold)(struct backend *b, const float *s, int n, int cols,
 			 int lds, float *mx, double *sm);
+
+	/* Buffers. buf_new: bytes of backend memory, zeroed; 0 or SEKV_ENOMEM.
+	 * buf_wrap: a read-only buffer with the contents of host[bytes]; host
+	 * must stay alive and unchanged while it lives (the CPU backend
+	 * borrows it, a device backend would copy it). buf_free(NULL) is a
+	 * no-op. buf_write / buf_read copy bytes at byte offset off;
+	 * buf_copy moves bytes inside or between buffers (overlap allowed).
+	 * 0, or SEKV_EINVAL when a range lies outside a buffer. */
+	int (*buf_new)(struct backend *b, size_t bytes, struct backend_buf **out);
+	int (*buf_wrap)(struct backend *b, const void *host, size_t bytes,
+			struct backend_buf **out);
+	void (*buf_free)(struct backend *b, struct backend_buf *buf);
+	int (*buf_write)(struct backend *b, struct backend_buf *buf, size_t off,
+			 const void *src, size_t bytes);
+	int (*buf_read)(struct backend *b, const struct backend_buf *buf, size_t off,
+			void *dst, size_t bytes);
+	int (*buf_copy)(struct backend *b, struct backend_buf *dst, size_t dst_off,
+			const struct backend_buf *src, size_t src_off, size_t bytes);
+
+	/* SeKV. attention_mix: see struct backend_mix; needs a workspace with
+	 * mix_rows >= the unmasked rows of a KV head and d_head >= a->d_head.
+	 * The CPU backend splits query heads over the pool and keeps the
+	 * arithmetic per head fixed, so results do not depend on the thread
+	 * count. 0 or SEKV_EINVAL. */
+	int (*attention_mix)(struct backend *b, struct backend_ws *ws,
+			     const struct backend_mix *a);
+	/* reconstruct: the n jobs (independent spans), see struct
+	 * backend_recon; workspace with mix_rows > 0. 0 or SEKV_EINVAL. */
+	int (*reconstruct)(struct backend *b, struct backend_ws *ws,
+			   const struct backend_recon *r, int n);
+	/* svd / pca: n independent jobs spread over the pool (build time;
+	 * these allocate their LAPACK scratch). 0, SEKV_ENOMEM, or SEKV_EINVAL
+	 * with *bad = the failing job and *info = LAPACK's info. */
+	int (*svd)(struct backend *b, const struct backend_svd *job, int n,
+		   int *bad, int *info);
+	int (*pca)(struct backend *b, const struct backend_pca *job, int n,
+		   int *bad, int *info);
 };
 
 struct backend {
@@ -116,6 +244,12 @@ struct backend {
 	void *impl;
 };
 
+/* Opens the backend called name ("cpu"; NULL or "" = the build's default,
+ * the CPU) with n_threads workers (<= 0: all cores). The one place that
+ * chooses a backend (backend.c). *out owned by the caller (backend_close).
+ * 0, SEKV_EUNSUP (unknown or not built), SEKV_ENOMEM, SEKV_EIO. */
+int backend_open(const char *name, int n_threads, struct backend **out,
+		 char *err, size_t errlen);
 /* Opens the CPU backend with n_threads workers (<= 0: all cores); sets
  * OpenBLAS to one thread (BLAS calls run inside the workers). *out owned by the caller (backend_close).
  * 0, SEKV_ENOMEM, or SEKV_EIO when a thread cannot start. */

@@ -59,11 +59,13 @@ struct model {
 /* One layer's KV rows inside a state (see struct model_state in model.h). */
 struct model_kv_layer {
 	int cap;            /* rows allocated */
-	uint16_t *k;        /* [cap][n_head_kv][d_head] fp16, post-RoPE */
-	uint16_t *v;        /* [cap][n_head_kv][d_head] fp16 */
+	struct backend_buf *k; /* [cap][n_head_kv][d_head] fp16, post-RoPE */
+	struct backend_buf *v; /* [cap][n_head_kv][d_head] fp16 */
 };
 
 struct model_state {
+	const struct model *m; /* the model the state was made for (its backend
+	                          owns the KV buffers) */
 	int n_ctx;          /* max positions for exact global layers */
 	int n_batch;        /* max tokens per model_prefill call */
 	int n_past;         /* positions already in the cache */
@@ -422,7 +424,7 @@ int model_open(struct model **out, const char *path, int n_threads,
 	    (rc = load_hparams(m, err, errlen)) ||
 	    (rc = load_tensors(m, err, errlen)) ||
 	    (rc = load_rope(m, err, errlen)) ||
-	    (rc = backend_cpu_open(&m->be, n_threads, err, errlen))) {
+	    (rc = backend_open("cpu", n_threads, &m->be, err, errlen))) {
 		model_close(m);
 		return rc;
 	}
@@ -451,6 +453,11 @@ const struct model_hparams *model_hparams(const struct model *m)
 const struct gguf *model_gguf(const struct model *m)
 {
 	return m->g;
+}
+
+struct backend *model_backend(const struct model *m)
+{
+	return m->be;
 }
 
 void model_set_act_q8(struct model *m, int on)
@@ -486,42 +493,56 @@ static int rows_ok(const struct model_state *s, int layer, int p0, int n)
 	return kv->cap > 0 && n <= kv->cap;
 }
 
+/* The run of rows p0 + *at .. that does not wrap the ring of cap rows:
+ * it starts at ring row *r and holds *run rows (up to row p0 + n - 1).
+ * Returns 0 when *at >= n (no run left). */
+static int ring_run(int cap, int p0, int n, int *at, int *r, int *run)
+{
+	if (*at >= n)
+		return 0;
+	*r = (p0 + *at) % cap;
+	*run = cap - *r < n - *at ? cap - *r : n - *at;
+	return 1;
+}
+
 int model_state_get_rows(const struct model_state *s, int layer, int p0, int n,
 			 uint16_t *k, uint16_t *v)
 {
-	const struct model_scratch *sc = s->scratch;
-	size_t w = (size_t)sc->m->hp.n_head_kv * sc->m->hp.d_head;
+	struct backend *be = s->m->be;
+	size_t w = (size_t)s->m->hp.n_head_kv * s->m->hp.d_head;
 	const struct model_kv_layer *kv;
+	int rc = 0, r, run;
 
 	if (!rows_ok(s, layer, p0, n) || p0 + n > s->n_past || p0 < s->n_past - s->kv[layer].cap)
 		return SEKV_EINVAL;
 	kv = &s->kv[layer];
-	for (int i = 0; i < n; i++) {
-		size_t r = (size_t)((p0 + i) % kv->cap) * w;
-		memcpy(k + (size_t)i * w, kv->k + r, sizeof(uint16_t) * w);
-		memcpy(v + (size_t)i * w, kv->v + r, sizeof(uint16_t) * w);
+	for (int i = 0; !rc && ring_run(kv->cap, p0, n, &i, &r, &run); i += run) {
+		size_t off = (size_t)r * w * 2, bytes = (size_t)run * w * 2;
+		if (!(rc = be->ops->buf_read(be, kv->k, off, k + (size_t)i * w, bytes)))
+			rc = be->ops->buf_read(be, kv->v, off, v + (size_t)i * w, bytes);
 	}
-	return 0;
+	return rc;
 }
 
 int model_state_set_rows(struct model_state *s, int layer, int p0, int n,
 			 const uint16_t *k, const uint16_t *v)
 {
-	const struct model_scratch *sc = s->scratch;
-	size_t w = (size_t)sc->m->hp.n_head_kv * sc->m->hp.d_head;
+	struct backend *be = s->m->be;
+	size_t w = (size_t)s->m->hp.n_head_kv * s->m->hp.d_head;
 	struct model_kv_layer *kv;
+	int rc = 0, r, run;
 
 	if (!rows_ok(s, layer, p0, n))
 		return SEKV_EINVAL;
 	kv = &s->kv[layer];
-	if (sc->m->hp.is_global[layer] && p0 + n > kv->cap)
+	if (s->m->hp.is_global[layer] && p0 + n > kv->cap)
 		return SEKV_EINVAL;
-	for (int i = 0; i < n; i++) {
-		size_t r = (size_t)((p0 + i) % kv->cap) * w;
-		memcpy(kv->k + r, k + (size_t)i * w, sizeof(uint16_t) * w);
-		memcpy(kv->v + r, v + (size_t)i * w, sizeof(uint16_t) * w);
+	for (int i = 0; !rc && ring_run(kv->cap, p0, n, &i, &r, &run); i += run) {
+		size_t off = (size_t)r * w * 2, bytes = (size_t)run * w * 2;
+		if (!(rc = be->ops->buf_write(be, kv->k, off, k + (size_t)i * w, bytes)))
+			rc = be->ops->buf_write(be, kv->v, off, v + (size_t)i * w, bytes);
 	}
-	return 0;
+	return rc;
 }
 
 static void scratch_free(struct model_scratch *sc)
@@ -614,6 +635,7 @@ int model_state_new(struct model_state **out, const struct model *m,
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "model: state: out of memory");
+	s->m = m;
 	s->n_ctx = n_ctx;
 	s->n_batch = n_batch;
 	s->global_exact = global_exact ? 1 : 0;
@@ -625,9 +647,8 @@ int model_state_new(struct model_state **out, const struct model *m,
 			kv->cap = hp->swa_window + n_batch;
 		if (kv->cap == 0)
 			continue;
-		kv->k = malloc(sizeof(uint16_t) * width * (size_t)kv->cap);
-		kv->v = malloc(sizeof(uint16_t) * width * (size_t)kv->cap);
-		if (!kv->k || !kv->v)
+		if (m->be->ops->buf_new(m->be, sizeof(uint16_t) * width * (size_t)kv->cap, &kv->k) ||
+		    m->be->ops->buf_new(m->be, sizeof(uint16_t) * width * (size_t)kv->cap, &kv->v))
 			goto nomem;
 	}
 	s->last_logits = malloc(sizeof(float) * (size_t)hp->n_vocab);
@@ -646,8 +667,8 @@ void model_state_free(struct model_state *s)
 	if (!s)
 		return;
 	for (int il = 0; il < MODEL_MAX_LAYER; il++) {
-		free(s->kv[il].k);
-		free(s->kv[il].v);
+		s->m->be->ops->buf_free(s->m->be, s->kv[il].k);
+		s->m->be->ops->buf_free(s->m->be, s->kv[il].v);
 	}
 	free(s->last_logits);
 	scratch_free(s->scratch);

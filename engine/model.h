@@ -78,6 +78,10 @@ void model_close(struct model *m); /* NULL is a no-op */
 const struct model_hparams *model_hparams(const struct model *m);
 /* The GGUF the model reads from (borrowed, valid until model_close). */
 const struct gguf *model_gguf(const struct model *m);
+/* The backend the model runs on (borrowed, valid until model_close): pass
+ * it to SeKV (sekv_params.be) so its operations share the model's thread
+ * pool. Not for use while another thread runs a forward on the model. */
+struct backend *model_backend(const struct model *m);
 
 /* Allocates a stream state: exact global rows for n_ctx positions when
  * global_exact, local rings of swa_window + n_batch rows, scratch for

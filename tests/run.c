@@ -18,10 +18,13 @@ TABLE(test_gguf_malformed)
 TABLE(test_quant)
 TABLE(test_quant_act)
 TABLE(test_gemm)
+TABLE(test_arena)
+TABLE(test_backend)
 TABLE(test_tokenizer)
 TABLE(test_model)
 TABLE(test_sampler)
 TABLE(test_sekv)
+TABLE(test_sekv_attend)
 TABLE(test_store_doc)
 TABLE(test_store_mem)
 TABLE(test_store_format)
@@ -96,8 +99,9 @@ int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
 		test_err, test_gguf, test_gguf_malformed, test_quant, test_quant_act, test_gemm,
-		test_tokenizer, test_model, test_sampler, test_sekv, test_store_doc, test_store_mem,
-		test_store_format, test_store_fault, test_ui, test_app,
+		test_arena, test_backend, test_tokenizer, test_model, test_sampler, test_sekv,
+		test_sekv_attend, test_store_doc, test_store_mem, test_store_format, test_store_fault,
+		test_ui, test_app,
 		test_integration,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;

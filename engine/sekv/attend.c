@@ -2,13 +2,18 @@
  * global layer and query head, route to spans, zoom the best ones under the
  * device budget, rebuild them from their factors only, and attend with ONE
  * softmax over exact rows, tail rows, coarse rows and reconstructed rows.
+ * The rebuild and the softmax are backend operations (reconstruct,
+ * attention_mix) over backend buffers: tail and reconstructed rows are
+ * the backend's, exact rows and summaries are wrapped at sekv_ctx_new.
  * Invariant: no raw document KV is read here (exact rows, summaries and
  * factors only) and nothing is allocated after sekv_ctx_new.
  * Building the memory lives in build.c; its storage in mem.c.
  */
 #include "engine/sekv/sekv_int.h"
+#include "engine/arena.h"
+#include "engine/backend.h"
 #include "engine/err.h"
-#include "engine/quant.h"
+#include "engine/vec.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -22,19 +27,26 @@ struct cand {
 
 struct sekv_ctx {
 	const struct sekv_mem *m;   /* borrowed */
+	struct backend *be;         /* borrowed (params) or own_be */
+	struct backend *own_be;     /* opened here when params had none */
+	struct backend_ws *ws;      /* mixed attention and rebuild scratch */
 	int tail_cap;               /* question + generated rows per layer */
 	float q_scale;
 	int r_use;                  /* <= 0: stored rank */
 	int recon_f32;              /* reconstructed rows fp32 (1) or fp16 (0) */
 	int group;                  /* query heads per KV head */
 	int comp_tok;               /* tokens in compressed spans */
-	int n_row;                  /* logits per head: exact+tail+coarse+comp_tok */
+	int n_row;                  /* rows per KV head at most: exact + tail +
+	                               coarse + comp_tok */
+	int n_blk;                  /* blocks per KV head: 2 + 2 * n_comp */
 	size_t row_bytes;           /* one fp16 K+V row of one layer, all KV heads */
 	int last_pos;               /* position of the current step, -1 none */
 
 	float *kappa;               /* [n_layer][n_head][n_comp][SEKV_D_ROUTE] */
-	uint16_t *tail_k;           /* [n_layer][tail_cap][n_head_kv][d_h] fp16 */
-	uint16_t *tail_v;           /* same */
+	struct backend_buf *tail_k; /* [n_layer][tail_cap][n_head_kv][d_h] fp16 */
+	struct backend_buf *tail_v; /* same */
+	struct backend_buf *exact_k, *exact_v; /* mem->exact_k/v, wrapped */
+	struct backend_buf *bar_k, *bar_v;     /* mem->k_bar/v_bar, wrapped */
 	int *n_tail;                /* [n_layer] tail index after the last row */
 	int tail_first;             /* tail index of the first row still held
 	                               (earlier rows were evicted); row of tail
@@ -49,40 +61,15 @@ struct sekv_ctx {
 	struct cand *cand;          /* [n_head_kv * n_comp] */
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
-	void *recon_k;              /* [rows][d_h] fp16 or fp32; rows <= n_head_kv *
+	struct backend_buf *recon_k; /* [rows][d_h] fp16 or fp32; rows <= n_head_kv *
 	                               comp_tok, and within one layer's budget share */
-	void *recon_v;              /* same */
-	float *logit;               /* [group][n_row] */
-	float *row;                 /* [d_h] a converted row */
-	float *us;                  /* [r_max] u_i * s */
-	float *vf;                  /* [d_h][d_h] fp16 factor's v as fp32
-	                               (rank <= d_h); NULL for fp32 factors */
+	struct backend_buf *recon_v; /* same */
+	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
+	struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
 
 	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
 	void *arena;
 };
-
-static size_t carve(size_t *off, size_t bytes)
-{
-	size_t o = (*off + 63) & ~(size_t)63;
-	*off = o + bytes;
-	return o;
-}
-
-/* Eight partial sums so the compiler can vectorise without -ffast-math;
- * the order is fixed, so results are deterministic. */
-static float dotf(const float *a, const float *b, int n)
-{
-	float p[8] = {0}, s = 0;
-	int i = 0;
-
-	for (; i + 8 <= n; i += 8)
-		for (int j = 0; j < 8; j++)
-			p[j] += a[i + j] * b[i + j];
-	for (; i < n; i++)
-		s += a[i] * b[i];
-	return s + ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
-}
 
 /* kappa_S = normalize(W[l,h] k_bar_S) for every layer, head and span. */
 static void init_kappa(struct sekv_ctx *c)
@@ -99,7 +86,7 @@ static void init_kappa(struct sekv_ctx *c)
 				float *kp = c->kappa + (((size_t)l * m->n_head + h) * m->n_comp + s) * D;
 				double nrm = 0;
 				for (int i = 0; i < D; i++) {
-					kp[i] = dotf(w + (size_t)i * d, kb, d);
+					kp[i] = vec_dot8(w + (size_t)i * d, kb, d);
 					nrm += (double)kp[i] * kp[i];
 				}
 				for (int i = 0; nrm > 0 && i < D; i++)
@@ -108,16 +95,52 @@ static void init_kappa(struct sekv_ctx *c)
 		}
 }
 
+/* Backend side of a ctx: its backend, workspace and buffers. */
+static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n_tail,
+		       size_t n_rec, size_t es, char *err, size_t errlen)
+{
+	const struct sekv_mem *m = c->m;
+	size_t row = (size_t)m->n_head_kv * m->d_h;
+	struct backend_ws_size wsz = { .n_batch = 1, .n_head = m->n_head, .d_head = m->d_h,
+				       .mix_rows = c->n_row };
+	const struct backend_ops *op;
+	int rc;
+
+	c->be = p->be;
+	if (!c->be) {
+		if ((rc = backend_open("cpu", 1, &c->own_be, err, errlen)))
+			return rc;
+		c->be = c->own_be;
+	}
+	op = c->be->ops;
+	if ((rc = op->ws_new(c->be, &wsz, &c->ws)) ||
+	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_k)) ||
+	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_v)) ||
+	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_k)) ||
+	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_v)) ||
+	    (rc = op->buf_wrap(c->be, m->exact_k, (size_t)m->n_layer * m->n_exact * row *
+			       sizeof(uint16_t), &c->exact_k)) ||
+	    (rc = op->buf_wrap(c->be, m->exact_v, (size_t)m->n_layer * m->n_exact * row *
+			       sizeof(uint16_t), &c->exact_v)) ||
+	    (rc = op->buf_wrap(c->be, m->k_bar, (size_t)m->n_layer * m->n_comp * row *
+			       sizeof(float), &c->bar_k)) ||
+	    (rc = op->buf_wrap(c->be, m->v_bar, (size_t)m->n_layer * m->n_comp * row *
+			       sizeof(float), &c->bar_v)))
+		return sekv_errf(err, errlen, rc, "sekv_ctx_new: %s buffers: %s",
+				 op->name, sekv_strerror(rc));
+	return 0;
+}
+
 int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 		 const struct sekv_params *p, int tail_cap, float q_scale,
 		 char *err, size_t errlen)
 {
 	struct sekv_ctx *c;
-	size_t off = 0, o_c, o_kap, o_tk, o_tv, o_nt, o_rl, o_dl, o_qr, o_al,
-	       o_cand, o_zr, o_mark, o_rk, o_rv, o_lg, o_row, o_us, o_vf, o_zc, o_z,
-	       n_tail, n_rec, es, budget;
-	int comp_tok = 0, n_zoom_cap;
-	char *a;
+	struct arena ar = {0};
+	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
+	       o_blk, o_zc, o_z, n_tail, n_rec, es, budget, n_comp;
+	int comp_tok = 0, rc;
+	void *a;
 
 	*out = NULL;
 	if (!m || !p || tail_cap < 1 || !isfinite(q_scale) || m->n_head_kv < 1 ||
@@ -128,6 +151,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 				 "shape: bad q_scale or head counts");
 	for (int i = 0; i < m->n_comp; i++)
 		comp_tok += m->span[m->comp_span[i]].len;
+	n_comp = (size_t)m->n_comp;
 	es = p->recon_f32 ? sizeof(float) : sizeof(uint16_t);
 	n_tail = (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h;
 	n_rec = (size_t)m->n_head_kv * comp_tok * m->d_h;
@@ -139,33 +163,26 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 		if (allow / (2 * es) < n_rec)
 			n_rec = allow / (2 * es);
 	}
-	n_zoom_cap = m->n_layer * m->n_head_kv * m->n_comp;
-	o_c = carve(&off, sizeof *c);
-	o_kap = carve(&off, (size_t)m->n_layer * m->n_head * m->n_comp * SEKV_D_ROUTE * sizeof(float));
-	o_tk = carve(&off, n_tail * sizeof(uint16_t));
-	o_tv = carve(&off, n_tail * sizeof(uint16_t));
-	o_nt = carve(&off, (size_t)m->n_layer * sizeof(int));
-	o_rl = carve(&off, (size_t)m->n_layer * sizeof(size_t));
-	o_dl = carve(&off, (size_t)m->n_layer * sizeof(int));
-	o_qr = carve(&off, SEKV_D_ROUTE * sizeof(float));
-	o_al = carve(&off, (size_t)m->n_head * m->n_comp * sizeof(float));
-	o_cand = carve(&off, (size_t)m->n_head_kv * m->n_comp * sizeof(struct cand));
-	o_zr = carve(&off, (size_t)m->n_head_kv * m->n_comp * sizeof(int32_t));
-	o_mark = carve(&off, (size_t)m->n_comp);
-	o_rk = carve(&off, n_rec * es);
-	o_rv = carve(&off, n_rec * es);
-	o_lg = carve(&off, (size_t)(m->n_head / m->n_head_kv) * ((size_t)m->n_exact +
-			tail_cap + m->n_comp + comp_tok) * sizeof(float));
-	o_row = carve(&off, (size_t)m->d_h * sizeof(float));
-	o_us = carve(&off, (size_t)(m->d_h + 1) * sizeof(float));
-	o_vf = carve(&off, m->factor_f16 ? (size_t)m->d_h * m->d_h * sizeof(float) : 0);
-	o_zc = carve(&off, (size_t)m->n_layer * m->n_head * sizeof(int));
-	o_z = carve(&off, ((size_t)n_zoom_cap + 1) * sizeof(struct sekv_zoom));
-	a = calloc(1, off);
-	if (!a)
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_ctx_new: scratch: "
-				 "out of memory (%zu bytes)", off);
-	c = (struct sekv_ctx *)(a + o_c);
+	o_c = arena_reserve(&ar, 1, sizeof *c);
+	o_kap = arena_reserve(&ar, (size_t)m->n_layer * m->n_head * n_comp, SEKV_D_ROUTE * sizeof(float));
+	o_nt = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
+	o_rl = arena_reserve(&ar, (size_t)m->n_layer, sizeof(size_t));
+	o_dl = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
+	o_qr = arena_reserve(&ar, SEKV_D_ROUTE, sizeof(float));
+	o_al = arena_reserve(&ar, (size_t)m->n_head * n_comp, sizeof(float));
+	o_cand = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(struct cand));
+	o_zr = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(int32_t));
+	o_mark = arena_reserve(&ar, n_comp, 1);
+	o_rj = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp, sizeof(struct backend_recon));
+	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
+			      sizeof(struct backend_mix_block));
+	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
+	o_z = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1,
+			    sizeof(struct sekv_zoom));
+	if ((rc = arena_alloc(&ar, &a)))
+		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
+				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
+	c = (struct sekv_ctx *)((char *)a + o_c);
 	c->arena = a;
 	c->m = m;
 	c->tail_cap = tail_cap;
@@ -175,27 +192,26 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->group = m->n_head / m->n_head_kv;
 	c->comp_tok = comp_tok;
 	c->n_row = m->n_exact + tail_cap + m->n_comp + comp_tok;
+	c->n_blk = 2 + 2 * m->n_comp;
 	c->row_bytes = (size_t)m->n_head_kv * m->d_h * 2 * sizeof(uint16_t);
-	c->kappa = (float *)(a + o_kap);
-	c->tail_k = (uint16_t *)(a + o_tk);
-	c->tail_v = (uint16_t *)(a + o_tv);
-	c->n_tail = (int *)(a + o_nt);
-	c->recon_layer = (size_t *)(a + o_rl);
-	c->distinct_layer = (int *)(a + o_dl);
-	c->qr = (float *)(a + o_qr);
-	c->alpha = (float *)(a + o_al);
-	c->cand = (struct cand *)(a + o_cand);
-	c->zoom_row = (int32_t *)(a + o_zr);
-	c->mark = (uint8_t *)(a + o_mark);
-	c->recon_k = a + o_rk;
-	c->recon_v = a + o_rv;
-	c->logit = (float *)(a + o_lg);
-	c->row = (float *)(a + o_row);
-	c->us = (float *)(a + o_us);
-	c->vf = m->factor_f16 ? (float *)(a + o_vf) : NULL;
-	c->st.zoom_count = (int *)(a + o_zc);
-	c->st.zoom = (struct sekv_zoom *)(a + o_z);
+	c->kappa = (float *)((char *)a + o_kap);
+	c->n_tail = (int *)((char *)a + o_nt);
+	c->recon_layer = (size_t *)((char *)a + o_rl);
+	c->distinct_layer = (int *)((char *)a + o_dl);
+	c->qr = (float *)((char *)a + o_qr);
+	c->alpha = (float *)((char *)a + o_al);
+	c->cand = (struct cand *)((char *)a + o_cand);
+	c->zoom_row = (int32_t *)((char *)a + o_zr);
+	c->mark = (uint8_t *)((char *)a + o_mark);
+	c->rj = (struct backend_recon *)((char *)a + o_rj);
+	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
+	c->st.zoom_count = (int *)((char *)a + o_zc);
+	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->st.budget_bytes = budget;
+	if ((rc = ctx_backend(c, p, n_tail, n_rec, es, err, errlen))) {
+		sekv_ctx_free(c);
+		return rc;
+	}
 	init_kappa(c);
 	sekv_ctx_reset(c);
 	*out = c;
@@ -204,8 +220,19 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 
 void sekv_ctx_free(struct sekv_ctx *c)
 {
-	if (c)
-		free(c->arena);
+	if (!c)
+		return;
+	if (c->be) {
+		const struct backend_ops *op = c->be->ops;
+		struct backend_buf *bufs[] = { c->tail_k, c->tail_v, c->recon_k, c->recon_v,
+					       c->exact_k, c->exact_v, c->bar_k, c->bar_v };
+		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
+			op->buf_free(c->be, bufs[i]);
+		if (c->ws)
+			op->ws_free(c->ws);
+	}
+	backend_close(c->own_be);
+	free(c->arena);
 }
 
 void sekv_ctx_reset(struct sekv_ctx *c)
@@ -283,9 +310,9 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
 		for (int i = 0; i < D; i++)
-			c->qr[i] = dotf(w + (size_t)i * d, q + (size_t)h * d, d);
+			c->qr[i] = vec_dot8(w + (size_t)i * d, q + (size_t)h * d, d);
 		for (int s = 0; s < m->n_comp; s++) {
-			float x = dotf(c->qr, kp + (size_t)s * D, D) * inv +
+			float x = vec_dot8(c->qr, kp + (size_t)s * D, D) * inv +
 				  logf((float)m->span[m->comp_span[s]].len);
 			c->alpha[(size_t)h * m->n_comp + s] = x;
 		}
@@ -308,56 +335,32 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 	return n_cand;
 }
 
-/* Rebuilds the rows of span s (KV head kv, layer l) from its factors with
- * gates m_i = 1 for the first r_use components: X = sum_i s_i u_i v_i^T.
- * fp16 factors: the kept columns of v are converted once per call into
- * c->vf (stride r), u one row at a time; the sums are fp32 either way. */
-static void rebuild(struct sekv_ctx *c, const struct sekv_factor *f, int len,
-		    void *dst)
+/* Rebuild job of span s (KV head kv, layer l; factor f) into row `rows`
+ * of buf, with gates m_i = 1 for the first r_use components. */
+static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
+				      int len, struct backend_buf *buf, int rows)
 {
-	int d = c->m->d_h, r = f->rank, f16 = c->m->factor_f16;
-	const float *v = f16 ? c->vf : (const float *)f->v;
-	size_t ld;
+	int r = f->rank;
 
 	if (c->r_use > 0 && c->r_use < r)
 		r = c->r_use;
-	ld = f16 ? (size_t)r : (size_t)f->rank;
-	for (int j = 0; f16 && r && j < d; j++)
-		quant_f16_to_f32_row((const uint16_t *)f->v + j * (size_t)f->rank, c->vf + j * ld, ld);
-	for (int i = 0; i < len; i++) {
-		if (f16 && r)
-			quant_f16_to_f32_row((const uint16_t *)f->u + i * (size_t)f->rank, c->us,
-					     (size_t)r);
-		for (int t = 0; t < r; t++)
-			c->us[t] = (f16 ? c->us[t] : ((const float *)f->u)[i * (size_t)f->rank + t]) *
-				   f->s[t];
-		for (int j = 0; j < d; j++)
-			c->row[j] = r ? dotf(c->us, v + (size_t)j * ld, r) : 0.0f;
-		if (c->recon_f32)
-			memcpy((float *)dst + (size_t)i * d, c->row, (size_t)d * sizeof(float));
-		else
-			quant_f32_to_f16_row(c->row, (uint16_t *)dst + (size_t)i * d, (size_t)d);
-	}
-}
-
-static const float *recon_row(struct sekv_ctx *c, const void *buf, size_t r)
-{
-	int d = c->m->d_h;
-	if (c->recon_f32)
-		return (const float *)buf + r * d;
-	quant_f16_to_f32_row((const uint16_t *)buf + r * d, c->row, (size_t)d);
-	return c->row;
+	return (struct backend_recon){
+		.len = len, .d = c->m->d_h, .rank = f->rank, .r = r,
+		.f16 = c->m->factor_f16, .u = f->u, .s = f->s, .v = f->v,
+		.dst = buf, .off = (size_t)rows * c->m->d_h, .dst_f32 = c->recon_f32,
+	};
 }
 
 /* Chooses the zooms of layer l under its share of the budget, rebuilds
- * them and records statistics. Returns the reconstructed bytes. */
-static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
+ * them (one backend call) and records statistics. Returns 0 or the
+ * backend's code; *bytes = the reconstructed bytes. */
+static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
 	size_t es = c->recon_f32 ? sizeof(float) : sizeof(uint16_t);
 	size_t allow = (size_t)-1, used = 0;
-	int rows = 0, distinct = 0;
+	int rows = 0, distinct = 0, n_job = 0;
 
 	if (st->budget_bytes) {
 		/* tail rows reserved for this position in every layer */
@@ -385,8 +388,8 @@ static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
 			continue;   /* a long span must not block shorter ones */
 		used += cost;
 		c->zoom_row[(size_t)cd->kv * m->n_comp + cd->comp] = rows;
-		rebuild(c, &m->fac[fi], len, (char *)c->recon_k + (size_t)rows * m->d_h * es);
-		rebuild(c, &m->fac[fi + 1], len, (char *)c->recon_v + (size_t)rows * m->d_h * es);
+		c->rj[n_job++] = recon_job(c, &m->fac[fi], len, c->recon_k, rows);
+		c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, rows);
 		rows += len;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
@@ -396,89 +399,34 @@ static size_t zoom(struct sekv_ctx *c, int l, int n_cand, int idx)
 	}
 	c->distinct_layer[l] = distinct;
 	st->zoom_total += distinct;
-	return used;
+	*bytes = used;
+	return c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job);
 }
 
-/* One softmax per query head of KV head kv over exact, tail, coarse and
- * reconstructed rows; writes out [n_head][d_h] for those heads. */
-static void attend_kv(struct sekv_ctx *c, int l, int kv, const float *q, float *out)
+/* Blocks of KV head kv of layer l, in the order of the one softmax: exact
+ * rows, tail rows, then per compressed span its coarse row (bias
+ * +log|S|, masked when zoomed) and its reconstructed rows (none unless
+ * zoomed). */
+static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_block *blk)
 {
 	const struct sekv_mem *m = c->m;
-	int d = m->d_h, g = c->group, h0 = kv * g, nt = c->n_tail[l] - c->tail_first, n = 0;
+	int d = m->d_h, nt = c->n_tail[l] - c->tail_first;
 	size_t row = (size_t)m->n_head_kv * d;
-	const uint16_t *ek = m->exact_k + (size_t)l * m->n_exact * row + (size_t)kv * d;
-	const uint16_t *ev = m->exact_v + (size_t)l * m->n_exact * row + (size_t)kv * d;
-	const uint16_t *tk = c->tail_k + (size_t)l * c->tail_cap * row + (size_t)kv * d;
-	const uint16_t *tv = c->tail_v + (size_t)l * c->tail_cap * row + (size_t)kv * d;
-	const float *kb = m->k_bar + (size_t)l * m->n_comp * row + (size_t)kv * d;
-	const float *vb = m->v_bar + (size_t)l * m->n_comp * row + (size_t)kv * d;
 	const int32_t *zr = c->zoom_row + (size_t)kv * m->n_comp;
-	float *lg = c->logit;
 
-#define LOGITS(krow, bias) do { \
-	const float *kr_ = (krow); \
-	for (int hh = 0; hh < g; hh++) \
-		lg[(size_t)hh * c->n_row + n] = dotf(q + (size_t)(h0 + hh) * d, kr_, d) * \
-			c->q_scale + (bias); \
-	n++; } while (0)
-	for (int e = 0; e < m->n_exact; e++) {
-		quant_f16_to_f32_row(ek + (size_t)e * row, c->row, (size_t)d);
-		LOGITS(c->row, 0.0f);
-	}
-	for (int t = 0; t < nt; t++) {
-		quant_f16_to_f32_row(tk + (size_t)t * row, c->row, (size_t)d);
-		LOGITS(c->row, 0.0f);
-	}
+	blk[0] = (struct backend_mix_block){ c->exact_k, c->exact_v,
+		(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, 0, 0.0f, 0 };
+	blk[1] = (struct backend_mix_block){ c->tail_k, c->tail_v,
+		(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, 0, 0.0f, 0 };
 	for (int s = 0; s < m->n_comp; s++) {
 		int len = m->span[m->comp_span[s]].len;
-		if (zr[s] >= 0) {
-			for (int i = 0; i < len; i++)
-				LOGITS(recon_row(c, c->recon_k, (size_t)zr[s] + i), 0.0f);
-		} else {
-			LOGITS(kb + (size_t)s * row, logf((float)len));
-		}
+		blk[2 + 2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
+			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 1,
+			logf((float)len), zr[s] >= 0 };
+		blk[3 + 2 * s] = (struct backend_mix_block){ c->recon_k, c->recon_v,
+			(size_t)(zr[s] >= 0 ? zr[s] : 0) * d, (size_t)d, zr[s] >= 0 ? len : 0,
+			c->recon_f32, 0.0f, 0 };
 	}
-#undef LOGITS
-	for (int hh = 0; hh < g; hh++) {
-		float *x = lg + (size_t)hh * c->n_row, mx = -INFINITY;
-		double sum = 0;
-		for (int i = 0; i < n; i++)
-			mx = x[i] > mx ? x[i] : mx;
-		for (int i = 0; i < n; i++) {
-			x[i] = expf(x[i] - mx);
-			sum += x[i];
-		}
-		for (int i = 0; i < n; i++)
-			x[i] = (float)(x[i] / sum);
-		memset(out + (size_t)(h0 + hh) * d, 0, (size_t)d * sizeof(float));
-	}
-	n = 0;
-#define ACC(vrow) do { \
-	const float *vr_ = (vrow); \
-	for (int hh = 0; hh < g; hh++) { \
-		float p_ = lg[(size_t)hh * c->n_row + n], *o_ = out + (size_t)(h0 + hh) * d; \
-		for (int j = 0; j < d; j++) \
-			o_[j] += p_ * vr_[j]; \
-	} \
-	n++; } while (0)
-	for (int e = 0; e < m->n_exact; e++) {
-		quant_f16_to_f32_row(ev + (size_t)e * row, c->row, (size_t)d);
-		ACC(c->row);
-	}
-	for (int t = 0; t < nt; t++) {
-		quant_f16_to_f32_row(tv + (size_t)t * row, c->row, (size_t)d);
-		ACC(c->row);
-	}
-	for (int s = 0; s < m->n_comp; s++) {
-		int len = m->span[m->comp_span[s]].len;
-		if (zr[s] >= 0) {
-			for (int i = 0; i < len; i++)
-				ACC(recon_row(c, c->recon_v, (size_t)zr[s] + i));
-		} else {
-			ACC(vb + (size_t)s * row);
-		}
-	}
-#undef ACC
 }
 
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
@@ -487,8 +435,10 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	struct sekv_ctx *c = ctx;
 	const struct sekv_mem *m;
 	struct sekv_stats *st;
+	const struct backend_ops *op;
+	struct backend_mix mx;
 	size_t row, tail = 0, recon = 0;
-	int l = -1, idx, n_cand;
+	int l = -1, idx, n_cand, rc;
 
 	if (!c || !q || !k || !v || !out)
 		return SEKV_EINVAL;
@@ -504,16 +454,22 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		return SEKV_EINVAL;   /* rows must be appended in order */
 	if (pos != c->last_pos)
 		new_step(c, pos, idx);
+	op = c->be->ops;
 	row = (size_t)m->n_head_kv * m->d_h;
-	size_t slot = (size_t)(idx - c->tail_first);
-	quant_f32_to_f16_row(k, c->tail_k + ((size_t)l * c->tail_cap + slot) * row, row);
-	quant_f32_to_f16_row(v, c->tail_v + ((size_t)l * c->tail_cap + slot) * row, row);
+	op->kv_store(c->be, c->tail_k, c->tail_v, m->n_layer * c->tail_cap, (int)row, k, v,
+		     l * c->tail_cap + (idx - c->tail_first), 1);
 	c->n_tail[l] = idx + 1;
 
 	n_cand = route(c, l, q);
-	c->recon_layer[l] = zoom(c, l, n_cand, idx);
+	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
+		return rc;
 	for (int kv = 0; kv < m->n_head_kv; kv++)
-		attend_kv(c, l, kv, q, out);
+		mix_blocks(c, l, kv, c->blk + (size_t)kv * c->n_blk);
+	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,
+		.n_head_kv = m->n_head_kv, .d_head = m->d_h, .scale = c->q_scale,
+		.blk = c->blk, .n_blk = c->n_blk };
+	if ((rc = op->attention_mix(c->be, c->ws, &mx)))
+		return rc;
 
 	for (int i = 0; i < m->n_layer; i++) {
 		tail += (size_t)(c->n_tail[i] - c->tail_first) * c->row_bytes;
@@ -540,11 +496,11 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 		return SEKV_EINVAL;
 	int drop = first - c->tail_first;
 	for (int l = 0; l < m->n_layer && drop > 0; l++) {
-		size_t keep = (size_t)(c->n_tail[l] - first);
-		uint16_t *tk = c->tail_k + (size_t)l * c->tail_cap * row;
-		uint16_t *tv = c->tail_v + (size_t)l * c->tail_cap * row;
-		memmove(tk, tk + (size_t)drop * row, keep * row * sizeof *tk);
-		memmove(tv, tv + (size_t)drop * row, keep * row * sizeof *tv);
+		size_t keep = (size_t)(c->n_tail[l] - first) * row * sizeof(uint16_t);
+		size_t at = (size_t)l * c->tail_cap * row * sizeof(uint16_t);
+		size_t from = at + (size_t)drop * row * sizeof(uint16_t);
+		c->be->ops->buf_copy(c->be, c->tail_k, at, c->tail_k, from, keep);
+		c->be->ops->buf_copy(c->be, c->tail_v, at, c->tail_v, from, keep);
 	}
 	c->tail_first = first;
 	c->st.tail_bytes = 0;

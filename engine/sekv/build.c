@@ -1,265 +1,20 @@
 /* build.c - builds a document's SeKV memory from its global-layer KV cache
  * (DESIGN.md section 2 steps 4-5): segmentation under the budget, exact
  * rows, surprisal-weighted summaries, truncated-SVD factors of every
- * compressed span (LAPACK sgesdd, pthreads over spans) and the untrained
- * router (top principal directions of each layer's keys, ssyevd).
+ * compressed span and the untrained router (top principal directions of
+ * each layer's keys), both as backend operations (svd, pca) on the
+ * backend's pool; LAPACK lives in the CPU backend (cpu_lapack.c).
  * Invariant: the memory holds copies only; the raw KV is never kept.
  * Storage layout lives in mem.c, segmentation in segment.c.
  */
 #include "engine/sekv/sekv_int.h"
+#include "engine/backend.h"
 #include "engine/err.h"
 #include "engine/quant.h"
 
-#include <lapacke.h>
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-
-#define COV_BLOCK 32  /* key rows per covariance update (router) */
-
-/* Work shared by the build threads: router jobs first (the largest), then
- * one job per (compressed span, layer, KV head, K/V), longest spans first. */
-struct build_job {
-	struct sekv_mem *m;
-	const uint16_t *const *k, *const *v;
-	const int32_t *order;    /* [n_comp] compressed spans, longest first */
-	int max_len;             /* longest compressed span */
-	int n_route;             /* router jobs: n_layer * n_head_kv */
-	int n_svd;               /* n_comp * n_layer * n_head_kv * 2 */
-	float q_scale;           /* model attention scale, for the router */
-	atomic_int next;
-	atomic_int fail;         /* first failure: job index + 1 */
-	int fail_info;           /* LAPACK info of the failure */
-};
-
-struct build_ws {
-	float *a, *s, *u, *vt, *work;
-	lapack_int *iwork;
-	size_t lwork;
-};
-
-static void ws_free(struct build_ws *w)
-{
-	free(w->a);
-	free(w->s);
-	free(w->u);
-	free(w->vt);
-	free(w->work);
-	free(w->iwork);
-}
-
-static int ws_alloc(struct build_ws *w, int max_len, int d_h)
-{
-	size_t k = (size_t)(max_len < d_h ? max_len : d_h);
-	size_t big = (size_t)d_h * (d_h > max_len ? d_h : max_len);
-
-	memset(w, 0, sizeof *w);
-	w->a = malloc(big * sizeof(float));
-	w->s = malloc((size_t)d_h * sizeof(float));
-	w->u = malloc(big * sizeof(float));
-	w->vt = malloc((k * (size_t)(max_len > d_h ? max_len : d_h) + COV_BLOCK * (size_t)d_h) *
-		       sizeof(float));
-	w->iwork = malloc(8 * (size_t)d_h * sizeof(lapack_int));
-	if (!w->a || !w->s || !w->u || !w->vt || !w->iwork) {
-		ws_free(w);
-		return SEKV_ENOMEM;
-	}
-	return SEKV_OK;
-}
-
-/* Ensures w->work holds lwork floats (build time only). */
-static int ws_work(struct build_ws *w, size_t lwork)
-{
-	if (lwork > w->lwork) {
-		float *p = realloc(w->work, lwork * sizeof(float));
-		if (!p)
-			return SEKV_ENOMEM;
-		w->work = p;
-		w->lwork = lwork;
-	}
-	return SEKV_OK;
-}
-
-/* Stores u and v of f (rank f->rank) at the memory's type from LAPACK's
- * column-major outputs: our u[i][t] = vt[i*mn + t] (a row of u is a
- * column of VT), our v[j][t] = lu[t*d + j]. The singular vectors have
- * entries in [-1, 1], so fp16 rounds but never overflows. */
-static void put_factor(struct sekv_factor *f, int f16, int len, int d,
-		       const float *vt, int mn, const float *lu)
-{
-	size_t r = (size_t)f->rank;
-
-	for (int i = 0; i < len; i++) {
-		if (f16)
-			quant_f32_to_f16_row(vt + (size_t)i * mn, (uint16_t *)f->u + i * r, r);
-		else
-			memcpy((float *)f->u + i * r, vt + (size_t)i * mn, r * sizeof(float));
-	}
-	for (int j = 0; j < d; j++)
-		for (size_t t = 0; t < r; t++) {
-			float x = lu[t * d + j];
-			if (f16)
-				((uint16_t *)f->v)[j * r + t] = quant_f32_to_f16(x);
-			else
-				((float *)f->v)[j * r + t] = x;
-		}
-}
-
-/* Truncated SVD of one span's K or V rows. The row-major |S| x d_h matrix
- * is the column-major d_h x |S| matrix X^T = V S U^T, so LAPACK's left
- * vectors are our v and its right vectors our u. Returns 0 or LAPACK info. */
-static int svd_job(struct build_job *b, struct build_ws *w, int j)
-{
-	struct sekv_mem *m = b->m;
-	int per = m->n_layer * m->n_head_kv * 2;
-	int c = b->order[j / per], r = j % per;
-	int l = r / (m->n_head_kv * 2), kv = r / 2 % m->n_head_kv, which = r % 2;
-	const struct sekv_span *sp = &m->span[m->comp_span[c]];
-	struct sekv_factor *f = &m->fac[(((size_t)l * m->n_comp + c) *
-					  m->n_head_kv + kv) * 2 + which];
-	const uint16_t *x = (which ? b->v : b->k)[l];
-	int d = m->d_h, len = sp->len, mn = len < d ? len : d;
-	float q;
-	lapack_int info;
-
-	for (int i = 0; i < len; i++)
-		quant_f16_to_f32_row(x + ((size_t)(sp->start + i) * m->n_head_kv + kv) * d,
-				     w->a + (size_t)i * d, (size_t)d);
-	info = LAPACKE_sgesdd_work(LAPACK_COL_MAJOR, 'S', d, len, w->a, d, w->s,
-				   w->u, d, w->vt, mn, &q, -1, w->iwork);
-	if (info)
-		return (int)info;
-	if (ws_work(w, (size_t)q + 1))
-		return -1000;
-	info = LAPACKE_sgesdd_work(LAPACK_COL_MAJOR, 'S', d, len, w->a, d, w->s,
-				   w->u, d, w->vt, mn, w->work, (lapack_int)w->lwork,
-				   w->iwork);
-	if (info)
-		return (int)info;
-	for (int i = 0; i < f->rank; i++)
-		f->s[i] = w->s[i];
-	put_factor(f, m->factor_f16, len, d, w->vt, mn, w->u);
-	return 0;
-}
-
-/* Router of (global layer l, KV head kv): rows of W are the top-d'
- * eigenvectors of the covariance of the document's keys; every query head
- * of the KV head gets the same W. */
-static int route_job(struct build_job *b, struct build_ws *w, int j)
-{
-	struct sekv_mem *m = b->m;
-	int l = j / m->n_head_kv, kv = j % m->n_head_kv, d = m->d_h, n = m->n_tok;
-	int group = m->n_head / m->n_head_kv, n_w = d < SEKV_D_ROUTE ? d : SEKV_D_ROUTE;
-	float *cov = w->u, *mean = w->s, *row = w->vt, *blk = w->vt, *ev = w->a, q;
-	const uint16_t *b_k = b->k ? b->k[l] : NULL;
-	lapack_int info, iq;
-
-	memset(cov, 0, (size_t)d * d * sizeof(float));
-	memset(mean, 0, (size_t)d * sizeof(float));
-	for (int t = 0; t < n; t++) {
-		quant_f16_to_f32_row(b_k + ((size_t)t * m->n_head_kv + kv) * d, row, (size_t)d);
-		for (int i = 0; i < d; i++)
-			mean[i] += row[i];
-	}
-	for (int i = 0; i < d; i++)
-		mean[i] /= n > 0 ? (float)n : 1.0f;
-	/* blocks of rows keep one row of cov in L1 while it is updated */
-	for (int t0 = 0; t0 < n; t0 += COV_BLOCK) {
-		int nb = n - t0 < COV_BLOCK ? n - t0 : COV_BLOCK;
-		for (int b = 0; b < nb; b++) {
-			float *x = blk + (size_t)b * d;
-			quant_f16_to_f32_row(b_k + ((size_t)(t0 + b) * m->n_head_kv + kv) * d,
-					     x, (size_t)d);
-			for (int i = 0; i < d; i++)
-				x[i] -= mean[i];
-		}
-		for (int i = 0; i < d; i++) {
-			float *ci = cov + (size_t)i * d;
-			for (int b = 0; b < nb; b++) {
-				const float *x = blk + (size_t)b * d;
-				float xi = x[i];
-				for (int jj = i; jj < d; jj++)
-					ci[jj] += xi * x[jj];
-			}
-		}
-	}
-	/* upper triangle in row-major = lower triangle in column-major */
-	info = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, 'V', 'L', d, cov, d, ev,
-				   &q, -1, &iq, -1);
-	if (info)
-		return (int)info;
-	if (ws_work(w, (size_t)q + 1))
-		return -1000;
-	if ((size_t)iq > 8 * (size_t)d) {
-		lapack_int *p = realloc(w->iwork, (size_t)iq * sizeof *p);
-		if (!p)
-			return -1000;
-		w->iwork = p;
-	}
-	info = LAPACKE_ssyevd_work(LAPACK_COL_MAJOR, 'V', 'L', d, cov, d, ev,
-				   w->work, (lapack_int)w->lwork, w->iwork,
-				   iq > 8 * d ? iq : 8 * d);
-	if (info)
-		return (int)info;
-	/* Scale c: with W = c P (P orthonormal), the router logit is
-	 * c/sqrt(d') <Pq, unit(P k_bar)>, while the coarse row's attention logit
-	 * is q_scale <q, k_bar>. Matching them at the mean |P k_bar| of this
-	 * layer's spans keeps the +log|S| term in proportion (untrained init;
-	 * without it the span-length term dominates the ranking). */
-	double norm_sum = 0;
-	for (int c = 0; c < m->n_comp; c++) {
-		const float *kb = m->k_bar + (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * d;
-		double nrm = 0;
-		for (int i = 0; i < n_w; i++) {
-			const float *e = cov + (size_t)(d - 1 - i) * d;
-			double x = 0;
-			for (int jj = 0; jj < d; jj++)
-				x += (double)e[jj] * kb[jj];
-			nrm += x * x;
-		}
-		norm_sum += sqrt(nrm);
-	}
-	float scale = m->n_comp > 0 && norm_sum > 0
-		? (float)(b->q_scale * (norm_sum / m->n_comp) * sqrt((double)SEKV_D_ROUTE)) : 1.0f;
-	for (int h = kv * group; h < (kv + 1) * group; h++) {
-		float *wh = m->route_w + ((size_t)l * m->n_head + h) * SEKV_D_ROUTE * d;
-		memset(wh, 0, (size_t)SEKV_D_ROUTE * d * sizeof(float));
-		for (int i = 0; i < n_w; i++)
-			for (int jj = 0; jj < d; jj++)
-				wh[(size_t)i * d + jj] = scale * cov[(size_t)(d - 1 - i) * d + jj];
-	}
-	return 0;
-}
-
-static void *build_thread(void *arg)
-{
-	struct build_job *b = arg;
-	struct build_ws w;
-	int d = b->m->d_h;
-
-	if (ws_alloc(&w, b->max_len > d ? b->max_len : d, d)) {
-		int z = 0;
-		atomic_compare_exchange_strong(&b->fail, &z, -1);
-		return NULL;
-	}
-	for (;;) {
-		int j = atomic_fetch_add(&b->next, 1), rc;
-		if (j >= b->n_route + b->n_svd || atomic_load(&b->fail))
-			break;
-		rc = j < b->n_route ? route_job(b, &w, j) : svd_job(b, &w, j - b->n_route);
-		if (rc) {
-			int z = 0;
-			if (atomic_compare_exchange_strong(&b->fail, &z, j + 1))
-				b->fail_info = rc;
-			break;
-		}
-	}
-	ws_free(&w);
-	return NULL;
-}
 
 static int by_len_desc(const void *a, const void *b, void *arg)
 {
@@ -271,54 +26,117 @@ static int by_len_desc(const void *a, const void *b, void *arg)
 		(*(const int32_t *)a < *(const int32_t *)b);
 }
 
-/* Runs the router and SVD jobs on n_threads threads (the caller's included). */
-static int run_jobs(struct sekv_mem *m, const struct sekv_params *p,
-		    const uint16_t *const *k, const uint16_t *const *v,
-		    char *err, size_t errlen)
+/* Truncated SVD of every compressed span's K and V rows per layer and KV
+ * head, one backend job each, longest spans first (the pool hands them
+ * out one at a time, so the long ones do not end up last). */
+static int build_factors(struct sekv_mem *m, struct backend *be,
+			 const uint16_t *const *k, const uint16_t *const *v,
+			 char *err, size_t errlen)
 {
-	struct build_job b = {0};
-	pthread_t th[64];
-	int n_th = p->n_threads > 0 ? p->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-	int started = 0, rc = SEKV_OK;
+	size_t row = (size_t)m->n_head_kv * m->d_h;
+	int per = m->n_layer * m->n_head_kv * 2, n = m->n_comp * per, bad, info, rc;
 	int32_t *order = malloc(((size_t)m->n_comp + 1) * sizeof *order);
+	struct backend_svd *job = malloc(((size_t)n + 1) * sizeof *job);
 
-	if (!order)
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: factors: out of memory");
-	for (int c = 0; c < m->n_comp; c++) {
-		order[c] = c;
-		if (m->span[m->comp_span[c]].len > b.max_len)
-			b.max_len = m->span[m->comp_span[c]].len;
-	}
-	qsort_r(order, (size_t)m->n_comp, sizeof *order, by_len_desc, m);
-	b.m = m;
-	b.k = k;
-	b.v = v;
-	b.order = order;
-	b.n_route = m->n_layer * m->n_head_kv;
-	b.q_scale = p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)m->d_h);
-	b.n_svd = m->n_comp * m->n_layer * m->n_head_kv * 2;
-	atomic_init(&b.next, 0);
-	atomic_init(&b.fail, 0);
-	if (n_th < 1)
-		n_th = 1;
-	if (n_th > 64)
-		n_th = 64;
-	if (n_th > b.n_route + b.n_svd)
-		n_th = b.n_route + b.n_svd;
-	for (int i = 1; i < n_th; i++)
-		if (!pthread_create(&th[started], NULL, build_thread, &b))
-			started++;
-	build_thread(&b);
-	for (int i = 0; i < started; i++)
-		pthread_join(th[i], NULL);
-	if (atomic_load(&b.fail) == -1 || b.fail_info == -1000)
+	if (!order || !job) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: factors: out of memory");
-	else if (atomic_load(&b.fail) > 0) {
-		int j = atomic_load(&b.fail) - 1;
-		rc = sekv_errf(err, errlen, SEKV_EINVAL, "sekv_build: %s: job %d: LAPACK info %d",
-			       j < b.n_route ? "router ssyevd" : "factor sgesdd", j, b.fail_info);
+		goto out;
 	}
+	for (int c = 0; c < m->n_comp; c++)
+		order[c] = c;
+	qsort_r(order, (size_t)m->n_comp, sizeof *order, by_len_desc, m);
+	for (int j = 0; j < n; j++) {
+		int c = order[j / per], r = j % per;
+		int l = r / (m->n_head_kv * 2), kv = r / 2 % m->n_head_kv, which = r % 2;
+		const struct sekv_span *sp = &m->span[m->comp_span[c]];
+		struct sekv_factor *f = &m->fac[(((size_t)l * m->n_comp + c) *
+						  m->n_head_kv + kv) * 2 + which];
+		job[j] = (struct backend_svd){
+			.x = (which ? v : k)[l] + (size_t)sp->start * row + (size_t)kv * m->d_h,
+			.ldx = row, .rows = sp->len, .cols = m->d_h, .rank = f->rank,
+			.s = f->s, .u = f->u, .v = f->v, .f16 = m->factor_f16,
+		};
+	}
+	rc = be->ops->svd(be, job, n, &bad, &info);
+	if (rc == SEKV_ENOMEM)
+		rc = sekv_errf(err, errlen, rc, "sekv_build: factors: out of memory");
+	else if (rc)
+		rc = sekv_errf(err, errlen, rc, "sekv_build: factor sgesdd: job %d: LAPACK info %d",
+			       bad, info);
+out:
+	free(job);
 	free(order);
+	return rc;
+}
+
+/* Writes W of (global layer l, KV head kv) for its query heads from the
+ * principal directions vec [n_w][d]. Scale c: with W = c P (P orthonormal),
+ * the router logit is c/sqrt(d') <Pq, unit(P k_bar)>, while the coarse
+ * row's attention logit is q_scale <q, k_bar>. Matching them at the mean
+ * |P k_bar| of this layer's spans keeps the +log|S| term in proportion
+ * (untrained init; without it the span-length term dominates the ranking). */
+static void route_scale(struct sekv_mem *m, int l, int kv, const float *vec, int n_w,
+			float q_scale)
+{
+	int d = m->d_h, group = m->n_head / m->n_head_kv;
+	double norm_sum = 0;
+
+	for (int c = 0; c < m->n_comp; c++) {
+		const float *kb = m->k_bar + (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * d;
+		double nrm = 0;
+		for (int i = 0; i < n_w; i++) {
+			const float *e = vec + (size_t)i * d;
+			double x = 0;
+			for (int jj = 0; jj < d; jj++)
+				x += (double)e[jj] * kb[jj];
+			nrm += x * x;
+		}
+		norm_sum += sqrt(nrm);
+	}
+	float scale = m->n_comp > 0 && norm_sum > 0
+		? (float)(q_scale * (norm_sum / m->n_comp) * sqrt((double)SEKV_D_ROUTE)) : 1.0f;
+	for (int h = kv * group; h < (kv + 1) * group; h++) {
+		float *wh = m->route_w + ((size_t)l * m->n_head + h) * SEKV_D_ROUTE * d;
+		memset(wh, 0, (size_t)SEKV_D_ROUTE * d * sizeof(float));
+		for (int i = 0; i < n_w; i++)
+			for (int jj = 0; jj < d; jj++)
+				wh[(size_t)i * d + jj] = scale * vec[(size_t)i * d + jj];
+	}
+}
+
+/* Router of every (global layer l, KV head kv): rows of W are the top-d'
+ * principal directions of the document's keys (backend pca); every query
+ * head of the KV head gets the same W, scaled as below. */
+static int build_router(struct sekv_mem *m, struct backend *be, const uint16_t *const *k,
+			float q_scale, char *err, size_t errlen)
+{
+	int d = m->d_h, n_w = d < SEKV_D_ROUTE ? d : SEKV_D_ROUTE;
+	int n = m->n_layer * m->n_head_kv, bad, info, rc;
+	struct backend_pca *job = malloc(((size_t)n + 1) * sizeof *job);
+	float *vec = malloc(((size_t)n * n_w * d + 1) * sizeof *vec);
+
+	if (!job || !vec) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: router: out of memory");
+		goto out;
+	}
+	for (int j = 0; j < n; j++)
+		job[j] = (struct backend_pca){
+			.x = m->n_tok > 0 ? k[j / m->n_head_kv] + (size_t)(j % m->n_head_kv) * d : NULL,
+			.ldx = (size_t)m->n_head_kv * d, .rows = m->n_tok, .cols = d,
+			.n_vec = n_w, .vec = vec + (size_t)j * n_w * d,
+		};
+	rc = be->ops->pca(be, job, n, &bad, &info);
+	if (rc) {
+		rc = sekv_errf(err, errlen, rc, "sekv_build: router ssyevd: job %d: %s (info %d)",
+			       bad, sekv_strerror(rc), info);
+		goto out;
+	}
+	for (int j = 0; j < n; j++)
+		route_scale(m, j / m->n_head_kv, j % m->n_head_kv, vec + (size_t)j * n_w * d,
+			    n_w, q_scale);
+out:
+	free(vec);
+	free(job);
 	return rc;
 }
 
@@ -413,6 +231,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	struct sekv_span *span = NULL;
 	uint8_t *anchor = NULL;
 	int32_t *ranks = NULL;
+	struct backend *be = p ? p->be : NULL, *own_be = NULL;
 	char note[256];
 	float alpha;
 	int rc, n_span = 0, n_exact, n_comp;
@@ -464,13 +283,17 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	for (int i = 0; i < n_layer * n_head; i++)
 		m->tau[i] = p->tau;
 	fill_rows(m, k, v);
-	rc = run_jobs(m, p, k, v, err, errlen);
-	if (rc)
+	if (!be && (rc = backend_open("cpu", p->n_threads, &own_be, err, errlen)))
+		goto out;
+	if ((rc = build_router(m, be ? be : own_be, k,
+			       p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)d_h), err, errlen)) ||
+	    (rc = build_factors(m, be ? be : own_be, k, v, err, errlen)))
 		goto out;
 	sekv_mem_update_counts(m);
 	*out = m;
 	m = NULL;
 out:
+	backend_close(own_be);
 	sekv_mem_free(m);
 	free(ranks);
 	free(span);

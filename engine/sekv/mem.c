@@ -6,6 +6,7 @@
  * Segmentation and building live in segment.c/build.c, decoding in attend.c.
  */
 #include "engine/sekv/sekv.h"
+#include "engine/arena.h"
 #include "engine/err.h"
 
 #include <stdlib.h>
@@ -28,27 +29,6 @@ void sekv_default_params(struct sekv_params *p)
 	p->n_threads = 0;
 }
 
-/* a * b into *r; 0 on overflow. */
-static int mul_ok(size_t a, size_t b, size_t *r)
-{
-	if (a && b > (size_t)-1 / a)
-		return 0;
-	*r = a * b;
-	return 1;
-}
-
-/* Reserves n elements of size es at the aligned end of *off. */
-static int reserve(size_t *off, size_t n, size_t es, size_t *at)
-{
-	size_t bytes, o = (*off + 63) & ~(size_t)63;
-
-	if (o < *off || !mul_ok(n, es, &bytes) || o + bytes < o)
-		return 0;
-	*at = o;
-	*off = o + bytes;
-	return 1;
-}
-
 static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
 {
 	int32_t end = 0;
@@ -68,12 +48,15 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_exact, const int32_t *ranks, int factor_f16)
 {
 	struct sekv_mem *m;
-	size_t off = 0, o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
+	struct arena ar = {0};
+	size_t o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
 	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fs, o_fuv, n_row, n_bar, n_fac,
 	       n_rw, n_fs = 0, n_fuv = 0;
 	size_t es = factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	int n_comp = 0;
 	char *a;
+	void *blk;
+	int rc;
 
 	*out = NULL;
 	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
@@ -100,31 +83,31 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 				}
 			}
 	}
-	if (!mul_ok((size_t)n_layer * n_head_kv * d_h, (size_t)n_exact, &n_row) ||
-	    !mul_ok((size_t)n_layer * n_head_kv * d_h, (size_t)n_comp, &n_bar) ||
-	    !mul_ok((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw))
+	if (!arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_exact, &n_row) ||
+	    !arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_comp, &n_bar) ||
+	    !arena_mul((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw))
 		return SEKV_EINVAL;
-	if (!reserve(&off, sizeof *m, 1, &o_m) ||
-	    !reserve(&off, n_layer, sizeof(int32_t), &o_lid) ||
-	    !reserve(&off, n_tok, sizeof(int32_t), &o_tok) ||
-	    !reserve(&off, n_tok, sizeof(float), &o_h) ||
-	    !reserve(&off, n_tok, 1, &o_anc) ||
-	    !reserve(&off, n_span, sizeof(struct sekv_span), &o_span) ||
-	    !reserve(&off, n_span, sizeof(int32_t), &o_comp) ||
-	    !reserve(&off, n_exact, sizeof(int32_t), &o_epos) ||
-	    !reserve(&off, n_row, sizeof(uint16_t), &o_ek) ||
-	    !reserve(&off, n_row, sizeof(uint16_t), &o_ev) ||
-	    !reserve(&off, n_bar, sizeof(float), &o_kb) ||
-	    !reserve(&off, n_bar, sizeof(float), &o_vb) ||
-	    !reserve(&off, n_fac, sizeof(struct sekv_factor), &o_fac) ||
-	    !reserve(&off, n_rw, sizeof(float), &o_rw) ||
-	    !reserve(&off, (size_t)n_layer * n_head, sizeof(float), &o_tau) ||
-	    !reserve(&off, n_fs, sizeof(float), &o_fs) ||
-	    !reserve(&off, n_fuv, es, &o_fuv))
-		return SEKV_EINVAL;
-	a = calloc(1, off ? off : 1);
-	if (!a)
-		return SEKV_ENOMEM;
+	o_m = arena_reserve(&ar, 1, sizeof *m);
+	o_lid = arena_reserve(&ar, (size_t)n_layer, sizeof(int32_t));
+	o_tok = arena_reserve(&ar, (size_t)n_tok, sizeof(int32_t));
+	o_h = arena_reserve(&ar, (size_t)n_tok, sizeof(float));
+	o_anc = arena_reserve(&ar, (size_t)n_tok, 1);
+	o_span = arena_reserve(&ar, (size_t)n_span, sizeof(struct sekv_span));
+	o_comp = arena_reserve(&ar, (size_t)n_span, sizeof(int32_t));
+	o_epos = arena_reserve(&ar, (size_t)n_exact, sizeof(int32_t));
+	o_ek = arena_reserve(&ar, n_row, sizeof(uint16_t));
+	o_ev = arena_reserve(&ar, n_row, sizeof(uint16_t));
+	o_kb = arena_reserve(&ar, n_bar, sizeof(float));
+	o_vb = arena_reserve(&ar, n_bar, sizeof(float));
+	o_fac = arena_reserve(&ar, n_fac, sizeof(struct sekv_factor));
+	o_rw = arena_reserve(&ar, n_rw, sizeof(float));
+	o_tau = arena_reserve(&ar, (size_t)n_layer * n_head, sizeof(float));
+	o_fs = arena_reserve(&ar, n_fs, sizeof(float));
+	o_fuv = arena_reserve(&ar, n_fuv, es);
+	rc = arena_alloc(&ar, &blk);
+	if (rc)
+		return rc;
+	a = blk;
 	m = (struct sekv_mem *)(a + o_m);
 	m->arena = a;
 	m->n_tok = n_tok;

@@ -20,6 +20,8 @@
 
 #define SEKV_D_ROUTE 32  /* d' of the router (DESIGN.md section 3) */
 
+struct backend;          /* engine/backend.h */
+
 struct sekv_params {
 	float alpha;         /* boundary threshold mu_t + alpha*sigma_t (1.0) */
 	int l_min;           /* spans shorter than this stay exact (4) */
@@ -36,7 +38,14 @@ struct sekv_params {
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
 	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
 	                        fp32), halving host_bytes; 0: fp32 (tests) (1) */
-	int n_threads;       /* SVD threads; <= 0 all cores */
+	int n_threads;       /* threads of the backend sekv_build opens when be
+	                        is NULL; <= 0 all cores */
+	struct backend *be;  /* borrowed backend the SVD, router, reconstruction
+	                        and mixed attention run on (e.g. model_backend);
+	                        must outlive the ctx made with it. NULL:
+	                        sekv_build opens a private CPU backend with
+	                        n_threads threads for the call, sekv_ctx_new
+	                        one with a single thread for the ctx (NULL) */
 	float q_scale;       /* model attention scale (model_hparams.q_scale);
 	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
 };
@@ -128,7 +137,8 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
  * demoted) until they fit or one span is left; m->note says what was done
  * ("budget not met: ..." when even that cannot fit: decoding then zooms
  * nothing). Ranks r = min(|S|, d_h, p->r_max). tokens may be NULL (zeros).
- * Uses p->n_threads threads (plus LAPACK's own). Errors: SEKV_EINVAL (bad
+ * Runs the SVD and router on p->be (or a private CPU backend with
+ * p->n_threads threads). Errors: SEKV_EINVAL (bad
  * shape, non-finite surprisal or KV, LAPACK failure), SEKV_ENOMEM.
  * Borrowed inputs are copied. *out owned by caller (sekv_mem_free). */
 int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
@@ -190,7 +200,9 @@ struct sekv_ctx; /* opaque decode stream */
 /* Opens a decode stream over mem (borrowed: must outlive the ctx). tail_cap
  * is the most question + generated tokens it will see; q_scale as in
  * model_hparams. From p it takes budget, r_use and recon_f32; the zoom
- * thresholds are mem->tau (p->tau only seeds them in sekv_build). The
+ * thresholds are mem->tau (p->tau only seeds them in sekv_build). Tail and
+ * reconstructed rows are buffers of p->be, where reconstruction and the
+ * mixed attention run (NULL: a private single-thread CPU backend). The
  * router's kappa_S are precomputed here: change mem->route_w, mem->tau
  * only before opening a ctx. All scratch is sized here. Errors:
  * SEKV_EINVAL (tail_cap < 1, bad shape), SEKV_ENOMEM. */

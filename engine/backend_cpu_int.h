@@ -1,0 +1,125 @@
+/* backend_cpu_int.h - internals shared by the CPU backend's files (not for
+ * other modules): the thread pool (cpu_pool.c), the workspace, the fast
+ * exponential, and the operations each file implements for the table in
+ * backend_cpu.c (attention in cpu_attention.c, SeKV decode operations in
+ * cpu_sekv.c, LAPACK ones in cpu_lapack.c).
+ */
+#ifndef SEKV_BACKEND_CPU_INT_H
+#define SEKV_BACKEND_CPU_INT_H
+
+#include "engine/backend.h"
+#include "engine/quant.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ATTN_TILE 256 /* keys per attention tile */
+#define ATTN_QBLK 64  /* queries per batch-attention work item */
+#define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
+
+
+/* exp(x) for x in [-87, 88] (clamped outside), relative error < 1e-7
+ * (measured 8e-8 against exp in double): Cephes expf's range reduction
+ * x = n ln2 + r and degree-6 polynomial, written branch-free so loops
+ * over it vectorise; libm's expf does not, and the vocabulary
+ * log-sum-exp takes n_vocab of them per token. */
+static inline float exp_fast(float x)
+{
+	float n, r, p, sc;
+	uint32_t u;
+
+	x = x < -87.0f ? -87.0f : x;
+	x = x > 88.0f ? 88.0f : x;
+	n = rintf(x * 1.44269504088896341f);
+	r = fmaf(n, -0.693359375f, x);
+	r = fmaf(n, 2.12194440e-4f, r);
+	p = 1.9875691500e-4f;
+	p = fmaf(p, r, 1.3981999507e-3f);
+	p = fmaf(p, r, 8.3334519073e-3f);
+	p = fmaf(p, r, 4.1665795894e-2f);
+	p = fmaf(p, r, 1.6666665459e-1f);
+	p = fmaf(p, r, 5.0000001201e-1f);
+	p = fmaf(p, r * r, r) + 1.0f;
+	u = (uint32_t)((int32_t)n + 127) << 23;
+	memcpy(&sc, &u, sizeof sc);
+	return p * sc;
+}
+
+/* A decode step runs ~130 short parallel matvecs; waking a sleeping thread
+ * costs tens of microseconds each, as much as the matvec. So workers
+ * spin on the job counter for POOL_SPIN_NS after their last job (a decode
+ * step's gaps are far shorter) and only then sleep on the condition
+ * variable. The caller spins for the workers to finish. */
+#define POOL_SPIN_NS 2000000LL
+
+/* Runs items [i0, i1) on worker tid (0 = the calling thread). */
+typedef void (*pool_fn)(void *ctx, int i0, int i1, int tid);
+
+struct cpu {
+	int n_threads;
+	pthread_t *th;          /* [n_threads - 1] */
+	int n_started;
+	pthread_mutex_t mu;     /* guards sleeping workers' hand-over */
+	pthread_cond_t cv_go;
+	atomic_ulong gen;       /* bumped once per parallel_for */
+	atomic_int pending;     /* workers still running this generation */
+	atomic_int sleepers;    /* workers waiting on cv_go */
+	atomic_int quit;
+	pool_fn fn;             /* job of the current generation; written */
+	void *ctx;              /* before gen is bumped (release) */
+	int n_items;
+};
+
+/* Items [i0, i1) of n_items split into n_parts contiguous chunks: part's. */
+void cpu_chunk(int n_items, int n_parts, int part, int *i0, int *i1);
+/* Starts n_threads - 1 workers (c->n_threads set); 0 or SEKV_EIO. */
+int cpu_pool_start(struct cpu *c, char *err, size_t errlen);
+/* Stops and joins the workers; frees the pool's own memory. */
+void cpu_pool_stop(struct cpu *c);
+/* Runs fn over [0, n_items) split into n_threads contiguous chunks. Small
+ * jobs run on the calling thread alone. One caller at a time. */
+void cpu_parallel_for(struct cpu *c, int n_items, int min_per_thread,
+		      pool_fn fn, void *ctx);
+
+struct backend_ws {
+	struct backend_ws_size sz;
+	float *wbuf;   /* [max_w_elems] dequantised weight rows */
+	float *kt;     /* [ATTN_TILE][d_head] keys of one tile, fp32 */
+	float *vt;     /* [ATTN_TILE][d_head] */
+	float *s;      /* [n_batch][ATTN_TILE] scores */
+	float *mx;     /* [n_head][n_batch] running maxima */
+	float *sm;     /* [n_head][n_batch] running sums */
+	struct quant_act act; /* one token's input as int8 blocks: q [max_cols],
+	                         d, s [max_cols / 32] */
+	int n_part;    /* decode attention: key ranges run in parallel (threads) */
+	float *pk;     /* [n_part][ATTN_TILE][d_head] keys of a part's tile */
+	float *pv;     /* [n_part][ATTN_TILE][d_head] */
+	int ps_rows;   /* max(n_head, ATTN_QBLK): score rows of one part */
+	float *ps;     /* [n_part][ps_rows][ATTN_TILE] scores */
+	float *po;     /* [n_part][n_head][d_head] unnormalised outputs */
+	float *pm;     /* [n_part][ps_rows] running maxima */
+	float *pl;     /* [n_part][ps_rows] running sums */
+	size_t gs_stride; /* floats of gemm scratch per thread */
+	float *gs;     /* [n_threads][gs_stride] gemm packing scratch, 64-byte aligned */
+	/* SeKV (mix_rows > 0, else NULL) */
+	float *mix_logit; /* [n_head][mix_rows] scores, then probabilities */
+	float *mix_row;   /* [n_threads][d_head] a converted row per thread */
+	float *rc_vf;     /* [n_threads][d_head][d_head] fp16 factor v as fp32 */
+	float *rc_us;     /* [n_threads][d_head + 1] u_i * s */
+	float *rc_row;    /* [n_threads][d_head] a reconstructed row */
+};
+
+/* fp16 -> fp32 of n elements (F16C when built for it; exact either way). */
+void cpu_rows_f16_to_f32(const uint16_t *x, float *y, size_t n);
+
+int cpu_attention(struct backend *b, struct backend_ws *ws, const struct backend_attn *a);
+int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct backend_mix *a);
+int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
+		    const struct backend_recon *r, int n);
+int cpu_svd(struct backend *b, const struct backend_svd *job, int n, int *bad, int *info);
+int cpu_pca(struct backend *b, const struct backend_pca *job, int n, int *bad, int *info);
+
+#endif

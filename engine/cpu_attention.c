@@ -1,0 +1,393 @@
+/* cpu_attention.c - the CPU backend's exact attention (struct backend_attn):
+ * batches run (head, query block) items tiled over keys with an online
+ * softmax (flash-attention order), so scratch does not grow with context;
+ * one token splits the keys over threads and merges the partial softmaxes.
+ * SeKV's mixed attention lives in cpu_sekv.c.
+ */
+#include "engine/backend_cpu_int.h"
+
+#include "engine/err.h"
+#include "engine/gemm.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+
+/* fp16 -> fp32 of cached rows. Half to single is exact, so the F16C
+ * instruction gives the same bits as quant_f16_to_f32_row, only faster:
+ * attention converts every visible row at every step. */
+void cpu_rows_f16_to_f32(const uint16_t *x, float *y, size_t n)
+{
+	size_t i = 0;
+
+#if defined(__AVX512F__)
+	for (; i + 16 <= n; i += 16)
+		_mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+#elif defined(__F16C__)
+	for (; i + 8 <= n; i += 8)
+		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+#endif
+	quant_f16_to_f32_row(x + i, y + i, n - i);
+}
+
+/* sum_e x[e] y[e] in 2 x LANES partial sums (vectorised without
+ * -ffast-math; two independent chains so FMA latency does not bound it) */
+static float dot_lanes(const float *restrict x, const float *restrict y, int n)
+{
+	float acc[LANES] = { 0 }, acc2[LANES] = { 0 }, s = 0.0f;
+	int e = 0;
+
+	for (; e + 2 * LANES <= n; e += 2 * LANES)
+		for (int k = 0; k < LANES; k++) {
+			acc[k] += x[e + k] * y[e + k];
+			acc2[k] += x[e + LANES + k] * y[e + LANES + k];
+		}
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			acc[k] += x[e + k] * y[e + k];
+	for (int k = 0; k < LANES; k++)
+		s += acc[k] + acc2[k];
+	for (; e < n; e++)
+		s += x[e] * y[e];
+	return s;
+}
+
+/* y[e] += a x[e] */
+static void axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
+{
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			y[e + k] += a * x[e + k];
+	for (; e < n; e++)
+		y[e] += a * x[e];
+}
+
+/* Softmax step for one tile and one query head over score rows [0, nr)
+ * (query i = i_a + r): masks keys outside [lo_i, p_i], updates the running
+ * max/sum (mx[i - i_base], sm[i - i_base]) and rescales the output row by
+ * the change of max. */
+static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
+			      int T, int i_a, int t0, int h, float *mx, float *sm, int i_base)
+{
+	int ld = a->n_head * a->d_head;
+
+	for (int r = 0; r < nr; r++) {
+		int i = i_a + r, p = a->pos0 + i;
+		int lo = a->window > 0 ? p - a->window + 1 : 0;
+		int j0 = lo > t0 ? lo - t0 : 0;
+		int j1 = p - t0 + 1 < T ? p - t0 + 1 : T; /* exclusive */
+		float *sr = s + (size_t)r * T, m_old = mx[i - i_base], m_new = m_old, f;
+		double sum = 0.0;
+
+		for (int j = j0; j < j1; j++)
+			if (sr[j] > m_new)
+				m_new = sr[j];
+		for (int j = 0; j < j0; j++)
+			sr[j] = 0.0f;
+		for (int j = j1; j < T; j++)
+			sr[j] = 0.0f;
+		for (int j = j0; j < j1; j++) {
+			sr[j] = exp_fast(sr[j] - m_new);
+			sum += sr[j];
+		}
+		f = m_old == -INFINITY ? 0.0f : exp_fast(m_old - m_new);
+		if (f != 1.0f) {
+			float *o = a->out + (size_t)i * ld + (size_t)h * a->d_head;
+			for (int e = 0; e < a->d_head; e++)
+				o[e] *= f;
+		}
+		sm[i - i_base] = sm[i - i_base] * f + (float)sum;
+		mx[i - i_base] = m_new;
+	}
+}
+
+/* ---- decode attention: one query, key ranges in parallel ------------- */
+
+/* Scores of one fp16 key row against the G query heads of its group:
+ * s[h * lds] = scale * q[h] . k for h < G (q rows d apart). The key is
+ * converted once and feeds G accumulators. */
+static inline __attribute__((always_inline)) void
+attn1_scores(const float *q, int G, int d, const uint16_t *k, float scale,
+	     float *s, size_t lds, float *kbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 acc[8];
+		for (int h = 0; h < G; h++)
+			acc[h] = _mm512_setzero_ps();
+		for (int e = 0; e < d; e += 16) {
+			__m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + e)));
+			for (int h = 0; h < G; h++)
+				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
+		}
+		for (int h = 0; h < G; h++)
+			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+		return;
+	}
+#endif
+	cpu_rows_f16_to_f32(k, kbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		s[(size_t)h * lds] = scale * dot_lanes(q + (size_t)h * d, kbuf, d);
+}
+
+/* o[h] += p[h * ldp] * v for h < G (o rows d apart): the fp16 value row is
+ * converted once for the G heads. */
+static inline __attribute__((always_inline)) void
+attn1_values(float *o, int G, int d, const uint16_t *v, const float *p, size_t ldp,
+	     float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 pv[8];
+		for (int h = 0; h < G; h++)
+			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
+		for (int e = 0; e < d; e += 16) {
+			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	cpu_rows_f16_to_f32(v, vbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
+}
+
+struct attn1_job {
+	const struct backend_attn *a;
+	struct backend_ws *ws;
+	int lo;        /* first visible position */
+	int n_key;     /* visible positions: lo .. lo + n_key - 1 */
+	int n_part;    /* parts the keys are cut into (one per chunk of work) */
+};
+
+/* Part `part` of the keys: for every KV head, each key and value row is
+ * turned to fp32 once and serves all query heads of the group (scores of
+ * a key for every head, then every head's output row gets that key's
+ * value), with a running max and sum per head per tile of ATTN_TILE keys
+ * (flash-decoding: the parts merge later). */
+static void attn1_part(struct attn1_job *j, int part)
+{
+	const struct backend_attn *a = j->a;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, kvw = a->n_head_kv * d, group = a->n_head / a->n_head_kv;
+	int k0, k1;
+	float *kt = ws->pk + (size_t)part * ATTN_TILE * d; /* one row used */
+	float *ps = ws->ps + (size_t)part * ws->ps_rows * ATTN_TILE;
+	float *po = ws->po + (size_t)part * a->n_head * d;
+	float *pm = ws->pm + (size_t)part * ws->ps_rows, *pl = ws->pl + (size_t)part * ws->ps_rows;
+
+	cpu_chunk(j->n_key, j->n_part, part, &k0, &k1);
+	for (int h = 0; h < a->n_head; h++) {
+		pm[h] = -INFINITY;
+		pl[h] = 0.0f;
+	}
+	memset(po, 0, sizeof(float) * (size_t)a->n_head * d);
+	for (int g = 0; g < a->n_head_kv; g++) {
+		for (int t0 = k0; t0 < k1; t0 += ATTN_TILE) {
+			int T = k1 - t0 < ATTN_TILE ? k1 - t0 : ATTN_TILE;
+			/* each key row is converted once into an L1-sized row
+			 * and scored for every head of the group */
+			for (int t = 0; t < T; t++) {
+				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
+				const float *qg = a->q + (size_t)g * group * d;
+				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
+				/* constant group sizes keep the accumulators in registers */
+				if (group == 4)
+					attn1_scores(qg, 4, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+				else if (group == 2)
+					attn1_scores(qg, 2, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+				else
+					attn1_scores(qg, group, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+			}
+			for (int hh = 0; hh < group; hh++) {
+				int h = g * group + hh;
+				float *s = ps + (size_t)h * ATTN_TILE, m = pm[h], f;
+				double sum = 0.0;
+				for (int t = 0; t < T; t++)
+					m = s[t] > m ? s[t] : m;
+				f = pm[h] == -INFINITY ? 0.0f : exp_fast(pm[h] - m);
+				for (int t = 0; t < T; t++) {
+					s[t] = exp_fast(s[t] - m);
+					sum += s[t];
+				}
+				if (f != 1.0f)
+					for (int e = 0; e < d; e++)
+						po[(size_t)h * d + e] *= f;
+				pl[h] = pl[h] * f + (float)sum;
+				pm[h] = m;
+			}
+			/* and each value row once for every head */
+			for (int t = 0; t < T; t++) {
+				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
+				float *og = po + (size_t)g * group * d;
+				const float *pg = ps + (size_t)g * group * ATTN_TILE + t;
+				if (group == 4)
+					attn1_values(og, 4, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+				else if (group == 2)
+					attn1_values(og, 2, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+				else
+					attn1_values(og, group, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+			}
+		}
+	}
+}
+
+static void attn1_rows(void *ctx, int i0, int i1, int tid)
+{
+	(void)tid;
+
+	for (int p = i0; p < i1; p++)
+		attn1_part(ctx, p);
+}
+
+/* out[h] = sum_p exp(m_p - M) o_p / sum_p exp(m_p - M) l_p over the parts. */
+static void attn1_merge(const struct attn1_job *j)
+{
+	const struct backend_attn *a = j->a;
+	const struct backend_ws *ws = j->ws;
+	int d = a->d_head;
+
+	for (int h = 0; h < a->n_head; h++) {
+		float M = -INFINITY, L = 0.0f, *out = a->out + (size_t)h * d;
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * ws->ps_rows + h];
+			M = m > M ? m : M;
+		}
+		memset(out, 0, sizeof(float) * (size_t)d);
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * ws->ps_rows + h], f;
+			if (m == -INFINITY)
+				continue;
+			f = exp_fast(m - M);
+			L += f * ws->pl[(size_t)p * ws->ps_rows + h];
+			axpy_lanes(out, f, ws->po + ((size_t)p * a->n_head + h) * d, d);
+		}
+		if (L > 0.0f)
+			for (int e = 0; e < d; e++)
+				out[e] /= L;
+	}
+}
+
+/* One query at position pos0: cuts the visible keys into one part per
+ * thread (parts of at least ATTN_TILE keys) and merges them. */
+static void attention_one(struct backend *b, struct backend_ws *ws,
+			  const struct backend_attn *a)
+{
+	int lo = a->window > 0 ? a->pos0 - a->window + 1 : 0;
+	struct attn1_job j;
+
+	if (lo < 0)
+		lo = 0;
+	j.a = a;
+	j.ws = ws;
+	j.lo = lo;
+	j.n_key = a->pos0 - lo + 1;
+	j.n_part = (j.n_key + ATTN_TILE - 1) / ATTN_TILE;
+	if (j.n_part > ws->n_part)
+		j.n_part = ws->n_part;
+	cpu_parallel_for(b->impl, j.n_part, 1, attn1_rows, &j);
+	attn1_merge(&j);
+}
+
+/* ---- batch attention: (head, block of queries) items in parallel ------ */
+
+struct attnb_job {
+	const struct backend_attn *a;
+	struct backend_ws *ws;
+	int n_qb;      /* query blocks of ATTN_QBLK */
+};
+
+/* Queries [i0, i1) of head h, on thread tid's scratch: key tiles from the
+ * first key any of them sees to the last, each turned to fp32, scored by
+ * sgemm, folded by the online softmax and accumulated by sgemm. */
+static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int tid)
+{
+	const struct backend_attn *a = j->a;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, ld = a->n_head * d, kvw = a->n_head_kv * d;
+	int g = h / (a->n_head / a->n_head_kv);
+	int p_last = a->pos0 + i1 - 1;
+	int lo = a->window > 0 ? a->pos0 + i0 - a->window + 1 : 0;
+	float *kt = ws->pk + (size_t)tid * ATTN_TILE * d;
+	float *vt = ws->pv + (size_t)tid * ATTN_TILE * d;
+	float *s = ws->ps + (size_t)tid * ws->ps_rows * ATTN_TILE;
+	float *mx = ws->pm + (size_t)tid * ws->ps_rows, *sm = ws->pl + (size_t)tid * ws->ps_rows;
+	float *gs = ws->gs + (size_t)tid * ws->gs_stride;
+
+	if (lo < 0)
+		lo = 0;
+	for (int i = i0; i < i1; i++) {
+		memset(a->out + (size_t)i * ld + (size_t)h * d, 0, sizeof(float) * (size_t)d);
+		mx[i - i0] = -INFINITY;
+		sm[i - i0] = 0.0f;
+	}
+	for (int t0 = lo; t0 <= p_last; t0 += ATTN_TILE) {
+		int t1 = t0 + ATTN_TILE <= p_last + 1 ? t0 + ATTN_TILE : p_last + 1;
+		int T = t1 - t0;
+		int i_a = t0 - a->pos0 > i0 ? t0 - a->pos0 : i0;
+		int i_b = a->window > 0 ? t1 + a->window - 1 - a->pos0 : i1;
+		int nr;
+
+		if (i_b > i1)
+			i_b = i1;
+		nr = i_b - i_a;
+		if (nr <= 0)
+			continue;
+		for (int t = 0; t < T; t++) {
+			size_t row = (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d;
+			cpu_rows_f16_to_f32((const uint16_t *)a->k->host + row, kt + (size_t)t * d, (size_t)d);
+			cpu_rows_f16_to_f32((const uint16_t *)a->v->host + row, vt + (size_t)t * d, (size_t)d);
+		}
+		gemm_nt(nr, T, d, a->scale, a->q + (size_t)i_a * ld + (size_t)h * d, ld, kt, d,
+			s, T, 0, gs);
+		attn_softmax_tile(a, s, nr, T, i_a, t0, h, mx, sm, i0);
+		gemm_nn(nr, d, T, 1.0f, s, T, vt, d, a->out + (size_t)i_a * ld + (size_t)h * d,
+			ld, 1, gs);
+	}
+	for (int i = i0; i < i1; i++) {
+		float *o = a->out + (size_t)i * ld + (size_t)h * d;
+		float inv = sm[i - i0] > 0.0f ? 1.0f / sm[i - i0] : 0.0f;
+		for (int e = 0; e < d; e++)
+			o[e] *= inv;
+	}
+}
+
+/* Items are head-major (item = h * n_qb + block), so with as many heads
+ * per thread each thread gets every block of its heads (causal blocks
+ * grow in cost along the sequence). */
+static void attnb_rows(void *ctx, int i0, int i1, int tid)
+{
+	const struct attnb_job *j = ctx;
+
+	for (int it = i0; it < i1; it++) {
+		int h = it / j->n_qb, qb = it % j->n_qb;
+		int q1 = (qb + 1) * ATTN_QBLK < j->a->n ? (qb + 1) * ATTN_QBLK : j->a->n;
+		attnb_block(j, h, qb * ATTN_QBLK, q1, tid);
+	}
+}
+
+int cpu_attention(struct backend *b, struct backend_ws *ws,
+			 const struct backend_attn *a)
+{
+	int group = a->n_head_kv > 0 ? a->n_head / a->n_head_kv : 0;
+
+	if (a->n < 1 || a->n > ws->sz.n_batch || a->n_head > ws->sz.n_head ||
+	    a->d_head > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
+		return SEKV_EINVAL;
+	if (a->n == 1) {
+		attention_one(b, ws, a);
+		return 0;
+	}
+	{
+		struct attnb_job j = { a, ws, (a->n + ATTN_QBLK - 1) / ATTN_QBLK };
+		cpu_parallel_for(b->impl, a->n_head * j.n_qb, 1, attnb_rows, &j);
+	}
+	return 0;
+}

@@ -1,0 +1,166 @@
+/* sekv_fixture.c - synthetic SeKV documents and reference attention for
+ * the SeKV tests (sekv_fixture.h). */
+#include "tests/sekv_fixture.h"
+#include "engine/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t fx_rng_state; /* this file only */
+
+void fx_rng_seed(uint64_t s)
+{
+	fx_rng_state = s * 0x9e3779b97f4a7c15ull + 1;
+}
+
+double fx_rng_u(void)
+{
+	fx_rng_state ^= fx_rng_state << 13;
+	fx_rng_state ^= fx_rng_state >> 7;
+	fx_rng_state ^= fx_rng_state << 17;
+	return ((fx_rng_state >> 11) + 0.5) / 9007199254740992.0;
+}
+
+double fx_rng_n(void)
+{
+	return sqrt(-2 * log(fx_rng_u())) * cos(6.283185307179586 * fx_rng_u());
+}
+
+float fx_f16r(float x)
+{
+	return quant_f16_to_f32(quant_f32_to_f16(x));
+}
+
+void fx_doc_free(struct fx_doc *d)
+{
+	free(d->h);
+	for (int l = 0; l < d->n_layer; l++) {
+		free(d->k[l]);
+		free(d->v[l]);
+	}
+}
+
+/* Keys: a few shared directions plus noise (so spans are low-rank-ish);
+ * surprisal: exponential with occasional spikes. */
+int fx_doc_make(struct fx_doc *d, int n_tok, int n_layer, int n_head,
+		    int n_head_kv, int d_h, uint64_t seed)
+{
+	size_t n = (size_t)n_tok * n_head_kv * d_h;
+
+	memset(d, 0, sizeof *d);
+	d->n_tok = n_tok;
+	d->n_layer = n_layer;
+	d->n_head = n_head;
+	d->n_head_kv = n_head_kv;
+	d->d_h = d_h;
+	fx_rng_seed(seed);
+	d->h = malloc(((size_t)n_tok + 1) * sizeof *d->h);
+	if (!d->h)
+		return -1;
+	for (int t = 0; t < n_tok; t++)
+		d->h[t] = t == 0 ? 0.0f : (float)(-log(fx_rng_u()) * (fx_rng_u() < 0.05 ? 6 : 1));
+	for (int l = 0; l < n_layer; l++) {
+		float base[4][512];
+		d->layer_id[l] = 5 + 6 * l;
+		d->k[l] = malloc((n + 1) * 2);
+		d->v[l] = malloc((n + 1) * 2);
+		if (!d->k[l] || !d->v[l])
+			return -1;
+		for (int b = 0; b < 4; b++)
+			for (int j = 0; j < d_h; j++)
+				base[b][j] = (float)fx_rng_n();
+		for (size_t i = 0; i < n; i++) {
+			int j = (int)(i % d_h);
+			double kx = 0.3 * fx_rng_n(), vx = fx_rng_n();
+			for (int b = 0; b < 4; b++)
+				kx += base[b][j] * sin(0.01 * (double)(i / d_h) * (b + 1) + b);
+			d->k[l][i] = quant_f32_to_f16((float)kx);
+			d->v[l][i] = quant_f32_to_f16((float)vx);
+		}
+	}
+	return 0;
+}
+
+int fx_doc_build(struct sekv_mem **m, const struct fx_doc *d,
+		     const struct sekv_params *p, char *err, size_t errlen)
+{
+	return sekv_build(m, p, d->n_tok, NULL, d->h, d->n_layer, d->layer_id,
+			  d->n_head, d->n_head_kv, d->d_h,
+			  (const uint16_t *const *)d->k, (const uint16_t *const *)d->v,
+			  err, errlen);
+}
+
+/* Element i of a factor's u or v at the memory's type. */
+double fx_fac_at(const struct sekv_mem *m, const void *x, size_t i)
+{
+	return m->factor_f16 ? quant_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+
+void fx_ref_attend(const struct fx_ref_rows *r, const float *q, int d_h,
+		       float q_scale, float *out)
+{
+	double mx = -INFINITY, sum = 0, acc[512] = {0};
+	double *lg = malloc((size_t)r->n * sizeof *lg);
+
+	for (int i = 0; i < r->n; i++) {
+		double s = 0;
+		for (int j = 0; j < d_h; j++)
+			s += (double)q[j] * r->k[(size_t)i * d_h + j];
+		lg[i] = s * q_scale + r->bias[i];
+		mx = lg[i] > mx ? lg[i] : mx;
+	}
+	for (int i = 0; i < r->n; i++) {
+		double p = exp(lg[i] - mx);
+		sum += p;
+		for (int j = 0; j < d_h; j++)
+			acc[j] += p * r->v[(size_t)i * d_h + j];
+	}
+	for (int j = 0; j < d_h; j++)
+		out[j] = (float)(acc[j] / sum);
+	free(lg);
+}
+
+void fx_ref_add(struct fx_ref_rows *r, const float *k, const float *v, float bias, int d_h)
+{
+	memcpy(r->k + (size_t)r->n * d_h, k, (size_t)d_h * sizeof(float));
+	memcpy(r->v + (size_t)r->n * d_h, v, (size_t)d_h * sizeof(float));
+	r->bias[r->n++] = bias;
+}
+
+
+void fx_no_budget(struct sekv_params *p)
+{
+	sekv_default_params(p);
+	p->budget = 0;
+	p->n_sink = 0;
+	p->n_recent = 0;
+}
+
+/* Max |X - U S V^T| over every factor of m (full stored rank) against the
+ * document rows, relative to the largest |X|. */
+double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d)
+{
+	int dh = d->d_h, nkv = d->n_head_kv;
+	double worst = 0, big = 0;
+
+	for (int l = 0; l < m->n_layer; l++)
+		for (int c = 0; c < m->n_comp; c++)
+			for (int f = 0; f < nkv * 2; f++) {
+				const struct sekv_span *sp = &m->span[m->comp_span[c]];
+				const struct sekv_factor *fc = &m->fac[((size_t)l * m->n_comp + c) * nkv * 2 + f];
+				const uint16_t *x = (f % 2 ? d->v : d->k)[l];
+				for (int i = 0; i < sp->len; i++)
+					for (int j = 0; j < dh; j++) {
+						double y = 0, xv = quant_f16_to_f32(
+							x[((size_t)(sp->start + i) * nkv + f / 2) * dh + j]);
+						for (int r = 0; r < fc->rank; r++)
+							y += fx_fac_at(m, fc->u, (size_t)i * fc->rank + r) *
+							     fc->s[r] * fx_fac_at(m, fc->v, (size_t)j * fc->rank + r);
+						worst = fabs(y - xv) > worst ? fabs(y - xv) : worst;
+						big = fabs(xv) > big ? fabs(xv) : big;
+					}
+			}
+	return worst / big;
+}

@@ -1,0 +1,494 @@
+/* test_sekv_attend.c - SeKV decoding: the key equivalences (everything
+ * zoomed at full rank == exact attention; nothing zoomed == exact rows +
+ * coarse rows computed here), tail eviction, the budget policy, edges and
+ * malformed input. Segmentation and factors are in test_sekv.c.
+ * Synthetic data only, fixed seeds; references are computed in double. */
+#include "tests/test.h"
+#include "tests/sekv_fixture.h"
+#include "engine/err.h"
+#include "engine/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- decode equivalences ----------------------------------------------- */
+
+/* Decodes n_step tokens through ctx over every global layer and compares
+ * with reference attention over rows chosen by `mode`: 0 = all document
+ * rows, 1 = exact rows + coarse rows built here. Returns the max abs diff
+ * (or a negative value on a call failure). */
+/* Tail eviction in decode_vs_ref: at step g_evict_step (when >= 0) the tail
+ * rows of steps before g_evict_to are evicted first. */
+static int g_evict_step = -1, g_evict_to;
+
+static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
+			    struct sekv_ctx *c, int n_step, int mode, float q_scale,
+			    uint64_t seed)
+{
+	int dh = d->d_h, nh = d->n_head, nkv = d->n_head_kv, g = nh / nkv;
+	int cap = d->n_tok + n_step + m->n_comp;
+	float *q = malloc((size_t)nh * dh * 4), *k = malloc((size_t)nkv * dh * 4);
+	float *v = malloc((size_t)nkv * dh * 4), *out = malloc((size_t)nh * dh * 4);
+	float *ref = malloc((size_t)dh * 4);
+	float *tk = calloc((size_t)d->n_layer * n_step * nkv * dh, 4);
+	float *tv = calloc((size_t)d->n_layer * n_step * nkv * dh, 4);
+	struct fx_ref_rows r = { 0, malloc((size_t)cap * dh * 4), malloc((size_t)cap * dh * 4),
+			      malloc((size_t)cap * 4) };
+	double worst = 0;
+
+	fx_rng_seed(seed);
+	for (int s = 0; s < n_step && worst >= 0; s++)
+		for (int l = 0; l < d->n_layer && worst >= 0; l++) {
+			for (int i = 0; i < nh * dh; i++)
+				q[i] = (float)(2 * fx_rng_n());
+			for (int i = 0; i < nkv * dh; i++) {
+				k[i] = tk[(((size_t)l * n_step + s) * nkv) * dh + i] = fx_f16r((float)fx_rng_n());
+				v[i] = tv[(((size_t)l * n_step + s) * nkv) * dh + i] = fx_f16r((float)fx_rng_n());
+			}
+			if (l == 0 && s == g_evict_step &&
+			    sekv_ctx_evict_tail(c, d->n_tok + g_evict_to)) {
+				worst = -1;
+				break;
+			}
+			if (sekv_attend(c, d->layer_id[l], d->n_tok + s, q, k, v, out)) {
+				worst = -1;
+				break;
+			}
+			for (int h = 0; h < nh; h++) {
+				int kv = h / g;
+				float kr[512], vr[512];
+				r.n = 0;
+				for (int p = 0; p < d->n_tok; p++) {
+					int comp = -1;
+					for (int i = 0; mode == 1 && i < m->n_comp; i++) {
+						const struct sekv_span *sp = &m->span[m->comp_span[i]];
+						if (p >= sp->start && p < sp->start + sp->len)
+							comp = i;
+					}
+					if (comp >= 0)
+						continue;
+					for (int j = 0; j < dh; j++) {
+						kr[j] = quant_f16_to_f32(d->k[l][((size_t)p * nkv + kv) * dh + j]);
+						vr[j] = quant_f16_to_f32(d->v[l][((size_t)p * nkv + kv) * dh + j]);
+					}
+					fx_ref_add(&r, kr, vr, 0, dh);
+				}
+				for (int i = 0; mode == 1 && i < m->n_comp; i++) {
+					const struct sekv_span *sp = &m->span[m->comp_span[i]];
+					double sum = 0, kb[512] = {0}, vb[512] = {0};
+					for (int p = sp->start; p < sp->start + sp->len; p++)
+						sum += d->h[p] > 0 ? d->h[p] : 0;
+					for (int p = sp->start; p < sp->start + sp->len; p++) {
+						double w = sum > 0 ? (d->h[p] > 0 ? d->h[p] : 0) / sum : 1.0 / sp->len;
+						for (int j = 0; j < dh; j++) {
+							kb[j] += w * quant_f16_to_f32(d->k[l][((size_t)p * nkv + kv) * dh + j]);
+							vb[j] += w * quant_f16_to_f32(d->v[l][((size_t)p * nkv + kv) * dh + j]);
+						}
+					}
+					for (int j = 0; j < dh; j++) {
+						kr[j] = (float)kb[j];
+						vr[j] = (float)vb[j];
+					}
+					fx_ref_add(&r, kr, vr, logf((float)sp->len), dh);
+				}
+				for (int s2 = g_evict_step >= 0 && s >= g_evict_step ? g_evict_to : 0; s2 <= s; s2++)
+					fx_ref_add(&r, tk + (((size_t)l * n_step + s2) * nkv + kv) * dh,
+						tv + (((size_t)l * n_step + s2) * nkv + kv) * dh, 0, dh);
+				fx_ref_attend(&r, q + (size_t)h * dh, dh, q_scale, ref);
+				for (int j = 0; j < dh; j++) {
+					double e = fabs(ref[j] - out[(size_t)h * dh + j]);
+					worst = e > worst ? e : worst;
+				}
+			}
+		}
+	free(q); free(k); free(v); free(out); free(ref); free(tk); free(tv);
+	free(r.k); free(r.v); free(r.bias);
+	return worst;
+}
+
+static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const struct sekv_stats *st;
+	char err[256];
+	double e;
+
+	T_CHECK(t, fx_doc_make(&d, 400, 3, n_head, n_head_kv, 64, 21) == 0);
+	sekv_default_params(&p);
+	p.budget = 0;
+	p.r_max = 64;
+	p.r_use = 64;
+	p.recon_f32 = 1;
+	p.factor_f16 = 0;         /* fp32 factors: exact up to fp32 rounding */
+	p.tau = -1.0f;            /* alpha_S in (0,1): every span zoomed */
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 10, "n_comp %d", m->n_comp);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 99);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "all zoomed vs exact: max diff %g", e);
+	st = sekv_ctx_stats(c);
+	T_CHECK(t, st->step == 6);
+	T_CHECK(t, st->zoom_total == 6LL * 3 * m->n_comp);
+	T_CHECK(t, st->n_zoom == 3 * n_head_kv * m->n_comp);
+	T_CHECK(t, st->zoom_count[2 * n_head + n_head - 1] == m->n_comp);
+	sekv_ctx_free(c);
+
+	/* the same check can fail: truncating to rank 2 moves the output */
+	p.r_use = 2;
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 2, 0, 0.125f, 99);
+	T_CHECKF(t, e > 1e-3, "rank 2 still matched exact attention (%g)", e);
+	sekv_ctx_free(c);
+
+	/* nothing zoomed: exact rows + coarse rows with bias log|S| */
+	p.r_use = 64;
+	p.recon_f32 = 0;
+	for (int i = 0; i < 3 * n_head; i++)
+		m->tau[i] = 2.0f;   /* decode reads the memory's thresholds */
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 6, 1, 0.125f, 7);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "none zoomed vs exact+coarse: max diff %g", e);
+	T_CHECK(t, sekv_ctx_stats(c)->zoom_total == 0 && sekv_ctx_stats(c)->recon_bytes == 0);
+	/* and it is not plain exact attention */
+	sekv_ctx_reset(c);
+	e = decode_vs_ref(&d, m, c, 2, 0, 0.125f, 7);
+	T_CHECKF(t, e > 1e-3, "coarse rows equal exact attention (%g)", e);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+static void equiv_all_zoomed_full_rank_is_exact(struct test_ctx *t)
+{
+	check_equiv(t, 4, 1);
+}
+
+/* Evicting the oldest tail rows: later steps attend exactly as if those
+ * tokens had never been there, and the held rows and bytes shrink. */
+static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 300, 2, 4, 1, 64, 5) == 0);
+	sekv_default_params(&p);
+	p.budget = 0;
+	p.r_max = 64;
+	p.r_use = 64;
+	p.recon_f32 = 1;
+	p.factor_f16 = 0;
+	p.tau = -1.0f;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 8, 0.125f, err, sizeof err) == 0, "%s", err);
+	g_evict_step = 5;
+	g_evict_to = 3;
+	double e = decode_vs_ref(&d, m, c, 8, 0, 0.125f, 3);
+	g_evict_step = -1;
+	int rows = sekv_ctx_tail_rows(c);
+	int bad_back = sekv_ctx_evict_tail(c, d.n_tok + 2);   /* before the held rows */
+	int bad_fwd = sekv_ctx_evict_tail(c, d.n_tok + 9);    /* past the last row */
+	int ok_all = sekv_ctx_evict_tail(c, d.n_tok + 8);
+	int rows0 = sekv_ctx_tail_rows(c);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "after eviction vs exact: max diff %g", e);
+	T_CHECKF(t, rows == 5, "held rows %d", rows);
+	T_CHECK(t, bad_back == SEKV_EINVAL && bad_fwd == SEKV_EINVAL && ok_all == 0 && rows0 == 0);
+}
+
+static void equiv_gqa_two_kv_heads(struct test_ctx *t)
+{
+	check_equiv(t, 4, 2);
+}
+
+/* ---- budget ------------------------------------------------------------ */
+
+/* Decodes n_step steps; returns zoom_total, or -1 when resident bytes ever
+ * exceeded the budget; *recon = reconstructed bytes summed over steps. */
+static long long run_budget(const struct fx_doc *d, struct sekv_ctx *c, int n_step,
+			    double *recon)
+{
+	const struct sekv_stats *st = sekv_ctx_stats(c);
+	int nq = d->n_head * d->d_h, nkv = d->n_head_kv * d->d_h;
+	float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nkv * 4);
+	float *v = malloc((size_t)nkv * 4), *out = malloc((size_t)nq * 4);
+	long long rc = 0;
+
+	fx_rng_seed(1234);
+	*recon = 0;
+	for (int s = 0; s < n_step && rc >= 0; s++, *recon += (double)st->recon_bytes)
+		for (int l = 0; l < d->n_layer; l++) {
+			for (int i = 0; i < nq; i++)
+				q[i] = (float)(3 * fx_rng_n());
+			for (int i = 0; i < nkv; i++) {
+				k[i] = (float)fx_rng_n();
+				v[i] = (float)fx_rng_n();
+			}
+			if (sekv_attend(c, d->layer_id[l], d->n_tok + s, q, k, v, out) ||
+			    st->resident_bytes > st->budget_bytes ||
+			    st->peak_resident_bytes > st->budget_bytes) {
+				rc = -1;
+				break;
+			}
+		}
+	if (rc == 0)
+		rc = st->zoom_total;
+	free(q); free(k); free(v); free(out);
+	return rc;
+}
+
+static void budget_resident_never_exceeds(struct test_ctx *t)
+{
+	static const double budgets[3] = { 0.06, 0.10, 0.25 };
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL, *small = NULL;
+	long long zooms[3];
+	double recon[3];
+	float alpha[3];
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 3000, 3, 4, 1, 64, 33) == 0);
+	/* the build: alpha rises as the budget shrinks */
+	for (int b = 0; b < 3; b++) {
+		sekv_default_params(&p);
+		p.budget = budgets[b];
+		p.n_recent = 32;
+		T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECKF(t, m->static_bytes <= p.static_share * p.budget * m->full_kv_bytes,
+			 "static %zu of %zu (%s)", m->static_bytes, m->full_kv_bytes, m->note);
+		alpha[b] = m->alpha_used;
+		if (b == 0)
+			small = m;
+		else
+			sekv_mem_free(m);
+		m = NULL;
+	}
+	T_CHECKF(t, alpha[0] > alpha[1] && alpha[1] >= alpha[2] && alpha[0] > 1.0f,
+		 "alpha_used %g %g %g", alpha[0], alpha[1], alpha[2]);
+	/* decode over one memory: never above budget, fewer zooms when smaller */
+	for (int b = 0; b < 3; b++) {
+		struct sekv_ctx *c = NULL;
+		p.budget = budgets[b];
+		T_CHECKF(t, sekv_ctx_new(&c, small, &p, 24, 0.125f, err, sizeof err) == 0, "%s", err);
+		T_CHECK(t, sekv_ctx_stats(c)->budget_bytes ==
+			(size_t)(p.budget * (double)small->full_kv_bytes));
+		zooms[b] = run_budget(&d, c, 24, &recon[b]);
+		T_CHECKF(t, zooms[b] >= 0, "budget %.2f exceeded: resident %zu > %zu",
+			 p.budget, sekv_ctx_stats(c)->resident_bytes,
+			 sekv_ctx_stats(c)->budget_bytes);
+		T_CHECKF(t, sekv_ctx_stats(c)->peak_resident_bytes >
+			 sekv_ctx_stats(c)->budget_bytes * 8 / 10,
+			 "budget %.2f barely used", p.budget);
+		sekv_ctx_free(c);
+	}
+	/* zoom counts need not be monotone (a larger budget takes longer spans
+	 * first); reconstructed rows are */
+	T_CHECKF(t, recon[0] < recon[1] && recon[1] < recon[2] && zooms[0] > 0 &&
+		 zooms[0] < zooms[2], "zooms %lld %lld %lld, recon %.0f %.0f %.0f",
+		 zooms[0], zooms[1], zooms[2], recon[0], recon[1], recon[2]);
+	sekv_mem_free(small);
+	fx_doc_free(&d);
+}
+
+static void budget_alpha_note_and_merge(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 2000, 1, 4, 1, 32, 44) == 0);
+	sekv_default_params(&p);
+	p.budget = 0.08;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->alpha_used > 1.0f && strstr(m->note, "alpha raised 1.00 ->"),
+		 "note '%s'", m->note);
+	sekv_mem_free(m);
+	/* the recent window alone exceeds the static share: merged, reported */
+	p.n_recent = 150;
+	p.budget = 0.05;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, strstr(m->note, "budget not met") && strstr(m->note, "merged"),
+		 "note '%s'", m->note);
+	T_CHECK(t, m->n_span == 1 && m->n_comp == 1);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+/* ---- edges and malformed input ----------------------------------------- */
+
+static void edge_short_doc_and_zero_surprisal(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	double e;
+
+	/* shorter than sinks + recent: every row exact */
+	T_CHECK(t, fx_doc_make(&d, 50, 3, 4, 1, 32, 2) == 0);
+	sekv_default_params(&p);
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->n_span == 0 && m->n_comp == 0 && m->n_exact == 50);
+	T_CHECK(t, m->host_bytes == 0 && m->exact_pos[49] == 49);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 4, 0.2f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 4, 0, 0.2f, 5);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "max diff %g", e);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+
+	/* zero surprisal: one span, uniform summary weights */
+	for (int i = 0; i < 50; i++)
+		d.h[i] = 0;
+	p.n_sink = 2;
+	p.n_recent = 4;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->n_comp == 1 && m->span[0].start == 2 && m->span[0].len == 44);
+	for (int j = 0; j < 32; j++) {
+		double s = 0;
+		for (int i = 2; i < 46; i++)
+			s += quant_f16_to_f32(d.k[1][i * 32 + j]);
+		T_CHECKF(t, fabs(s / 44 - m->k_bar[32 + j]) < 1e-5, "k_bar[%d]", j);
+	}
+	p.budget = 0;
+	for (int i = 0; i < 3 * 4; i++)
+		m->tau[i] = 2.0f;
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 4, 0.2f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 3, 1, 0.2f, 6);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "max diff %g", e);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+
+	/* spans of exactly l_min are compressed, with rank l_min */
+	for (int i = 0; i < 50; i++)
+		d.h[i] = i ? (i % 2 ? 0.9f : 1.1f) : 0.0f;
+	for (int i = 10; i < 46; i += 5)
+		d.h[i] = 300.0f * i;
+	p.l_min = 4;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 6, "n_comp %d", m->n_comp);
+	for (int i = 0; i < m->n_comp; i++) {
+		const struct sekv_span *sp = &m->span[m->comp_span[i]];
+		T_CHECK(t, sp->len >= 4 && !sp->full);
+		if (sp->start > 10)
+			T_CHECKF(t, sp->len == 4 && m->fac[i * 2].rank == 4, "span %d len %d", i, sp->len);
+	}
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+static void malformed_inputs_refused(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256] = "";
+	float q[4 * 32] = {0}, kv[32] = {0}, out[4 * 32];
+	uint16_t keep;
+
+	T_CHECK(t, fx_doc_make(&d, 300, 3, 4, 1, 32, 8) == 0);
+	sekv_default_params(&p);
+	T_CHECK(t, sekv_build(&m, &p, 300, NULL, d.h, 3, d.layer_id, 3, 2, 32,
+			      (const uint16_t *const *)d.k, (const uint16_t *const *)d.v,
+			      err, sizeof err) == SEKV_EINVAL && m == NULL);
+	T_CHECK(t, strstr(err, "sekv_build: shape") != NULL);
+	d.h[17] = INFINITY;
+	T_CHECK(t, fx_doc_build(&m, &d, &p, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, strstr(err, "position 17") != NULL, "%s", err);
+	d.h[17] = 1;
+	keep = d.v[2][100];
+	d.v[2][100] = 0x7e00;   /* NaN */
+	T_CHECK(t, fx_doc_build(&m, &d, &p, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, strstr(err, "layer 2 position 3") != NULL, "%s", err);
+	d.v[2][100] = keep;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, sekv_ctx_new(&c, m, &p, 0, 0.2f, err, sizeof err) == SEKV_EINVAL);
+	T_CHECK(t, c == NULL && strstr(err, "tail_cap"));
+	T_CHECK(t, sekv_ctx_new(&c, m, &p, 2, 0.2f, err, sizeof err) == 0);
+	T_CHECK(t, sekv_attend(c, 4, 300, q, kv, kv, out) == SEKV_EINVAL);   /* not global */
+	T_CHECK(t, sekv_attend(c, 5, 299, q, kv, kv, out) == SEKV_EINVAL);   /* inside doc */
+	T_CHECK(t, sekv_attend(c, 5, 301, q, kv, kv, out) == SEKV_EINVAL);   /* skips a row */
+	T_CHECK(t, sekv_attend(c, 5, 300, q, kv, kv, out) == 0);
+	T_CHECK(t, sekv_attend(c, 5, 301, q, kv, kv, out) == 0);
+	T_CHECK(t, sekv_attend(c, 5, 302, q, kv, kv, out) == SEKV_EINVAL);   /* past tail_cap */
+	T_CHECK(t, sekv_ctx_stats(c)->step == 2 && sekv_ctx_stats(c)->tail_bytes == 2u * 32 * 2 * 2);
+	sekv_ctx_reset(c);
+	T_CHECK(t, sekv_ctx_stats(c)->step == 0 && sekv_ctx_stats(c)->tail_bytes == 0);
+	sekv_ctx_free(c);
+	sekv_ctx_free(NULL);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+
+/* fp16 factors (the default): host_bytes about halves (s stays fp32),
+ * spans rebuild with the error of fp16 rounding (not exactly: the check can
+ * fail), and decoding with everything zoomed stays close to exact. */
+static void factor_f16_halves_host_bytes(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m32 = NULL, *m16 = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	double ratio, e32, e16;
+
+	T_CHECK(t, fx_doc_make(&d, 400, 3, 4, 1, 64, 21) == 0);
+	sekv_default_params(&p);
+	T_CHECK(t, p.factor_f16 == 1);
+	p.budget = 0;
+	p.r_max = 64;
+	p.r_use = 64;
+	p.recon_f32 = 1;
+	p.tau = -1.0f;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
+	p.factor_f16 = 0;
+	T_CHECKF(t, fx_doc_build(&m32, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m16->factor_f16 == 1 && m32->factor_f16 == 0 && m16->n_comp == m32->n_comp);
+	ratio = (double)m16->host_bytes / (double)m32->host_bytes;
+	T_CHECKF(t, ratio > 0.5 && ratio < 0.52, "host bytes fp16/fp32 = %g", ratio);
+	T_CHECK(t, m16->static_bytes == m32->static_bytes);
+	e32 = fx_factors_vs_rows(m32, &d);
+	e16 = fx_factors_vs_rows(m16, &d);
+	T_CHECKF(t, e16 < 3e-3 && e16 > 1e-5 && e16 > 10 * e32, "rebuild error fp16 %g fp32 %g",
+		 e16, e32);
+	T_CHECKF(t, sekv_ctx_new(&c, m16, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e16 = decode_vs_ref(&d, m16, c, 6, 0, 0.125f, 99);
+	sekv_ctx_free(c);
+	p.r_use = 8;   /* r_use < rank reads a strided slice of the fp16 v */
+	T_CHECKF(t, sekv_ctx_new(&c, m16, &p, 2, 0.125f, err, sizeof err) == 0, "%s", err);
+	e32 = decode_vs_ref(&d, m16, c, 2, 0, 0.125f, 99);
+	sekv_ctx_free(c);
+	T_CHECKF(t, e16 >= 0 && e16 < 2e-3, "fp16 factors all zoomed vs exact: max diff %g", e16);
+	T_CHECKF(t, e32 > 1e-2, "rank 8 of fp16 factors matched exact attention (%g)", e32);
+	p.factor_f16 = 2;
+	sekv_mem_free(m16);
+	T_CHECK(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == SEKV_EINVAL && m16 == NULL);
+	sekv_mem_free(m32);
+	fx_doc_free(&d);
+}
+
+const struct test_case test_sekv_attend[] = {
+	{ "sekv_factor_f16_halves_host_bytes", factor_f16_halves_host_bytes },
+	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
+	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },
+	{ "sekv_equiv_gqa_two_kv_heads", equiv_gqa_two_kv_heads },
+	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
+	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
+	{ "sekv_edge_short_doc_and_zero_surprisal", edge_short_doc_and_zero_surprisal },
+	{ "sekv_malformed_inputs_refused", malformed_inputs_refused },
+	{ NULL, NULL },
+};
