@@ -8,65 +8,30 @@
 #include <sys/stat.h>
 
 #include "engine/err.h"
-
-/* Length of a valid UTF-8 sequence at s[0..n), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0];
-	size_t len;
-	unsigned min;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) { len = 2; min = 0x80; }
-	else if (c >= 0xe0 && c <= 0xef) { len = 3; min = 0x800; }
-	else if (c >= 0xf0 && c <= 0xf4) { len = 4; min = 0x10000; }
-	else return 0;
-	if (len > n)
-		return 0;
-	unsigned cp = c & (0xff >> (len + 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
+#include "engine/utf8.h"
 
 char *extract_clean_dup(const char *s, size_t n, size_t *out_len, size_t *n_replaced)
 {
 	/* worst case: every byte becomes the 3-byte U+FFFD */
 	char *out = malloc(n * 3 + 1);
-	size_t o = 0, bad = 0;
-	const unsigned char *u = (const unsigned char *)s;
+	size_t len, o = 0;
 
 	if (!out)
 		return NULL;
-	for (size_t i = 0; i < n;) {
-		if (u[i] == '\r') {
-			out[o++] = '\n';
-			i += (i + 1 < n && u[i + 1] == '\n') ? 2 : 1;
+	len = utf8_repair(s, n, out, n_replaced);
+	/* CR is ASCII, never part of a sequence: normalise after the repair */
+	for (size_t i = 0; i < len; i++) {
+		if (out[i] != '\r') {
+			out[o++] = out[i];
 			continue;
 		}
-		size_t l = utf8_seq(u + i, n - i);
-		if (!l) {
-			memcpy(out + o, "\xef\xbf\xbd", 3);
-			o += 3;
-			bad++;
+		out[o++] = '\n';
+		if (i + 1 < len && out[i + 1] == '\n')
 			i++;
-			continue;
-		}
-		memcpy(out + o, u + i, l);
-		o += l;
-		i += l;
 	}
 	out[o] = 0;
 	if (out_len)
 		*out_len = o;
-	if (n_replaced)
-		*n_replaced = bad;
 	return out;
 }
 

@@ -27,6 +27,7 @@ extern "C" {
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 }
+#include "engine/utf8.h"
 
 namespace {
 
@@ -788,24 +789,5 @@ extern "C" char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n)
 
 extern "C" size_t tok_utf8_complete(const char *s, size_t n)
 {
-	/* Only a lead byte in the last 3 positions whose sequence runs past n
-	 * is incomplete; stray or invalid bytes never complete, so they count
-	 * as done and a streaming caller does not wait on them forever. */
-	for (size_t back = 1; back <= 3 && back <= n; back++) {
-		unsigned char c = (unsigned char)s[n - back];
-		size_t need;
-
-		if ((c & 0xc0) == 0x80)
-			continue;
-		if (c >= 0xc2 && c <= 0xdf)
-			need = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			need = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			need = 4;
-		else
-			return n;
-		return back < need ? n - back : n;
-	}
-	return n;
+	return utf8_complete(s, n);
 }

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/utf8.h"
 #include "ui/screen.h"
 #include "ui/text.h"
 
@@ -31,7 +32,7 @@ static int wrap_ok(const char *s, int width, char *why, size_t cap)
 			return 0;
 		}
 		for (int j = 0; j < l[i].len;) {
-			int m = ui_utf8_decode(s + l[i].off + j, l[i].len - j, &c);
+			int m = utf8_decode(s + l[i].off + j, (size_t)(l[i].len - j), &c, NULL);
 			if (c == 0xfffd) {
 				snprintf(why, cap, "width %d line %d splits a character", width, i);
 				return 0;
@@ -149,31 +150,7 @@ static void t_fit_ellipsis(struct test_ctx *t)
 	n = ui_text_fit("ab cd ef", 8, 4, "...", out, sizeof out);
 	T_CHECKF(t, !strcmp(out, "a..."), "got '%s'", out);
 	n = ui_text_fit("éééééé", 12, 10, "\xe2\x80\xa6", out, 6);
-	T_CHECKF(t, n <= 5 && ui_utf8_complete(out, n) == n, "n %d", n);
-}
-
-static void t_utf8_decode_malformed(struct test_ctx *t)
-{
-	uint32_t c;
-
-	T_CHECK(t, ui_utf8_decode("\xf0\x9f\x93\x9c", 4, &c) == 4 && c == 0x1f4dc);
-	T_CHECK(t, ui_utf8_decode("\xc0\x80", 2, &c) == 1 && c == 0xfffd);     /* overlong */
-	T_CHECK(t, ui_utf8_decode("\xed\xa0\x80", 3, &c) == 1 && c == 0xfffd); /* surrogate */
-	T_CHECK(t, ui_utf8_decode("\xe4\xb8", 2, &c) == 2 && c == 0xfffd);     /* truncated */
-	T_CHECK(t, ui_utf8_decode("\xf4\x90\x80\x80", 4, &c) == 1 && c == 0xfffd); /* > U+10FFFF */
-	T_CHECK(t, ui_utf8_decode("\xf5\x80\x80\x80", 4, &c) == 1 && c == 0xfffd);
-	T_CHECK(t, ui_utf8_decode("\xe4\x41\x41", 3, &c) == 1 && c == 0xfffd);
-	T_CHECK(t, ui_utf8_decode("x", 0, &c) == 0);
-}
-
-static void t_utf8_complete_tail(struct test_ctx *t)
-{
-	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8", 4) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8\xad", 5) == 5);
-	T_CHECK(t, ui_utf8_complete("ab\xf0\x9f\x93", 5) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\xc3", 3) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\x80", 3) == 3);   /* stray byte: not held */
-	T_CHECK(t, ui_utf8_complete("", 0) == 0);
+	T_CHECKF(t, n <= 5 && utf8_complete(out, (size_t)n) == (size_t)n, "n %d", n);
 }
 
 static void t_sanitize_squash(struct test_ctx *t)
@@ -420,8 +397,6 @@ const struct test_case test_ui[] = {
 	{"ui_char_width_table", t_width_table},
 	{"ui_trunc_never_splits_utf8", t_trunc_no_split},
 	{"ui_fit_adds_ellipsis_within_width", t_fit_ellipsis},
-	{"ui_utf8_decode_rejects_malformed", t_utf8_decode_malformed},
-	{"ui_utf8_complete_holds_partial_tail", t_utf8_complete_tail},
 	{"ui_sanitize_and_squash", t_sanitize_squash},
 	{"ui_fmt_bytes_binary_units", t_fmt_bytes_units},
 	{"ui_fmt_pct_and_count", t_fmt_pct_count},

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "engine/utf8.h"
+
 int ui_put(WINDOW *w, int y, int x, int maxw, const char *s, int len, attr_t attr)
 {
 	int cols, b, wmax;
@@ -42,7 +44,7 @@ int ui_putf(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...
 	if (n < 0)
 		return 0;
 	if (n >= (int)sizeof buf)
-		n = ui_utf8_complete(buf, (int)sizeof buf - 1);
+		n = (int)utf8_complete(buf, sizeof buf - 1);
 	return ui_put(w, y, x, maxw, buf, n, attr);
 }
 

@@ -1,4 +1,4 @@
-/* text.h - pure text helpers of the UI: UTF-8 decoding, display widths,
+/* text.h - pure text helpers of the UI: display widths, sanitising,
  * word wrap into a column width, truncation without splitting a character,
  * and human-readable byte and percentage formatting.
  *
@@ -13,19 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes one UTF-8 character at s[0..len). Returns the bytes consumed
- * (1..4, or 0 when len <= 0) and stores the code point in *cp. A malformed,
- * overlong, surrogate or truncated sequence gives one U+FFFD and consumes
- * its maximal valid subpart (at least 1 byte; Unicode 15 section 3.9). */
+/* Wrappers over engine/utf8.h for panels not yet switched to it
+ * (transcript.c, zoom_panel.c); to be removed once they are. decode:
+ * utf8_decode (0 when len <= 0), encode: utf8_encode, complete:
+ * utf8_complete, with int lengths. */
 int ui_utf8_decode(const char *s, int len, uint32_t *cp);
-
-/* Writes the UTF-8 encoding of cp (U+FFFD when invalid) into out[4].
- * Returns its length 1..4. */
 int ui_utf8_encode(uint32_t cp, char out[4]);
-
-/* Length of the longest prefix of s[0..len) that does not end in the
- * incomplete start of a multi-byte character (the rest may arrive with the
- * next piece of a streamed answer). A malformed tail is not held back. */
 int ui_utf8_complete(const char *s, int len);
 
 /* Terminal columns of one code point: 0 for combining marks, zero-width
