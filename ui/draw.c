@@ -8,7 +8,6 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "engine/utf8.h"
 
@@ -51,12 +50,4 @@ int ui_putf(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...
 attr_t ui_attr(const struct ui_chat *ui, int c, attr_t fallback)
 {
 	return ui && ui->color ? (attr_t)COLOR_PAIR(c) : fallback;
-}
-
-double ui_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
