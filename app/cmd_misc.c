@@ -9,6 +9,7 @@
 #include "app/app.h"
 #include "engine/chat.h"
 #include "engine/err.h"
+#include "engine/fmt.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -196,17 +197,6 @@ int cmd_ingest(int argc, char **argv)
 	return 0;
 }
 
-static void human_bytes(double b, char *buf, size_t cap)
-{
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int i = 0;
-	while (b >= 1024 && i < 4) {
-		b /= 1024;
-		i++;
-	}
-	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
-}
-
 int cmd_ls(int argc, char **argv)
 {
 	struct app_opts o;
@@ -237,7 +227,7 @@ int cmd_ls(int argc, char **argv)
 		struct tm tm;
 		localtime_r(&t, &tm);
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-		human_bytes((double)docs[i].disk_bytes, disk, sizeof disk);
+		fmt_bytes(docs[i].disk_bytes > 0 ? (size_t)docs[i].disk_bytes : 0, disk, sizeof disk);
 		printf("%lld\t%s\t%lld tokens\t%s\t%s\t%s%s\n", (long long)docs[i].id, docs[i].title,
 		       (long long)docs[i].n_tok, disk, when, docs[i].model_name,
 		       docs[i].state == STORE_DOC_READY ? "" : "\t(ingest incomplete)");

@@ -168,27 +168,6 @@ static void t_sanitize_squash(struct test_ctx *t)
 	T_CHECK(t, n == 2 && !strcmp(out, "ab"));
 }
 
-static void t_fmt_bytes_units(struct test_ctx *t)
-{
-	char b[32];
-
-	ui_fmt_bytes(0, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "0 B"), "got %s", b);
-	ui_fmt_bytes(1023, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1023 B"), "got %s", b);
-	ui_fmt_bytes(1024, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1.0 KiB"), "got %s", b);
-	ui_fmt_bytes(25794969, b, sizeof b);   /* 24.6 MiB */
-	T_CHECKF(t, !strcmp(b, "24.6 MiB"), "got %s", b);
-	ui_fmt_bytes((size_t)310 * 1048576 + 400000, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "310 MiB"), "got %s", b);
-	ui_fmt_bytes((size_t)2040109466, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1.9 GiB"), "got %s", b);
-	ui_fmt_bytes(SIZE_MAX, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "16.0 EiB"), "got %s", b);
-	ui_fmt_bytes(25794969, b, 4);
-	T_CHECKF(t, !strcmp(b, "24."), "got %s", b);
-}
 
 static void t_fmt_pct_count(struct test_ctx *t)
 {
@@ -398,7 +377,6 @@ const struct test_case test_ui[] = {
 	{"ui_trunc_never_splits_utf8", t_trunc_no_split},
 	{"ui_fit_adds_ellipsis_within_width", t_fit_ellipsis},
 	{"ui_sanitize_and_squash", t_sanitize_squash},
-	{"ui_fmt_bytes_binary_units", t_fmt_bytes_units},
 	{"ui_fmt_pct_and_count", t_fmt_pct_count},
 	{"ui_heat_bucket_levels", t_heat_bucket},
 	{"ui_grid_fit_groups_heads_and_layers", t_grid_fit},

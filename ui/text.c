@@ -319,28 +319,6 @@ int ui_text_fit(const char *s, int len, int width, const char *ell, char *out, i
 	return o;
 }
 
-void ui_fmt_bytes(size_t n, char *buf, size_t cap)
-{
-	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)n;
-	int u = 0;
-
-	if (!buf || cap == 0)
-		return;
-	if (n < 1024) {
-		snprintf(buf, cap, "%zu B", n);
-		return;
-	}
-	while (v >= 1024.0 && u < 6) {
-		v /= 1024.0;
-		u++;
-	}
-	if (v >= 99.95)
-		snprintf(buf, cap, "%.0f %s", v, unit[u]);
-	else
-		snprintf(buf, cap, "%.1f %s", v, unit[u]);
-}
-
 void ui_fmt_count(int64_t n, char *buf, size_t cap)
 {
 	char tmp[32];

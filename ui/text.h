@@ -65,10 +65,6 @@ int ui_text_trunc(const char *s, int len, int width, int *cols);
  * NUL-terminates when cap > 0. Returns the bytes written. */
 int ui_text_fit(const char *s, int len, int width, const char *ell, char *out, int cap);
 
-/* Human-readable bytes in binary units: "0 B", "1023 B", "1.0 KiB",
- * "24.6 MiB", "310 MiB" (no decimal from 100 up), "1.9 GiB". */
-void ui_fmt_bytes(size_t n, char *buf, size_t cap);
-
 /* A count with thousands separators: "0", "999", "1,000", "-12,345". */
 void ui_fmt_count(int64_t n, char *buf, size_t cap);
 
