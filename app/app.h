@@ -43,9 +43,6 @@ int cmd_rm(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 
-/* Parses a positive document id; 0 or -1. */
-int app_parse_doc_id(const char *s, int64_t *id);
-
 /* Old names of clk_now and clk_peak_rss (engine/clock.h), still defined
  * in app/ingest.c for app/ingest.c, app/session.c and cmd_generate; new
  * code calls clk_* and these go once those callers are switched. */

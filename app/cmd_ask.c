@@ -1,7 +1,6 @@
 /* cmd_ask.c - `sekv ask DOC QUESTION`: one answer from the stored memory,
  * streamed to stdout, or one JSON object with --json (field names from
  * DESIGN.md section 6). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,17 +20,6 @@ static int print_step(void *ud, const struct session_step *st)
 	(void)ud;
 	fwrite(st->piece, 1, (size_t)st->piece_len, stdout);
 	fflush(stdout);
-	return 0;
-}
-
-int app_parse_doc_id(const char *s, int64_t *id)
-{
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v <= 0)
-		return -1;
-	*id = v;
 	return 0;
 }
 
@@ -134,7 +122,7 @@ int cmd_ask(int argc, char **argv)
 		return 2;
 	}
 	if (app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv ask: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		fprintf(stderr, "sekv ask: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (!o.args[1][strspn(o.args[1], " \t\r\n")]) {

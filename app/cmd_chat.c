@@ -114,7 +114,7 @@ int cmd_chat(int argc, char **argv)
 		return 2;
 	}
 	if (o.n_args == 1 && app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv chat: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		fprintf(stderr, "sekv chat: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (o.n_args > 1) {

@@ -1,5 +1,4 @@
 /* cmd_misc.c - small sub-commands: inspect, tokenize, generate, ingest, ls, rm. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -241,7 +240,7 @@ int cmd_rm(int argc, char **argv)
 {
 	struct app_opts o;
 	struct store *st = NULL;
-	char err[512], *end;
+	char err[512];
 	int rc = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
@@ -255,19 +254,19 @@ int cmd_rm(int argc, char **argv)
 	if (store_open(&st, o.db, err, sizeof err))
 		return fail("rm", err);
 	for (int i = 0; i < o.n_args; i++) {
-		errno = 0;
-		long long id = strtoll(o.args[i], &end, 10);
-		if (errno || *end || end == o.args[i]) {
-			rc = usage_fail("rm", "document ids are integers (see 'sekv ls')");
+		int64_t id;
+		if (app_parse_doc_id(o.args[i], &id)) {
+			fprintf(stderr, "sekv rm: " APP_DOC_ID_BAD "\n", o.args[i]);
+			rc = 2;
 			continue;
 		}
 		int drc = store_doc_delete(st, id, err, sizeof err);
 		if (drc == SEKV_ENOTFOUND)
-			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", id, o.db);
+			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o.db);
 		if (drc)
 			rc = fail("rm", err);
 		else if (!o.quiet)
-			fprintf(stderr, "sekv rm: document %lld deleted\n", id);
+			fprintf(stderr, "sekv rm: document %lld deleted\n", (long long)id);
 	}
 	store_close(st);
 	return rc;

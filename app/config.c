@@ -40,6 +40,17 @@ void app_default_model(char *buf, size_t cap)
 	snprintf(buf, cap, "%s", DEFAULT_MODEL_REL);
 }
 
+int app_parse_doc_id(const char *s, int64_t *id)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0)
+		return -1;
+	*id = v;
+	return 0;
+}
+
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;

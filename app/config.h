@@ -42,6 +42,13 @@ struct app_opts {
  * Returns 0 or SEKV_EINVAL with a message naming the bad flag. */
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen);
 
+/* Parses a document id: a positive decimal integer that fits int64_t,
+ * nothing after it. Returns 0 (*id set) or -1 (*id untouched). */
+int app_parse_doc_id(const char *s, int64_t *id);
+/* The one message for a word app_parse_doc_id refused (printf format,
+ * takes the word). */
+#define APP_DOC_ID_BAD "'%s' is not a document id (see 'sekv ls')"
+
 /* Resolves the default model path: assets/models/... relative to the
  * working directory, else relative to the directory of the executable. */
 void app_default_model(char *buf, size_t cap);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TABLE(name) extern const struct test_case name[] __attribute__((weak));
@@ -75,6 +76,48 @@ cJSON *test_json_load(struct test_ctx *t, const char *path)
 	if (!doc)
 		T_FAIL(t, "%s: invalid JSON", path);
 	return doc;
+}
+
+const char *test_sekv_bin(void)
+{
+	static char path[4096];
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 16);
+		char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
+		if (slash)
+			strcpy(slash + 1, "sekv");
+		else
+			strcpy(path, "./bin/sekv");
+	}
+	return path;
+}
+
+char *test_run_cmd(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0, cap = 1 << 16, r;
+	char *buf = malloc(cap);
+
+	*status = -1;
+	if (!p || !buf) {
+		free(buf);
+		if (p)
+			pclose(p);
+		return NULL;
+	}
+	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+		n += r;
+		if (n + 1 >= cap) {
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+	}
+	buf[n] = 0;
+	int st = pclose(p);
+	*status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return buf;
 }
 
 const char *test_tmpdir(void)

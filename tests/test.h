@@ -39,6 +39,12 @@ struct cJSON;
 struct cJSON *test_json_load(struct test_ctx *t, const char *path);
 /* Deterministic pseudo-random floats in [-1, 1) (xorshift64 of seed). */
 void test_fill_random(float *y, size_t n, unsigned long long seed);
+/* bin/sekv beside the test binary (bin/ or bin-asan/). */
+const char *test_sekv_bin(void);
+/* Runs cmd with sh (popen) and returns its stdout, malloc'ed and
+ * NUL-terminated (the caller frees), or NULL when it could not run;
+ * *status gets its exit status, -1 when it did not exit normally. */
+char *test_run_cmd(const char *cmd, int *status);
 /* A fresh temporary directory for this test run (created once). */
 const char *test_tmpdir(void);
 

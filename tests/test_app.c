@@ -1,4 +1,5 @@
 /* test_app.c - option parsing and text extraction (bad input included). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +7,7 @@
 #include "app/config.h"
 #include "app/extract.h"
 #include "engine/err.h"
+#include "store/store.h"
 #include "tests/test.h"
 
 static void opts_flags_override_env(struct test_ctx *t)
@@ -42,6 +44,47 @@ static void opts_bad_values_rejected(struct test_ctx *t)
 	T_CHECK(t, app_opts_parse(&o, 1, a3, err, sizeof err) == SEKV_EINVAL && strstr(err, "needs a value"));
 	T_CHECK(t, app_opts_parse(&o, 2, a4, err, sizeof err) == SEKV_EINVAL && strstr(err, "unknown option"));
 	T_CHECK(t, app_opts_parse(&o, 2, a5, err, sizeof err) == SEKV_EINVAL);
+}
+
+static void app_parse_doc_id_positive_only(struct test_ctx *t)
+{
+	static const char *const bad[] = { "0", "-3", "12x", "", "x", "1.5", "99999999999999999999" };
+	int64_t id = 7;
+
+	T_CHECK(t, app_parse_doc_id("12", &id) == 0 && id == 12);
+	T_CHECK(t, app_parse_doc_id("9223372036854775807", &id) == 0 && id == INT64_MAX);
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		id = 7;
+		T_CHECKF(t, app_parse_doc_id(bad[i], &id) == -1 && id == 7, "'%s' accepted", bad[i]);
+	}
+}
+
+/* Runs "bin/sekv ARGS 2>&1"; returns the output (caller frees) and the exit
+ * status in *status, or NULL. */
+static char *sekv_run(const char *args, int *status)
+{
+	char cmd[4096];
+
+	snprintf(cmd, sizeof cmd, "%s %s 2>&1", test_sekv_bin(), args);
+	return test_run_cmd(cmd, status);
+}
+
+static void cli_rm_rejects_bad_document_id(struct test_ctx *t)
+{
+	struct store *st = NULL;
+	char db[512], args[1024], err[256];
+	int status;
+
+	snprintf(db, sizeof db, "%s/rm-ids.db", test_tmpdir());
+	T_CHECKF(t, store_open(&st, db, err, sizeof err) == 0, "%s", err);
+	store_close(st);
+	snprintf(args, sizeof args, "rm --db %s 0 -- -3 1x", db);
+	char *out = sekv_run(args, &status);
+	T_CHECK(t, out != NULL);
+	int ok = status == 2 && strstr(out, "sekv rm: '0' is not a document id (see 'sekv ls')") &&
+		 strstr(out, "'-3' is not a document id") && strstr(out, "'1x' is not a document id");
+	T_CHECKF(t, ok, "exit %d: %s", status, out);
+	free(out);
 }
 
 static int write_file(const char *path, const void *data, size_t n)
@@ -92,6 +135,8 @@ static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 const struct test_case test_app[] = {
 	{ "opts_flags_override_env", opts_flags_override_env },
 	{ "opts_bad_values_rejected", opts_bad_values_rejected },
+	{ "app_parse_doc_id_positive_only", app_parse_doc_id_positive_only },
+	{ "cli_rm_rejects_bad_document_id", cli_rm_rejects_bad_document_id },
 	{ "extract_repairs_utf8_and_crlf", extract_repairs_utf8_and_crlf },
 	{ "extract_rejects_binary_pdf_empty_missing", extract_rejects_binary_pdf_empty_missing },
 	{ NULL, NULL },

@@ -171,59 +171,16 @@ static void integration_budget_respected(struct test_ctx *t)
 	T_CHECK(t, in.host_bytes > 0);
 }
 
-/* bin/sekv beside the test binary (bin/ or bin-asan/). */
-static const char *sekv_bin(void)
-{
-	static char path[4096];
-	if (!path[0]) {
-		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 16);
-		char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
-		if (slash)
-			strcpy(slash + 1, "sekv");
-		else
-			strcpy(path, "./bin/sekv");
-	}
-	return path;
-}
-
-static char *run_cmd(const char *cmd)
-{
-	FILE *p = popen(cmd, "r");
-	size_t n = 0, cap = 1 << 16;
-	char *buf = malloc(cap);
-	if (!p || !buf) {
-		free(buf);
-		if (p)
-			pclose(p);
-		return NULL;
-	}
-	size_t r;
-	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
-		n += r;
-		if (n + 1 >= cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-	}
-	buf[n] = 0;
-	if (pclose(p) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
-
 static void cli_ask_json_fields(struct test_ctx *t)
 {
 	char cmd[2048];
 
 	T_CHECK(t, g_doc > 0);
 	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who is the licensor?' --db %s -m %s -n 12 --rmax 32 --json 2>/dev/null",
-		 sekv_bin(), (long long)g_doc, g_db, test_model_path());
-	char *out = run_cmd(cmd);
-	T_CHECKF(t, out != NULL, "command failed: %s", cmd);
+		 test_sekv_bin(), (long long)g_doc, g_db, test_model_path());
+	int status;
+	char *out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out != NULL && status == 0, "command failed (%d): %s", status, cmd);
 	cJSON *j = cJSON_Parse(out);
 	free(out);
 	T_CHECK(t, j != NULL);
@@ -249,9 +206,10 @@ static void cli_ls_lists_document(struct test_ctx *t)
 	char cmd[1024], want[64];
 
 	T_CHECK(t, g_doc > 0);
-	snprintf(cmd, sizeof cmd, "%s ls --db %s", sekv_bin(), g_db);
-	char *out = run_cmd(cmd);
-	T_CHECK(t, out != NULL);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), g_db);
+	int status;
+	char *out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out != NULL && status == 0, "command failed (%d): %s", status, cmd);
 	snprintf(want, sizeof want, "%lld\t", (long long)g_doc);
 	int ok = strncmp(out, want, strlen(want)) == 0 && strstr(out, "gnu-gpl-3-and-lgpl-3.txt");
 	free(out);
