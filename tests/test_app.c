@@ -7,6 +7,8 @@
 #include "app/config.h"
 #include "app/extract.h"
 #include "engine/err.h"
+#include "engine/sampler.h"
+#include "engine/sekv/sekv.h"
 #include "store/store.h"
 #include "tests/test.h"
 
@@ -46,6 +48,136 @@ static void opts_bad_values_rejected(struct test_ctx *t)
 	T_CHECK(t, app_opts_parse(&o, 2, a5, err, sizeof err) == SEKV_EINVAL);
 }
 
+/* The environment variables a test changes, saved to be put back. */
+struct env_save {
+	const char *name[4];
+	char *value[4];
+	int n;
+};
+
+static void env_unset(struct env_save *sv, const char *name)
+{
+	const char *v = getenv(name);
+
+	sv->name[sv->n] = name;
+	sv->value[sv->n++] = v ? strdup(v) : NULL;
+	unsetenv(name);
+}
+
+static void env_restore(struct env_save *sv)
+{
+	for (int i = 0; i < sv->n; i++) {
+		if (sv->value[i])
+			setenv(sv->name[i], sv->value[i], 1);
+		else
+			unsetenv(sv->name[i]);
+		free(sv->value[i]);
+	}
+	sv->n = 0;
+}
+
+/* Defaults the engine also has come from its *_default_params. */
+static void opts_defaults_from_engine_params(struct test_ctx *t)
+{
+	struct env_save sv = { .n = 0 };
+	struct app_opts o;
+	struct sekv_params sp;
+	struct sampler_params smp;
+	char err[256];
+
+	env_unset(&sv, "SEKV_MODEL");
+	env_unset(&sv, "SEKV_DB");
+	env_unset(&sv, "SEKV_THREADS");
+	env_unset(&sv, "SEKV_BUDGET");
+	sekv_default_params(&sp);
+	sampler_default_params(&smp);
+	int rc = app_opts_parse(&o, 0, NULL, err, sizeof err);
+	env_restore(&sv);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECK(t, o.budget == sp.budget && !o.budget_set && o.r_max == sp.r_max && !o.r_max_set);
+	T_CHECK(t, o.n_recent == sp.n_recent && o.alpha == sp.alpha);
+	T_CHECK(t, o.temperature == smp.temperature && o.seed == smp.seed);
+	T_CHECK(t, o.n_predict == 256 && o.n_batch == 256 && o.repeat_penalty == 1.1f);
+	T_CHECK(t, o.n_threads >= 1 && o.kv_full == 0 && o.act_f32 == 0 && o.model[0]);
+	T_CHECK(t, !o.tokenizer && !o.prompt && !o.title && !o.json && !o.quiet && !o.help && !o.bos);
+}
+
+static void opts_values_and_limits(struct test_ctx *t)
+{
+	struct app_opts o;
+	char err[256];
+	char *ok[] = { "--seed", "9223372036854775807", "--act", "f32", "--kv", "sekv", "-t", "1024",
+		       "--temp", "0.5", "--alpha", "2", "--recent", "0", "--batch", "1", "-p", "hi",
+		       "--title", "T", "--tokenizer", "x.model", "--model", "m.gguf", "--db", "l.db",
+		       "--bos", "--json", "--quiet", "--help", "--n-predict", "0", "--repeat-penalty", "1" };
+	char *b1[] = { "-t", "0" };
+	char *b2[] = { "--budget", "0" };
+	char *b3[] = { "-m", "" };
+	char *b4[] = { "--act", "f16" };
+	char *b5[] = { "--seed", "-1" };
+
+	T_CHECKF(t, app_opts_parse(&o, (int)(sizeof ok / sizeof ok[0]), ok, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, o.seed == 9223372036854775807ull && o.act_f32 == 1 && o.kv_full == 0 && o.n_threads == 1024);
+	T_CHECK(t, o.temperature == 0.5f && o.alpha == 2.0f && o.n_recent == 0 && o.n_batch == 1);
+	T_CHECK(t, !strcmp(o.prompt, "hi") && !strcmp(o.title, "T") && !strcmp(o.tokenizer, "x.model"));
+	T_CHECK(t, !strcmp(o.model, "m.gguf") && !strcmp(o.db, "l.db") && o.n_predict == 0);
+	T_CHECK(t, o.bos && o.json && o.quiet && o.help && o.repeat_penalty == 1.0f && o.n_args == 0);
+	T_CHECK(t, app_opts_parse(&o, 2, b1, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, strstr(err, "-t 0") && strstr(err, "[1, 1024]"), "%s", err);
+	T_CHECK(t, app_opts_parse(&o, 2, b2, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, strstr(err, "--budget 0: expected a fraction of the full KV cache in (0, 1]"), "%s", err);
+	T_CHECK(t, app_opts_parse(&o, 2, b3, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, !strcmp(err, "-m: empty path"), "%s", err);
+	T_CHECK(t, app_opts_parse(&o, 2, b4, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, !strcmp(err, "--act f16: expected 'q8' or 'f32'"), "%s", err);
+	T_CHECK(t, app_opts_parse(&o, 2, b5, err, sizeof err) == SEKV_EINVAL);
+}
+
+/* A malformed environment value leaves the default, as before the table. */
+static void opts_bad_env_ignored(struct test_ctx *t)
+{
+	struct env_save sv = { .n = 0 };
+	struct app_opts o, d;
+	char err[256];
+
+	env_unset(&sv, "SEKV_THREADS");
+	env_unset(&sv, "SEKV_BUDGET");
+	int rc = app_opts_parse(&d, 0, NULL, err, sizeof err);
+	setenv("SEKV_THREADS", "0", 1);
+	setenv("SEKV_BUDGET", "2", 1);
+	rc |= app_opts_parse(&o, 0, NULL, err, sizeof err);
+	env_restore(&sv);
+	T_CHECK(t, rc == 0 && o.n_threads == d.n_threads && o.budget == d.budget && !o.budget_set);
+}
+
+/* Help text of one sub-command's options, from the table. */
+static char *help_dup(unsigned cmds)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	if (!f)
+		return NULL;
+	app_opts_help(f, cmds);
+	fclose(f);
+	return buf;
+}
+
+static void opts_help_lists_each_commands_options(struct test_ctx *t)
+{
+	char *ls = help_dup(APP_CMD_LS), *ask = help_dup(APP_CMD_ASK), *all = help_dup(APP_CMD_ALL);
+	int ok = ls && ask && all && strstr(ls, "--db FILE") && strstr(ls, "env SEKV_DB") &&
+		 !strstr(ls, "--budget") && !strstr(ls, "--json") &&
+		 strstr(ask, "--json") && strstr(ask, "--budget F") && strstr(ask, "env SEKV_BUDGET; default 0.1") &&
+		 strstr(ask, "-n, --n-predict N") && strstr(ask, "default 42") && !strstr(ask, "--title") &&
+		 strstr(all, "--title") && strstr(all, "--bos") && strstr(all, "--act q8|f32");
+	T_CHECKF(t, ok, "ls:\n%s\nask:\n%s", ls ? ls : "", ask ? ask : "");
+	free(ls);
+	free(ask);
+	free(all);
+}
+
 static void app_parse_doc_id_positive_only(struct test_ctx *t)
 {
 	static const char *const bad[] = { "0", "-3", "12x", "", "x", "1.5", "99999999999999999999" };
@@ -67,6 +199,22 @@ static char *sekv_run(const char *args, int *status)
 
 	snprintf(cmd, sizeof cmd, "%s %s 2>&1", test_sekv_bin(), args);
 	return test_run_cmd(cmd, status);
+}
+
+static void cli_help_from_option_table(struct test_ctx *t)
+{
+	int s1, s2, s3, s4;
+	char *h1 = sekv_run("help ask", &s1), *h2 = sekv_run("ls --help", &s2);
+	char *h3 = sekv_run("help nope", &s3), *h4 = sekv_run("ask --frobnicate 1 2 x", &s4);
+	int ok = h1 && h2 && h3 && h4 && s1 == 0 && strstr(h1, "usage: sekv ask DOC QUESTION") &&
+		 strstr(h1, "--json") && strstr(h1, "--budget F") && s2 == 0 && strstr(h2, "--db FILE") &&
+		 !strstr(h2, "--json") && s3 == 2 && strstr(h3, "unknown command 'nope'") && s4 == 2 &&
+		 strstr(h4, "unknown option --frobnicate");
+	T_CHECKF(t, ok, "%d %d %d %d\n%s\n%s", s1, s2, s3, s4, h1 ? h1 : "", h2 ? h2 : "");
+	free(h1);
+	free(h2);
+	free(h3);
+	free(h4);
 }
 
 static void cli_rm_rejects_bad_document_id(struct test_ctx *t)
@@ -135,7 +283,12 @@ static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 const struct test_case test_app[] = {
 	{ "opts_flags_override_env", opts_flags_override_env },
 	{ "opts_bad_values_rejected", opts_bad_values_rejected },
+	{ "opts_defaults_from_engine_params", opts_defaults_from_engine_params },
+	{ "opts_values_and_limits", opts_values_and_limits },
+	{ "opts_bad_env_ignored", opts_bad_env_ignored },
+	{ "opts_help_lists_each_commands_options", opts_help_lists_each_commands_options },
 	{ "app_parse_doc_id_positive_only", app_parse_doc_id_positive_only },
+	{ "cli_help_from_option_table", cli_help_from_option_table },
 	{ "cli_rm_rejects_bad_document_id", cli_rm_rejects_bad_document_id },
 	{ "extract_repairs_utf8_and_crlf", extract_repairs_utf8_and_crlf },
 	{ "extract_rejects_binary_pdf_empty_missing", extract_rejects_binary_pdf_empty_missing },
