@@ -129,6 +129,10 @@ int cmd_ask(int argc, char **argv)
 		fprintf(stderr, "sekv ask: the question is empty\n");
 		return 2;
 	}
+	if (app_check_db(&o, err, sizeof err)) {
+		fprintf(stderr, "sekv ask: %s\n", err);
+		return 1;
+	}
 	if (access(o.db, F_OK) != 0) {
 		fprintf(stderr, "sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;

@@ -121,6 +121,10 @@ int cmd_chat(int argc, char **argv)
 		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
 		return 2;
 	}
+	if (app_check_db(&o, err, sizeof err)) {
+		fprintf(stderr, "sekv chat: %s\n", err);
+		return 1;
+	}
 	if (access(o.db, F_OK) != 0) {
 		fprintf(stderr, "sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;

@@ -190,6 +190,8 @@ int cmd_ingest(int argc, char **argv)
 		return usage_fail("ingest", err);
 	if (o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
+	if (app_check_db(&o, err, sizeof err))
+		return fail("ingest", err);
 	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
@@ -206,6 +208,8 @@ int cmd_ls(int argc, char **argv)
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("ls", err);
+	if (app_check_db(&o, err, sizeof err))
+		return fail("ls", err);
 	if (access(o.db, F_OK) != 0) {
 		if (!o.quiet)
 			fprintf(stderr, "sekv ls: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
@@ -247,6 +251,8 @@ int cmd_rm(int argc, char **argv)
 		return usage_fail("rm", err);
 	if (o.n_args < 1)
 		return usage_fail("rm", "usage: sekv rm DOC...");
+	if (app_check_db(&o, err, sizeof err))
+		return fail("rm", err);
 	if (access(o.db, F_OK) != 0) {
 		snprintf(err, sizeof err, "no library at %.400s", o.db);
 		return fail("rm", err);

@@ -178,6 +178,62 @@ static void opts_help_lists_each_commands_options(struct test_ctx *t)
 	free(all);
 }
 
+/* Without HOME and an absolute XDG_DATA_HOME there is no library path:
+ * an error naming what to set, not SQLite's vanishing temporary database. */
+static void opts_no_library_path_is_an_error(struct test_ctx *t)
+{
+	struct env_save sv = { .n = 0 };
+	struct app_opts o1, o2, o3;
+	struct store *st = NULL;
+	char err[256], longhome[5000];
+	int rc1, rc2, rc3;
+
+	env_unset(&sv, "HOME");
+	env_unset(&sv, "XDG_DATA_HOME");
+	env_unset(&sv, "SEKV_DB");
+	rc1 = app_opts_parse(&o1, 0, NULL, err, sizeof err);
+	setenv("XDG_DATA_HOME", "relative/dir", 1); /* invalid per XDG: ignored */
+	rc2 = app_opts_parse(&o2, 0, NULL, err, sizeof err);
+	memset(longhome, 'h', sizeof longhome - 1);
+	longhome[0] = '/';
+	longhome[sizeof longhome - 1] = 0;
+	setenv("HOME", longhome, 1);               /* too long for a path */
+	rc3 = app_opts_parse(&o3, 0, NULL, err, sizeof err);
+	env_restore(&sv);
+	T_CHECK(t, rc1 == 0 && rc2 == 0 && rc3 == 0);
+	T_CHECKF(t, o1.db[0] == 0 && o2.db[0] == 0 && o3.db[0] == 0, "db '%s' '%s' '%.40s'", o1.db, o2.db, o3.db);
+	T_CHECK(t, app_check_db(&o1, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, strstr(err, "--db") && strstr(err, "SEKV_DB") && strstr(err, "XDG_DATA_HOME") &&
+		 strstr(err, "HOME"), "%s", err);
+	snprintf(o1.db, sizeof o1.db, "x.db");
+	T_CHECK(t, app_check_db(&o1, err, sizeof err) == 0);
+	T_CHECK(t, store_open(&st, "", err, sizeof err) == SEKV_EINVAL && st == NULL);
+	T_CHECKF(t, strstr(err, "empty path"), "%s", err);
+}
+
+static void cli_no_library_path_fails(struct test_ctx *t)
+{
+	char doc[512], args[1024];
+	int status;
+	FILE *f;
+
+	snprintf(doc, sizeof doc, "%s/nolib.txt", test_tmpdir());
+	T_CHECK(t, (f = fopen(doc, "w")) != NULL);
+	fputs("A short document.\n", f);
+	fclose(f);
+	static const char *const cmds[] = { "ingest %s -q", "ls", "rm 1", "ask 1 why", "chat 1" };
+	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+		char cmd[1200];
+		snprintf(args, sizeof args, cmds[i], doc);
+		snprintf(cmd, sizeof cmd, "env -u HOME -u XDG_DATA_HOME -u SEKV_DB %s %s 2>&1 </dev/null",
+			 test_sekv_bin(), args);
+		char *out = test_run_cmd(cmd, &status);
+		int ok = out && status == 1 && strstr(out, "no path") && strstr(out, "SEKV_DB");
+		T_CHECKF(t, ok, "%s: exit %d: %s", args, status, out ? out : "");
+		free(out);
+	}
+}
+
 static void app_parse_doc_id_positive_only(struct test_ctx *t)
 {
 	static const char *const bad[] = { "0", "-3", "12x", "", "x", "1.5", "99999999999999999999" };
@@ -287,6 +343,8 @@ const struct test_case test_app[] = {
 	{ "opts_values_and_limits", opts_values_and_limits },
 	{ "opts_bad_env_ignored", opts_bad_env_ignored },
 	{ "opts_help_lists_each_commands_options", opts_help_lists_each_commands_options },
+	{ "opts_no_library_path_is_an_error", opts_no_library_path_is_an_error },
+	{ "cli_no_library_path_fails", cli_no_library_path_fails },
 	{ "app_parse_doc_id_positive_only", app_parse_doc_id_positive_only },
 	{ "cli_help_from_option_table", cli_help_from_option_table },
 	{ "cli_rm_rejects_bad_document_id", cli_rm_rejects_bad_document_id },
