@@ -5,9 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <unistd.h>
 
 #include "engine/err.h"
+#include "engine/file.h"
 #include "engine/utf8.h"
 
 char *extract_clean_dup(const char *s, size_t n, size_t *out_len, size_t *n_replaced)
@@ -38,46 +39,47 @@ char *extract_clean_dup(const char *s, size_t n, size_t *out_len, size_t *n_repl
 int extract_text_file(const char *path, char **text, size_t *len,
 		      size_t *n_replaced, char *err, size_t errlen)
 {
-	struct stat st;
-	FILE *f = fopen(path, "rb");
+	off_t size;
+	FILE *f;
 	char *raw = NULL;
-	int rc = 0;
+	int fd, rc;
 
 	*text = NULL;
-	if (!f)
-		return sekv_errf(err, errlen, SEKV_EIO, "open: %s: %s", path, strerror(errno));
-	if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-		rc = sekv_errf(err, errlen, SEKV_EIO, "read: %s: not a regular file", path);
-		goto out;
+	if ((rc = file_open_regular(path, "read", &fd, &size, err, errlen)))
+		return rc;
+	if (!(f = fdopen(fd, "rb"))) {
+		rc = sekv_errf(err, errlen, SEKV_EIO, "read: %s: %s", path, strerror(errno));
+		close(fd);
+		return rc;
 	}
-	if (st.st_size == 0) {
+	if (size == 0) {
 		rc = sekv_errf(err, errlen, SEKV_EINVAL, "read: %s: file is empty", path);
 		goto out;
 	}
-	if ((size_t)st.st_size > EXTRACT_MAX_BYTES) {
+	if ((size_t)size > EXTRACT_MAX_BYTES) {
 		rc = sekv_errf(err, errlen, SEKV_EINVAL, "read: %s: %lld bytes, more than the %zu MiB limit",
-			       path, (long long)st.st_size, EXTRACT_MAX_BYTES >> 20);
+			       path, (long long)size, EXTRACT_MAX_BYTES >> 20);
 		goto out;
 	}
-	raw = malloc((size_t)st.st_size);
+	raw = malloc((size_t)size);
 	if (!raw) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "read: %s: out of memory", path);
 		goto out;
 	}
-	if (fread(raw, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+	if (fread(raw, 1, (size_t)size, f) != (size_t)size) {
 		rc = sekv_errf(err, errlen, SEKV_EIO, "read: %s: %s", path, strerror(errno));
 		goto out;
 	}
-	if (st.st_size >= 5 && !memcmp(raw, "%PDF-", 5)) {
+	if (size >= 5 && !memcmp(raw, "%PDF-", 5)) {
 		rc = sekv_errf(err, errlen, SEKV_EUNSUP,
 			       "read: %s: PDF documents are not supported yet (plain text and Markdown are)", path);
 		goto out;
 	}
-	if (memchr(raw, 0, (size_t)st.st_size)) {
+	if (memchr(raw, 0, (size_t)size)) {
 		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "read: %s: contains NUL bytes: not a text file", path);
 		goto out;
 	}
-	*text = extract_clean_dup(raw, (size_t)st.st_size, len, n_replaced);
+	*text = extract_clean_dup(raw, (size_t)size, len, n_replaced);
 	if (!*text)
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "read: %s: out of memory", path);
 out:

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -27,6 +28,7 @@ extern "C" {
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 }
+#include "engine/file.h"
 #include "engine/utf8.h"
 
 namespace {
@@ -611,10 +613,14 @@ extern "C" int tok_open_file(struct tok **out, const char *path, char *err, size
 		char buf[65536];
 		size_t got;
 
-		f = fopen(path, "rb");
-		if (!f)
-			return sekv_errf(err, errlen, SEKV_EIO, "tok_open_file: %s: %s",
-					 path, strerror(errno));
+		int fd;
+		if ((rc = file_open_regular(path, "tok_open_file", &fd, NULL, err, errlen)))
+			return rc;
+		if (!(f = fdopen(fd, "rb"))) {
+			rc = sekv_errf(err, errlen, SEKV_EIO, "tok_open_file: %s: %s", path, strerror(errno));
+			close(fd);
+			return rc;
+		}
 		while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
 			if (proto.size() + got > MODEL_FILE_MAX) {
 				rc = sekv_errf(err, errlen, SEKV_EFORMAT,

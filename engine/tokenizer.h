@@ -38,7 +38,7 @@ struct tok;
  * SEKV_EUNSUP (tokenizer.ggml.model is not "llama"), SEKV_ENOMEM. */
 int tok_open_gguf(struct tok **out, const struct gguf *g, char *err, size_t errlen);
 /* Loads a SentencePiece tokenizer.model file. Errors: SEKV_EIO (open/read,
- * errno text), SEKV_EFORMAT (not a model SentencePiece accepts),
+ * errno text; "not a regular file" for a FIFO or device), SEKV_EFORMAT (not a model SentencePiece accepts),
  * SEKV_ENOMEM. */
 int tok_open_file(struct tok **out, const char *path, char *err, size_t errlen);
 void tok_close(struct tok *t); /* NULL is a no-op */

@@ -17,6 +17,7 @@ TABLE(test_err)
 TABLE(test_utf8)
 TABLE(test_clock)
 TABLE(test_fmt)
+TABLE(test_file)
 TABLE(test_gguf)
 TABLE(test_quant)
 TABLE(test_quant_act)
@@ -137,7 +138,7 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_utf8, test_clock, test_fmt, test_gguf, test_quant, test_quant_act, test_gemm,
+		test_err, test_utf8, test_clock, test_fmt, test_file, test_gguf, test_quant, test_quant_act, test_gemm,
 		test_tokenizer, test_model,
 		test_sampler, test_sekv, test_store, test_ui, test_app,
 		test_integration,
