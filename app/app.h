@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "app/config.h"
 #include "engine/chat.h"
@@ -31,6 +32,18 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
  * *doc_id is the new document. Returns 0 or a negative code. */
 int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	       char *err, size_t errlen);
+
+/* Writes s[0..n) to f as text for a terminal: control characters (ESC,
+ * BEL, DEL, C1 such as U+009B, CR) are dropped, newlines and tabs kept,
+ * malformed UTF-8 becomes U+FFFD (ui_text_inert). For all plain-text ask
+ * output, to a terminal or not (a pipe may end in `less -R`). */
+void app_print_inert(FILE *f, const char *s, size_t n);
+
+/* Copy of the JSON text json (valid UTF-8, as cJSON prints it from valid
+ * strings) with DEL and the C1 controls U+0080..U+009F written as \u
+ * escapes, which cJSON leaves raw (it escapes only < 0x20). Malloc'ed, the
+ * caller frees; NULL when out of memory. */
+char *app_json_inert_dup(const char *json);
 
 /* Sub-commands: argc/argv are the words after the sub-command name.
  * Each returns a process exit status. */

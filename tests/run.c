@@ -121,6 +121,17 @@ char *test_run_cmd(const char *cmd, int *status)
 	return buf;
 }
 
+int test_has_controls(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n; i++)
+		if (u[i] == 0x1b || u[i] == 0x07 || u[i] == 0x7f || u[i] == '\r' ||
+		    (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f))
+			return 1;
+	return 0;
+}
+
 const char *test_tmpdir(void)
 {
 	static char dir[256];

@@ -4,6 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
+#include "app/app.h"
 #include "app/config.h"
 #include "app/extract.h"
 #include "engine/err.h"
@@ -291,6 +294,53 @@ static void cli_rm_rejects_bad_document_id(struct test_ctx *t)
 	free(out);
 }
 
+static void app_print_inert_keeps_text_drops_controls(struct test_ctx *t)
+{
+	static const char in[] = "a\x1b]52;c;SGk=\x07" "b\tc\n\xc2\x9b" "31m\x7f";
+	static const char want[] = "a]52;c;SGk=b\tc\n31m";
+	char *buf = NULL, *long_in = malloc(601);
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+
+	T_CHECK(t, f && long_in);
+	app_print_inert(f, in, sizeof in - 1);
+	/* 300 two-byte characters: chunk boundaries never cut one */
+	for (int i = 0; i < 300; i++)
+		memcpy(long_in + 2 * i, "\xc3\xa9", 2);
+	long_in[600] = 0;
+	app_print_inert(f, long_in, 600);
+	fclose(f);
+	size_t w = sizeof want - 1;
+	int ok = n == w + 600 && !memcmp(buf, want, w) && !memcmp(buf + w, long_in, 600) &&
+		 !test_has_controls(buf, n);
+	free(long_in);
+	T_CHECKF(t, ok, "n %zu: %.40s", n, buf ? buf : "");
+	free(buf);
+}
+
+static void app_json_inert_escapes_del_and_c1(struct test_ctx *t)
+{
+	static const char s[] = "esc\x1b]0;x\x07 del\x7f csi\xc2\x9b" "2J nel\xc2\x85 nbsp\xc2\xa0 \xc3\xa9";
+	cJSON *j = cJSON_CreateObject();
+	cJSON_AddStringToObject(j, "answer", s);
+	char *raw = cJSON_PrintUnformatted(j);
+	cJSON_Delete(j);
+	T_CHECK(t, raw != NULL);
+	char *safe = app_json_inert_dup(raw);
+	/* cJSON alone leaves DEL and C1 raw: the reason for the escaping */
+	int raw_bad = test_has_controls(raw, strlen(raw));
+	free(raw);
+	T_CHECK(t, safe != NULL);
+	int ok = !test_has_controls(safe, strlen(safe)) && strstr(safe, "\\u007f") && strstr(safe, "\\u009b") &&
+		 strstr(safe, "\\u0085") && strstr(safe, "\xc2\xa0") && strstr(safe, "\\u001b");
+	cJSON *back = cJSON_Parse(safe);
+	cJSON *a = back ? cJSON_GetObjectItem(back, "answer") : NULL;
+	ok = ok && raw_bad && cJSON_IsString(a) && !strcmp(a->valuestring, s);
+	T_CHECKF(t, ok, "%s", safe);
+	cJSON_Delete(back);
+	free(safe);
+}
+
 static int write_file(const char *path, const void *data, size_t n)
 {
 	FILE *f = fopen(path, "wb");
@@ -348,6 +398,8 @@ const struct test_case test_app[] = {
 	{ "app_parse_doc_id_positive_only", app_parse_doc_id_positive_only },
 	{ "cli_help_from_option_table", cli_help_from_option_table },
 	{ "cli_rm_rejects_bad_document_id", cli_rm_rejects_bad_document_id },
+	{ "app_print_inert_keeps_text_drops_controls", app_print_inert_keeps_text_drops_controls },
+	{ "app_json_inert_escapes_del_and_c1", app_json_inert_escapes_del_and_c1 },
 	{ "extract_repairs_utf8_and_crlf", extract_repairs_utf8_and_crlf },
 	{ "extract_rejects_binary_pdf_empty_missing", extract_rejects_binary_pdf_empty_missing },
 	{ NULL, NULL },

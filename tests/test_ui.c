@@ -153,6 +153,22 @@ static void t_fit_ellipsis(struct test_ctx *t)
 	T_CHECKF(t, n <= 5 && utf8_complete(out, (size_t)n) == (size_t)n, "n %d", n);
 }
 
+static void t_inert_drops_terminal_controls(struct test_ctx *t)
+{
+	static const char in[] = "title\x1b]0;pwned\x07 clip\x1b]52;c;SGk=\x1b\\ red\x1b[31m"
+				 " csi\xc2\x9b" "2J del\x7f bell\x07 cr\r\n\ttab \xc2\x85nel \xc3\xa9 \xff";
+	static const char want[] = "title]0;pwned clip]52;c;SGk=\\ red[31m csi2J del bell cr\n\ttab nel "
+				   "\xc3\xa9 \xef\xbf\xbd";
+	char out[256];
+	int n = ui_text_inert(in, (int)sizeof in - 1, out, (int)sizeof out);
+
+	T_CHECKF(t, n == (int)strlen(out) && !strcmp(out, want), "got '%s'", out);
+	T_CHECK(t, !test_has_controls(out, (size_t)n) && test_has_controls(in, sizeof in - 1));
+	/* the chat's sanitiser drops the same controls, tabs become spaces */
+	n = ui_text_sanitize(in, (int)sizeof in - 1, out, (int)sizeof out);
+	T_CHECK(t, !test_has_controls(out, (size_t)n) && !strchr(out, '\t'));
+}
+
 static void t_sanitize_squash(struct test_ctx *t)
 {
 	char out[64];
@@ -377,6 +393,7 @@ const struct test_case test_ui[] = {
 	{"ui_trunc_never_splits_utf8", t_trunc_no_split},
 	{"ui_fit_adds_ellipsis_within_width", t_fit_ellipsis},
 	{"ui_sanitize_and_squash", t_sanitize_squash},
+	{"ui_inert_drops_terminal_controls", t_inert_drops_terminal_controls},
 	{"ui_fmt_pct_and_count", t_fmt_pct_count},
 	{"ui_heat_bucket_levels", t_heat_bucket},
 	{"ui_grid_fit_groups_heads_and_layers", t_grid_fit},

@@ -122,9 +122,12 @@ int ui_text_width(const char *s, int len)
 	return w;
 }
 
-/* Shared body of sanitize and squash. */
-static int clean(const char *s, int len, char *out, int cap, int squash)
+enum clean_mode { CLEAN_SANITIZE, CLEAN_SQUASH, CLEAN_INERT };
+
+/* Shared body of sanitize, squash and inert. */
+static int clean(const char *s, int len, char *out, int cap, enum clean_mode mode)
 {
+	int squash = mode == CLEAN_SQUASH;
 	int i = 0, o = 0, n, space = 0;
 	uint32_t c;
 	char enc[4];
@@ -134,14 +137,14 @@ static int clean(const char *s, int len, char *out, int cap, int squash)
 	while (i < len) {
 		n = utf8_decode(s + i, (size_t)(len - i), &c, NULL);
 		i += n;
-		if (c == '\t')
+		if (c == '\t' && mode != CLEAN_INERT)
 			c = ' ';
 		if (squash && (c == ' ' || c == '\n' || c < 0x20 || c == 0x7f ||
 			       c == 0xa0 || c == 0x2028 || c == 0x2029)) {
 			space = o > 0;
 			continue;
 		}
-		if (c != '\n' && c != ' ' && ui_char_width(c) == 0 &&
+		if (c != '\n' && c != ' ' && c != '\t' && ui_char_width(c) == 0 &&
 		    (c < 0x300 || (c >= 0x7f && c < 0xa0)))
 			continue;
 		if (space) {
@@ -162,12 +165,17 @@ static int clean(const char *s, int len, char *out, int cap, int squash)
 
 int ui_text_sanitize(const char *s, int len, char *out, int cap)
 {
-	return clean(s, len, out, cap, 0);
+	return clean(s, len, out, cap, CLEAN_SANITIZE);
 }
 
 int ui_text_squash(const char *s, int len, char *out, int cap)
 {
-	return clean(s, len, out, cap, 1);
+	return clean(s, len, out, cap, CLEAN_SQUASH);
+}
+
+int ui_text_inert(const char *s, int len, char *out, int cap)
+{
+	return clean(s, len, out, cap, CLEAN_INERT);
 }
 
 static void put_line(struct ui_line *lines, int cap, int *n, int off, int len, int width)

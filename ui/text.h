@@ -40,6 +40,13 @@ int ui_text_sanitize(const char *s, int len, char *out, int cap);
  * on a single line. */
 int ui_text_squash(const char *s, int len, char *out, int cap);
 
+/* Like ui_text_sanitize, but tabs are kept: for text from a document or a
+ * model written to a terminal outside the UI (sekv ask), where ESC, BEL,
+ * DEL and the C1 controls (U+0080..U+009F, e.g. U+009B CSI) must not
+ * reach the terminal as escape or OSC sequences. Output at most 3*len
+ * bytes (malformed bytes become U+FFFD). */
+int ui_text_inert(const char *s, int len, char *out, int cap);
+
 /* One wrapped line: bytes [off, off+len) of the text, width columns. */
 struct ui_line {
 	int off;
