@@ -121,6 +121,15 @@ char *test_run_cmd(const char *cmd, int *status)
 	return buf;
 }
 
+int test_write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return -1;
+	size_t w = fwrite(data, 1, n, f);
+	return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
 int test_has_controls(const char *s, size_t n)
 {
 	const unsigned char *u = (const unsigned char *)s;

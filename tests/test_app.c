@@ -218,12 +218,9 @@ static void cli_no_library_path_fails(struct test_ctx *t)
 {
 	char doc[512], args[1024];
 	int status;
-	FILE *f;
 
 	snprintf(doc, sizeof doc, "%s/nolib.txt", test_tmpdir());
-	T_CHECK(t, (f = fopen(doc, "w")) != NULL);
-	fputs("A short document.\n", f);
-	fclose(f);
+	T_CHECK(t, test_write_file(doc, "A short document.\n", 18) == 0);
 	static const char *const cmds[] = { "ingest %s -q", "ls", "rm 1", "ask 1 why", "chat 1" };
 	for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
 		char cmd[1200];
@@ -341,16 +338,6 @@ static void app_json_inert_escapes_del_and_c1(struct test_ctx *t)
 	free(safe);
 }
 
-static int write_file(const char *path, const void *data, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-	if (!f)
-		return -1;
-	size_t w = fwrite(data, 1, n, f);
-	fclose(f);
-	return w == n ? 0 : -1;
-}
-
 static void extract_repairs_utf8_and_crlf(struct test_ctx *t)
 {
 	char path[512], err[256], *text = NULL;
@@ -358,7 +345,7 @@ static void extract_repairs_utf8_and_crlf(struct test_ctx *t)
 	const char in[] = "caf\xc3\xa9\r\nbad \xff byte\rend \xe2\x82"; /* truncated euro sign */
 
 	snprintf(path, sizeof path, "%s/utf8.txt", test_tmpdir());
-	T_CHECK(t, write_file(path, in, sizeof in - 1) == 0);
+	T_CHECK(t, test_write_file(path, in, sizeof in - 1) == 0);
 	T_CHECKF(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == 0, "%s", err);
 	int ok = !strcmp(text, "caf\xc3\xa9\nbad \xef\xbf\xbd byte\nend \xef\xbf\xbd\xef\xbf\xbd") && bad == 3 &&
 		 len == strlen(text);
@@ -372,14 +359,14 @@ static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 	size_t len, bad;
 
 	snprintf(path, sizeof path, "%s/bin.dat", test_tmpdir());
-	T_CHECK(t, write_file(path, "ab\0cd", 5) == 0);
+	T_CHECK(t, test_write_file(path, "ab\0cd", 5) == 0);
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EFORMAT && !text);
 	T_CHECK(t, strstr(err, "bin.dat") && strstr(err, "NUL"));
 	snprintf(path, sizeof path, "%s/doc.pdf", test_tmpdir());
-	T_CHECK(t, write_file(path, "%PDF-1.7\n", 9) == 0);
+	T_CHECK(t, test_write_file(path, "%PDF-1.7\n", 9) == 0);
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EUNSUP);
 	snprintf(path, sizeof path, "%s/empty.txt", test_tmpdir());
-	T_CHECK(t, write_file(path, "", 0) == 0);
+	T_CHECK(t, test_write_file(path, "", 0) == 0);
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EINVAL);
 	snprintf(path, sizeof path, "%s/none.txt", test_tmpdir());
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EIO);

@@ -95,12 +95,9 @@ static void file_open_regular_checks_type(struct test_ctx *t)
 	char path[512], err[1024];
 	off_t size = -1;
 	int fd;
-	FILE *f;
 
 	snprintf(path, sizeof path, "%s/regular.txt", test_tmpdir());
-	T_CHECK(t, (f = fopen(path, "w")) != NULL);
-	fputs("twelve bytes", f);
-	fclose(f);
+	T_CHECK(t, test_write_file(path, "twelve bytes", 12) == 0);
 	T_CHECKF(t, file_open_regular(path, "test", &fd, &size, err, sizeof err) == 0, "%s", err);
 	int flags = fcntl(fd, F_GETFL);
 	close(fd);

@@ -184,7 +184,6 @@ static void t_sanitize_squash(struct test_ctx *t)
 	T_CHECK(t, n == 2 && !strcmp(out, "ab"));
 }
 
-
 static void t_fmt_pct_count(struct test_ctx *t)
 {
 	char b[32];
