@@ -82,8 +82,8 @@ enum opt_kind {
 	OPT_FLAG,   /* int, set to 1; takes no value */
 	OPT_TEXT,   /* const char *, pointing into argv */
 	OPT_PATH,   /* char[APP_PATH_MAX], copied; empty refused */
-	OPT_INT,    /* int in [lo, hi] */
-	OPT_U64,    /* uint64_t in [lo, hi] */
+	OPT_INT,    /* int in [imin, imax] */
+	OPT_U64,    /* uint64_t in [imin, imax] */
 	OPT_DOUBLE, /* double in [lo, hi], (lo, hi] when lo_open */
 	OPT_FLOAT,  /* float, likewise */
 	OPT_CHOICE, /* int: index of the value in choices */
@@ -102,7 +102,8 @@ enum opt_def {
 struct opt_row {
 	const char *name;    /* "-m": in messages */
 	const char *alias;   /* "--model", or NULL */
-	const char *arg;     /* value name in help ("FILE"); NULL for OPT_FLAG */
+	const char *arg;     /* value name in help ("FILE"); NULL for OPT_FLAG,
+	                        and for OPT_CHOICE (its choices are shown) */
 	enum opt_kind kind;
 	size_t off;          /* offsetof(struct app_opts, field) */
 	size_t set_off;      /* offsetof its "given" flag, or NO_SET */
@@ -161,7 +162,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
 	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
 	  .help = "SVD rank: stored at ingest, used at ask", .cmds = MEMORY },
-	{ .name = "--kv", .arg = "sekv|full", .kind = OPT_CHOICE, .off = F(kv_full), .set_off = NO_SET,
+	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv_full), .set_off = NO_SET,
 	  .choices = "sekv|full", .help = "memory to answer from: SeKV, or the exact full KV cache",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
@@ -193,7 +194,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--alpha", .arg = "A", .kind = OPT_FLOAT, .off = F(alpha), .set_off = NO_SET,
 	  SEKV_DEF(alpha), .lo = 0, .hi = 100, .help = "span boundary threshold: mean + A deviations of surprisal",
 	  .cmds = APP_CMD_INGEST },
-	{ .name = "--act", .arg = "q8|f32", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
+	{ .name = "--act", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
 	  .choices = "q8|f32", .help = "decode activations: int8 blocks as llama.cpp, or fp32",
 	  .cmds = USES_MODEL },
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
@@ -418,8 +419,9 @@ void app_opts_help(FILE *f, unsigned cmds)
 		const struct opt_row *r = &opt_table[i];
 		if (!(r->cmds & cmds))
 			continue;
+		const char *arg = r->kind == OPT_CHOICE ? r->choices : r->arg;
 		snprintf(names, sizeof names, "%s%s%s%s%s", r->name, r->alias ? ", " : "",
-			 r->alias ? r->alias : "", r->arg ? " " : "", r->arg ? r->arg : "");
+			 r->alias ? r->alias : "", arg ? " " : "", arg ? arg : "");
 		def[0] = 0;
 		if (r->def_text)
 			snprintf(def, sizeof def, "%s", r->def_text);
