@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "app/config.h"
 #include "engine/chat.h"
@@ -32,6 +33,18 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	       char *err, size_t errlen);
 
+/* Writes s[0..n) to f as text for a terminal: control characters (ESC,
+ * BEL, DEL, C1 such as U+009B, CR) are dropped, newlines and tabs kept,
+ * malformed UTF-8 becomes U+FFFD (ui_text_inert). For all plain-text ask
+ * output, to a terminal or not (a pipe may end in `less -R`). */
+void app_print_inert(FILE *f, const char *s, size_t n);
+
+/* Copy of the JSON text json (valid UTF-8, as cJSON prints it from valid
+ * strings) with DEL and the C1 controls U+0080..U+009F written as \u
+ * escapes, which cJSON leaves raw (it escapes only < 0x20). Malloc'ed, the
+ * caller frees; NULL when out of memory. */
+char *app_json_inert_dup(const char *json);
+
 /* Sub-commands: argc/argv are the words after the sub-command name.
  * Each returns a process exit status. */
 int cmd_inspect(int argc, char **argv);
@@ -43,12 +56,10 @@ int cmd_rm(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 
-/* Parses a positive document id; 0 or -1. */
-int app_parse_doc_id(const char *s, int64_t *id);
-
-/* Wall clock in seconds (monotonic). */
+/* Old names of clk_now and clk_peak_rss (engine/clock.h), still defined
+ * in app/ingest.c for app/ingest.c, app/session.c and cmd_generate; new
+ * code calls clk_* and these go once those callers are switched. */
 double app_now(void);
-/* Peak resident set size of this process in bytes (getrusage). */
 size_t app_peak_rss(void);
 
 #endif

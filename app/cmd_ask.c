@@ -1,7 +1,8 @@
 /* cmd_ask.c - `sekv ask DOC QUESTION`: one answer from the stored memory,
  * streamed to stdout, or one JSON object with --json (field names from
- * DESIGN.md section 6). */
-#include <errno.h>
+ * DESIGN.md section 6). Invariant: text from the document or the model
+ * reaches stdout with its control characters inert (ui_text_inert for
+ * plain text, \u escapes in JSON), so it cannot drive the terminal. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,26 +14,78 @@
 #include "app/session.h"
 #include "engine/err.h"
 #include "engine/sekv/sekv.h"
+#include "engine/utf8.h"
+#include "ui/text.h"
 
 #define ASK_MAX_SPANS_JSON 64 /* zoomed spans listed in --json */
+#define INERT_CHUNK 256       /* input bytes made inert per step */
+
+void app_print_inert(FILE *f, const char *s, size_t n)
+{
+	char out[3 * INERT_CHUNK + 1];
+
+	while (n > 0) {
+		/* whole characters per chunk: a cut one would become U+FFFD */
+		size_t take = n > INERT_CHUNK ? utf8_complete(s, INERT_CHUNK) : n;
+		int w = ui_text_inert(s, (int)take, out, (int)sizeof out);
+		fwrite(out, 1, (size_t)w, f);
+		s += take;
+		n -= take;
+	}
+}
+
+char *app_json_inert_dup(const char *json)
+{
+	const unsigned char *u = (const unsigned char *)json;
+	size_t n = strlen(json), extra = 0, o = 0;
+	char *out;
+
+	for (size_t i = 0; i < n; i++)
+		if (u[i] == 0x7f)
+			extra += 5;
+		else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f)
+			extra += 4;
+	if (!(out = malloc(n + extra + 1)))
+		return NULL;
+	/* Such bytes only occur inside strings (the rest is ASCII), where
+	 * \u00XX means the same character. */
+	for (size_t i = 0; i < n; i++) {
+		if (u[i] == 0x7f) {
+			memcpy(out + o, "\\u007f", 6);
+			o += 6;
+		} else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
+			o += (size_t)sprintf(out + o, "\\u00%02x", u[++i]);
+		} else {
+			out[o++] = (char)u[i];
+		}
+	}
+	out[o] = 0;
+	return out;
+}
 
 static int print_step(void *ud, const struct session_step *st)
 {
 	(void)ud;
-	fwrite(st->piece, 1, (size_t)st->piece_len, stdout);
+	app_print_inert(stdout, st->piece, (size_t)st->piece_len);
 	fflush(stdout);
 	return 0;
 }
 
-int app_parse_doc_id(const char *s, int64_t *id)
+/* Adds s as a JSON string, made valid UTF-8 first: cJSON copies bytes as
+ * they are, and app_json_inert_dup relies on well-formed text. */
+static void json_add_text(cJSON *o, const char *key, const char *s)
 {
-	char *end;
-	errno = 0;
-	long long v = strtoll(s, &end, 10);
-	if (errno || end == s || *end || v <= 0)
-		return -1;
-	*id = v;
-	return 0;
+	size_t n = strlen(s), bad;
+	char *fixed;
+
+	utf8_repair(s, n, NULL, &bad);
+	if (!bad || !(fixed = malloc(3 * n + 1))) {
+		cJSON_AddStringToObject(o, key, bad ? "" : s);
+		return;
+	}
+	fixed[utf8_repair(s, n, fixed, NULL)] = 0;
+	cJSON_AddStringToObject(o, key, fixed);
+	free(fixed);
 }
 
 static void warn_stderr(void *ud, const char *msg)
@@ -59,7 +112,7 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 		cJSON_AddNumberToObject(o, "start", sp->start);
 		cJSON_AddNumberToObject(o, "len", sp->len);
 		cJSON_AddNumberToObject(o, "alpha", z->alpha_max);
-		cJSON_AddStringToObject(o, "text", text);
+		json_add_text(o, "text", text);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;
@@ -72,9 +125,9 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON *j = cJSON_CreateObject();
 
 	session_get_info(s, &in);
-	cJSON_AddStringToObject(j, "answer", a->text ? a->text : "");
+	json_add_text(j, "answer", a->text ? a->text : "");
 	if (a->warn[0])
-		cJSON_AddStringToObject(j, "warning", a->warn);
+		json_add_text(j, "warning", a->warn);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
@@ -94,7 +147,7 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
 	if (in.note[0])
-		cJSON_AddStringToObject(j, "note", in.note);
+		json_add_text(j, "note", in.note);
 	if (!in.kv_full) {
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
@@ -108,11 +161,13 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	}
 	(void)o;
 	char *txt = cJSON_PrintUnformatted(j);
+	char *safe = txt ? app_json_inert_dup(txt) : NULL;
 	cJSON_Delete(j);
-	if (!txt)
-		return SEKV_ENOMEM;
-	printf("%s\n", txt);
 	free(txt);
+	if (!safe)
+		return SEKV_ENOMEM;
+	printf("%s\n", safe);
+	free(safe);
 	return 0;
 }
 
@@ -134,12 +189,16 @@ int cmd_ask(int argc, char **argv)
 		return 2;
 	}
 	if (app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv ask: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		fprintf(stderr, "sekv ask: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (!o.args[1][strspn(o.args[1], " \t\r\n")]) {
 		fprintf(stderr, "sekv ask: the question is empty\n");
 		return 2;
+	}
+	if (app_check_db(&o, err, sizeof err)) {
+		fprintf(stderr, "sekv ask: %s\n", err);
+		return 1;
 	}
 	if (access(o.db, F_OK) != 0) {
 		fprintf(stderr, "sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);

@@ -114,12 +114,16 @@ int cmd_chat(int argc, char **argv)
 		return 2;
 	}
 	if (o.n_args == 1 && app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv chat: '%s' is not a document id (see 'sekv ls')\n", o.args[0]);
+		fprintf(stderr, "sekv chat: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (o.n_args > 1) {
 		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
 		return 2;
+	}
+	if (app_check_db(&o, err, sizeof err)) {
+		fprintf(stderr, "sekv chat: %s\n", err);
+		return 1;
 	}
 	if (access(o.db, F_OK) != 0) {
 		fprintf(stderr, "sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);

@@ -1,5 +1,4 @@
 /* cmd_misc.c - small sub-commands: inspect, tokenize, generate, ingest, ls, rm. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include "app/app.h"
 #include "engine/chat.h"
 #include "engine/err.h"
+#include "engine/fmt.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
@@ -190,21 +190,12 @@ int cmd_ingest(int argc, char **argv)
 		return usage_fail("ingest", err);
 	if (o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
+	if (app_check_db(&o, err, sizeof err))
+		return fail("ingest", err);
 	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
 	return 0;
-}
-
-static void human_bytes(double b, char *buf, size_t cap)
-{
-	const char *u[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	int i = 0;
-	while (b >= 1024 && i < 4) {
-		b /= 1024;
-		i++;
-	}
-	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
 int cmd_ls(int argc, char **argv)
@@ -217,6 +208,8 @@ int cmd_ls(int argc, char **argv)
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("ls", err);
+	if (app_check_db(&o, err, sizeof err))
+		return fail("ls", err);
 	if (access(o.db, F_OK) != 0) {
 		if (!o.quiet)
 			fprintf(stderr, "sekv ls: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
@@ -237,7 +230,7 @@ int cmd_ls(int argc, char **argv)
 		struct tm tm;
 		localtime_r(&t, &tm);
 		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-		human_bytes((double)docs[i].disk_bytes, disk, sizeof disk);
+		fmt_bytes(docs[i].disk_bytes > 0 ? (size_t)docs[i].disk_bytes : 0, disk, sizeof disk);
 		printf("%lld\t%s\t%lld tokens\t%s\t%s\t%s%s\n", (long long)docs[i].id, docs[i].title,
 		       (long long)docs[i].n_tok, disk, when, docs[i].model_name,
 		       docs[i].state == STORE_DOC_READY ? "" : "\t(ingest incomplete)");
@@ -251,13 +244,15 @@ int cmd_rm(int argc, char **argv)
 {
 	struct app_opts o;
 	struct store *st = NULL;
-	char err[512], *end;
+	char err[512];
 	int rc = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("rm", err);
 	if (o.n_args < 1)
 		return usage_fail("rm", "usage: sekv rm DOC...");
+	if (app_check_db(&o, err, sizeof err))
+		return fail("rm", err);
 	if (access(o.db, F_OK) != 0) {
 		snprintf(err, sizeof err, "no library at %.400s", o.db);
 		return fail("rm", err);
@@ -265,19 +260,19 @@ int cmd_rm(int argc, char **argv)
 	if (store_open(&st, o.db, err, sizeof err))
 		return fail("rm", err);
 	for (int i = 0; i < o.n_args; i++) {
-		errno = 0;
-		long long id = strtoll(o.args[i], &end, 10);
-		if (errno || *end || end == o.args[i]) {
-			rc = usage_fail("rm", "document ids are integers (see 'sekv ls')");
+		int64_t id;
+		if (app_parse_doc_id(o.args[i], &id)) {
+			fprintf(stderr, "sekv rm: " APP_DOC_ID_BAD "\n", o.args[i]);
+			rc = 2;
 			continue;
 		}
 		int drc = store_doc_delete(st, id, err, sizeof err);
 		if (drc == SEKV_ENOTFOUND)
-			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", id, o.db);
+			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o.db);
 		if (drc)
 			rc = fail("rm", err);
 		else if (!o.quiet)
-			fprintf(stderr, "sekv rm: document %lld deleted\n", id);
+			fprintf(stderr, "sekv rm: document %lld deleted\n", (long long)id);
 	}
 	store_close(st);
 	return rc;

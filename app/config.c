@@ -1,15 +1,20 @@
-/* config.c - option parsing (see config.h). No allocation: strings point
- * into argv or into fixed buffers. */
+/* config.c - the option table and the parser and help generated from it
+ * (config.h). One row per option: adding an option is adding a row (and
+ * its struct app_opts field). No allocation: strings point into argv or
+ * into fixed buffers. Sub-command synopses live in main.c. */
 #include "app/config.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "engine/err.h"
+#include "engine/sampler.h"
+#include "engine/sekv/sekv.h"
 #include "store/store.h"
 
 #define DEFAULT_MODEL_REL "assets/models/gemma-3-270m-q4_k_m.gguf"
@@ -40,6 +45,17 @@ void app_default_model(char *buf, size_t cap)
 	snprintf(buf, cap, "%s", DEFAULT_MODEL_REL);
 }
 
+int app_parse_doc_id(const char *s, int64_t *id)
+{
+	char *end;
+	errno = 0;
+	long long v = strtoll(s, &end, 10);
+	if (errno || end == s || *end || v <= 0)
+		return -1;
+	*id = v;
+	return 0;
+}
+
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
 	char *end;
@@ -62,64 +78,313 @@ static int parse_double(const char *s, double lo, double hi, double *out)
 	return 0;
 }
 
-static void opts_defaults(struct app_opts *o)
+enum opt_kind {
+	OPT_FLAG,   /* int, set to 1; takes no value */
+	OPT_TEXT,   /* const char *, pointing into argv */
+	OPT_PATH,   /* char[APP_PATH_MAX], copied; empty refused */
+	OPT_INT,    /* int in [imin, imax] */
+	OPT_U64,    /* uint64_t in [imin, imax] */
+	OPT_DOUBLE, /* double in [lo, hi], (lo, hi] when lo_open */
+	OPT_FLOAT,  /* float, likewise */
+	OPT_CHOICE, /* int: index of the value in choices */
+};
+
+enum opt_def {
+	DEF_ZERO,    /* 0 / NULL / "" / the first choice */
+	DEF_VALUE,   /* def_value */
+	DEF_SEKV,    /* the field at def_off of sekv_default_params() */
+	DEF_SAMPLER, /* the field at def_off of sampler_default_params() */
+	DEF_CORES,   /* online CPU cores */
+	DEF_MODEL,   /* app_default_model() */
+	DEF_LIBRARY, /* store_default_path(), "" when there is none */
+};
+
+struct opt_row {
+	const char *name;    /* "-m": in messages */
+	const char *alias;   /* "--model", or NULL */
+	const char *arg;     /* value name in help ("FILE"); NULL for OPT_FLAG,
+	                        and for OPT_CHOICE (its choices are shown) */
+	enum opt_kind kind;
+	size_t off;          /* offsetof(struct app_opts, field) */
+	size_t set_off;      /* offsetof its "given" flag, or NO_SET */
+	enum opt_def def;
+	double def_value;    /* DEF_VALUE */
+	size_t def_off;      /* DEF_SEKV, DEF_SAMPLER: offsetof in the engine's params */
+	long imin, imax;     /* OPT_INT, OPT_U64 limits, inclusive */
+	double lo, hi;       /* OPT_DOUBLE, OPT_FLOAT limits, inclusive */
+	int lo_open;         /* 1: lo itself is refused */
+	const char *what;    /* what a value is, for errors ("a rank"), or NULL */
+	const char *choices; /* OPT_CHOICE: "sekv|full" */
+	const char *env;     /* environment variable, or NULL */
+	const char *def_text;/* the default in help when it is not a number */
+	const char *help;
+	unsigned cmds;       /* APP_CMD_* that use it */
+};
+
+#define NO_SET ((size_t)-1)
+#define F(field) offsetof(struct app_opts, field)
+#define SEKV_DEF(field) .def = DEF_SEKV, .def_off = offsetof(struct sekv_params, field)
+#define SAMPLER_DEF(field) .def = DEF_SAMPLER, .def_off = offsetof(struct sampler_params, field)
+
+/* Sub-commands that load the model (app_load). */
+#define USES_MODEL (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE)
+#define ANSWERS (APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_GENERATE)
+#define MEMORY (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK)
+
+/* An engine default is copied by the option's kind: the types must agree. */
+_Static_assert(_Generic(((struct sekv_params *)0)->budget, double: 1, default: 0), "--budget is double");
+_Static_assert(_Generic(((struct sekv_params *)0)->r_max, int: 1, default: 0), "--rmax is int");
+_Static_assert(_Generic(((struct sekv_params *)0)->n_recent, int: 1, default: 0), "--recent is int");
+_Static_assert(_Generic(((struct sekv_params *)0)->alpha, float: 1, default: 0), "--alpha is float");
+_Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
+_Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
+
+static const struct opt_row opt_table[] = {
+	{ .name = "-m", .alias = "--model", .arg = "FILE", .kind = OPT_PATH, .off = F(model),
+	  .set_off = NO_SET, .def = DEF_MODEL, .env = "SEKV_MODEL",
+	  .def_text = "assets/models/gemma-3-270m-q4_k_m.gguf", .help = "GGUF model",
+	  .cmds = USES_MODEL | APP_CMD_TOKENIZE | APP_CMD_INSPECT },
+	{ .name = "--tokenizer", .arg = "FILE", .kind = OPT_TEXT, .off = F(tokenizer), .set_off = NO_SET,
+	  .help = "SentencePiece tokenizer.model instead of the GGUF vocabulary",
+	  .cmds = USES_MODEL | APP_CMD_TOKENIZE },
+	{ .name = "--db", .arg = "FILE", .kind = OPT_PATH, .off = F(db), .set_off = NO_SET,
+	  .def = DEF_LIBRARY, .env = "SEKV_DB",
+	  .def_text = "$XDG_DATA_HOME/sekv/library.db, else ~/.local/share/sekv/library.db",
+	  .help = "library",
+	  .cmds = MEMORY | APP_CMD_LS | APP_CMD_RM },
+	{ .name = "-t", .alias = "--threads", .arg = "N", .kind = OPT_INT, .off = F(n_threads),
+	  .set_off = NO_SET, .def = DEF_CORES, .imin = 1, .imax = 1024, .env = "SEKV_THREADS",
+	  .def_text = "all cores", .help = "threads", .cmds = USES_MODEL },
+	{ .name = "--budget", .arg = "F", .kind = OPT_DOUBLE, .off = F(budget), .set_off = F(budget_set),
+	  SEKV_DEF(budget), .lo = 0, .hi = 1, .lo_open = 1, .what = "a fraction of the full KV cache",
+	  .env = "SEKV_BUDGET", .help = "device-tier budget as a fraction of the full KV cache",
+	  .cmds = MEMORY },
+	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
+	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
+	  .help = "SVD rank: stored at ingest, used at ask", .cmds = MEMORY },
+	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv_full), .set_off = NO_SET,
+	  .choices = "sekv|full", .help = "memory to answer from: SeKV, or the exact full KV cache",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
+	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
+	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
+	  .help = "most answer tokens", .cmds = ANSWERS },
+	{ .name = "--json", .kind = OPT_FLAG, .off = F(json), .set_off = NO_SET,
+	  .help = "one JSON object: answer, metrics, zoomed spans", .cmds = APP_CMD_ASK },
+	{ .name = "--temp", .arg = "T", .kind = OPT_FLOAT, .off = F(temperature), .set_off = NO_SET,
+	  SAMPLER_DEF(temperature), .lo = 0, .hi = 100, .help = "sampling temperature, 0 = greedy",
+	  .cmds = ANSWERS },
+	{ .name = "--seed", .arg = "S", .kind = OPT_U64, .off = F(seed), .set_off = NO_SET,
+	  SAMPLER_DEF(seed), .imin = 0, .imax = LONG_MAX, .help = "sampling seed", .cmds = ANSWERS },
+	/* 1.1, not the sampler's 1 (off): answers from a small model loop without it */
+	{ .name = "--repeat-penalty", .arg = "P", .kind = OPT_FLOAT, .off = F(repeat_penalty),
+	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = 1.1, .lo = 1, .hi = 10, .what = "a factor",
+	  .help = "penalty on the last 64 answer tokens, 1 = off", .cmds = ANSWERS },
+	{ .name = "--bos", .kind = OPT_FLAG, .off = F(bos), .set_off = NO_SET,
+	  .help = "start with the BOS token", .cmds = APP_CMD_TOKENIZE },
+	{ .name = "-p", .alias = "--prompt", .arg = "TEXT", .kind = OPT_TEXT, .off = F(prompt),
+	  .set_off = NO_SET, .help = "the prompt", .cmds = APP_CMD_GENERATE },
+	{ .name = "--title", .arg = "TEXT", .kind = OPT_TEXT, .off = F(title), .set_off = NO_SET,
+	  .def_text = "the file name", .help = "document title", .cmds = APP_CMD_INGEST },
+	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",
+	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
+	{ .name = "--recent", .arg = "N", .kind = OPT_INT, .off = F(n_recent), .set_off = NO_SET,
+	  SEKV_DEF(n_recent), .imin = 0, .imax = 1 << 20, .help = "last document tokens kept exact",
+	  .cmds = APP_CMD_INGEST },
+	{ .name = "--alpha", .arg = "A", .kind = OPT_FLOAT, .off = F(alpha), .set_off = NO_SET,
+	  SEKV_DEF(alpha), .lo = 0, .hi = 100, .help = "span boundary threshold: mean + A deviations of surprisal",
+	  .cmds = APP_CMD_INGEST },
+	{ .name = "--act", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
+	  .choices = "q8|f32", .help = "decode activations: int8 blocks as llama.cpp, or fp32",
+	  .cmds = USES_MODEL },
+	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
+	  .help = "no progress output",
+	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM },
+	{ .name = "-h", .alias = "--help", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
+	  .help = "this help", .cmds = APP_CMD_ALL },
+};
+
+#define N_OPT (sizeof opt_table / sizeof opt_table[0])
+
+static const struct opt_row *opt_find(const char *a)
 {
-	const char *e;
+	for (size_t i = 0; i < N_OPT; i++)
+		if (!strcmp(a, opt_table[i].name) || (opt_table[i].alias && !strcmp(a, opt_table[i].alias)))
+			return &opt_table[i];
+	return NULL;
+}
+
+/* Index of val in the '|'-separated list, or -1. */
+static int choice_index(const char *list, const char *val)
+{
+	size_t n = strlen(val);
+
+	for (int i = 0; *list; i++) {
+		size_t len = strcspn(list, "|");
+		if (len == n && !strncmp(list, val, n))
+			return i;
+		list += len + (list[len] == '|');
+	}
+	return -1;
+}
+
+/* Stores val into o's field for r. Returns 0, or -1 when it is not a
+ * value of the option's kind and limits. */
+static int opt_store(struct app_opts *o, const struct opt_row *r, const char *val)
+{
+	char *f = (char *)o + r->off;
 	long n;
 	double d;
 
-	memset(o, 0, sizeof *o);
-	app_default_model(o->model, sizeof o->model);
-	store_default_path(o->db, sizeof o->db);
-	o->n_threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (o->n_threads < 1)
-		o->n_threads = 1;
-	o->budget = 0.10;
-	o->r_max = 32;
-	o->n_predict = 256;
-	o->seed = 42;
-	o->repeat_penalty = 1.1f;
-	o->n_batch = 256;
-	o->n_recent = 64;
-	o->alpha = 1.0f;
-	if ((e = getenv("SEKV_MODEL")) && *e)
-		snprintf(o->model, sizeof o->model, "%s", e);
-	if ((e = getenv("SEKV_DB")) && *e)
-		snprintf(o->db, sizeof o->db, "%s", e);
-	if ((e = getenv("SEKV_THREADS")) && *e && parse_int(e, 1, 1024, &n) == 0)
-		o->n_threads = (int)n;
-	if ((e = getenv("SEKV_BUDGET")) && *e && parse_double(e, 0.0, 1.0, &d) == 0 && d > 0.0) {
-		o->budget = d;
-		o->budget_set = 1;
+	switch (r->kind) {
+	case OPT_FLAG:
+		*(int *)f = 1;
+		break;
+	case OPT_TEXT:
+		*(const char **)f = val;
+		break;
+	case OPT_PATH:
+		if (!*val)
+			return -1;
+		snprintf(f, APP_PATH_MAX, "%s", val);
+		break;
+	case OPT_INT:
+	case OPT_U64:
+		if (parse_int(val, r->imin, r->imax, &n))
+			return -1;
+		if (r->kind == OPT_INT)
+			*(int *)f = (int)n;
+		else
+			*(uint64_t *)f = (uint64_t)n;
+		break;
+	case OPT_DOUBLE:
+	case OPT_FLOAT:
+		if (parse_double(val, r->lo, r->hi, &d) || (r->lo_open && d <= r->lo))
+			return -1;
+		if (r->kind == OPT_DOUBLE)
+			*(double *)f = d;
+		else
+			*(float *)f = (float)d;
+		break;
+	case OPT_CHOICE:
+		if ((n = choice_index(r->choices, val)) < 0)
+			return -1;
+		*(int *)f = (int)n;
+		break;
+	}
+	if (r->set_off != NO_SET)
+		*(int *)((char *)o + r->set_off) = 1;
+	return 0;
+}
+
+/* The error for a bad value of r given as flag a: what was expected. */
+static int opt_bad(const struct opt_row *r, const char *a, const char *val, char *err, size_t errlen)
+{
+	switch (r->kind) {
+	case OPT_PATH:
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: empty path", r->name);
+	case OPT_CHOICE: {
+		size_t len = strcspn(r->choices, "|");
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s %s: expected '%.*s' or '%s'", a, val,
+				 (int)len, r->choices, r->choices + len + 1);
+	}
+	case OPT_INT:
+	case OPT_U64:
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s %s: expected %s in [%ld, %ld]", a, val,
+				 r->what ? r->what : "an integer", r->imin, r->imax);
+	case OPT_DOUBLE:
+	case OPT_FLOAT:
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s %s: expected %s in %c%g, %g]", a, val,
+				 r->what ? r->what : "a number", r->lo_open ? '(' : '[', r->lo, r->hi);
+	default:
+		return sekv_errf(err, errlen, SEKV_EINVAL, "option %s: bad value '%s'", a, val);
 	}
 }
 
-/* Options that take a value. */
-static int opt_known(const char *a)
+/* The default of r as a number (numeric and choice kinds). */
+static double opt_default_num(const struct opt_row *r)
 {
-	static const char *const known[] = {
-		"-m", "--model", "--tokenizer", "--db", "-t", "--threads", "--budget",
-		"--rmax", "--kv", "-n", "--n-predict", "--temp", "--seed", "-p",
-		"--prompt", "--title", "--batch", "--recent", "--alpha", "--repeat-penalty",
-		"--act",
-	};
-	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
-		if (!strcmp(a, known[i]))
-			return 1;
-	return 0;
+	struct sekv_params sp;
+	struct sampler_params smp;
+	const char *src;
+
+	switch (r->def) {
+	case DEF_VALUE:
+		return r->def_value;
+	case DEF_SEKV:
+		sekv_default_params(&sp);
+		src = (const char *)&sp + r->def_off;
+		break;
+	case DEF_SAMPLER:
+		sampler_default_params(&smp);
+		src = (const char *)&smp + r->def_off;
+		break;
+	case DEF_CORES: {
+		long n = sysconf(_SC_NPROCESSORS_ONLN);
+		return n < 1 ? 1 : (double)n;
+	}
+	default:
+		return 0;
+	}
+	switch (r->kind) {
+	case OPT_INT:
+		return *(const int *)src;
+	case OPT_U64:
+		return (double)*(const uint64_t *)src;
+	case OPT_DOUBLE:
+		return *(const double *)src;
+	case OPT_FLOAT:
+		return *(const float *)src;
+	default:
+		return 0;
+	}
+}
+
+static void opt_default(struct app_opts *o, const struct opt_row *r)
+{
+	char *f = (char *)o + r->off;
+	double v = opt_default_num(r);
+
+	switch (r->kind) {
+	case OPT_PATH:
+		if (r->def == DEF_MODEL)
+			app_default_model(f, APP_PATH_MAX);
+		else if (r->def == DEF_LIBRARY && store_default_path(f, APP_PATH_MAX))
+			f[0] = 0; /* no usable default: app_check_db says what to set */
+		break;
+	case OPT_INT:
+	case OPT_CHOICE:
+		*(int *)f = (int)v;
+		break;
+	case OPT_U64:
+		*(uint64_t *)f = (uint64_t)v;
+		break;
+	case OPT_DOUBLE:
+		*(double *)f = v;
+		break;
+	case OPT_FLOAT:
+		*(float *)f = (float)v;
+		break;
+	default:
+		break; /* flags and text start at 0 / NULL */
+	}
 }
 
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen)
 {
 	int only_args = 0;
-	long n;
-	double d;
+	const char *e;
 
-	opts_defaults(o);
+	memset(o, 0, sizeof *o);
+	for (size_t i = 0; i < N_OPT; i++)
+		opt_default(o, &opt_table[i]);
+	/* a malformed environment value is ignored: the default stands */
+	for (size_t i = 0; i < N_OPT; i++)
+		if (opt_table[i].env && (e = getenv(opt_table[i].env)) && *e)
+			opt_store(o, &opt_table[i], e);
 	for (int i = 0; i < argc; i++) {
 		const char *a = argv[i];
-		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-		int takes = 1;
+		const struct opt_row *r;
 
 		/* "-3" is a (bad) document id, not an option */
 		if (only_args || a[0] != '-' || !a[1] || (a[1] >= '0' && a[1] <= '9')) {
@@ -132,94 +397,50 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 			only_args = 1;
 			continue;
 		}
-		/* flags without a value */
-		if (!strcmp(a, "--json")) { o->json = 1; continue; }
-		if (!strcmp(a, "--bos")) { o->bos = 1; continue; }
-		if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { o->quiet = 1; continue; }
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) { o->help = 1; continue; }
-		if (!opt_known(a))
+		if (!(r = opt_find(a)))
 			return sekv_errf(err, errlen, SEKV_EINVAL, "unknown option %s (see 'sekv help')", a);
-		if (!val)
-			return sekv_errf(err, errlen, SEKV_EINVAL, "option %s needs a value", a);
-		if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-			if (!*val)
-				return sekv_errf(err, errlen, SEKV_EINVAL, "-m: empty path");
-			snprintf(o->model, sizeof o->model, "%s", val);
-		} else if (!strcmp(a, "--tokenizer")) {
-			o->tokenizer = val;
-		} else if (!strcmp(a, "--db")) {
-			if (!*val)
-				return sekv_errf(err, errlen, SEKV_EINVAL, "--db: empty path");
-			snprintf(o->db, sizeof o->db, "%s", val);
-		} else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-			if (parse_int(val, 1, 1024, &n))
-				goto bad;
-			o->n_threads = (int)n;
-		} else if (!strcmp(a, "--budget")) {
-			if (parse_double(val, 0.0, 1.0, &d) || d <= 0.0)
-				return sekv_errf(err, errlen, SEKV_EINVAL,
-						 "--budget %s: expected a fraction of the full KV cache in (0, 1]", val);
-			o->budget = d;
-			o->budget_set = 1;
-		} else if (!strcmp(a, "--rmax")) {
-			if (parse_int(val, 1, 4096, &n))
-				return sekv_errf(err, errlen, SEKV_EINVAL, "--rmax %s: expected a rank in [1, 4096]", val);
-			o->r_max = (int)n;
-			o->r_max_set = 1;
-		} else if (!strcmp(a, "--kv")) {
-			if (!strcmp(val, "full"))
-				o->kv_full = 1;
-			else if (!strcmp(val, "sekv"))
-				o->kv_full = 0;
-			else
-				return sekv_errf(err, errlen, SEKV_EINVAL, "--kv %s: expected 'sekv' or 'full'", val);
-		} else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-			if (parse_int(val, 0, 1 << 20, &n))
-				goto bad;
-			o->n_predict = (int)n;
-		} else if (!strcmp(a, "--temp")) {
-			if (parse_double(val, 0.0, 100.0, &d))
-				goto bad;
-			o->temperature = (float)d;
-		} else if (!strcmp(a, "--repeat-penalty")) {
-			if (parse_double(val, 1.0, 10.0, &d))
-				return sekv_errf(err, errlen, SEKV_EINVAL,
-						 "--repeat-penalty %s: expected a factor in [1, 10] (1 = off)", val);
-			o->repeat_penalty = (float)d;
-		} else if (!strcmp(a, "--seed")) {
-			if (parse_int(val, 0, LONG_MAX, &n))
-				goto bad;
-			o->seed = (uint64_t)n;
-		} else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-			o->prompt = val;
-		} else if (!strcmp(a, "--title")) {
-			o->title = val;
-		} else if (!strcmp(a, "--batch")) {
-			if (parse_int(val, 1, 4096, &n))
-				goto bad;
-			o->n_batch = (int)n;
-		} else if (!strcmp(a, "--recent")) {
-			if (parse_int(val, 0, 1 << 20, &n))
-				goto bad;
-			o->n_recent = (int)n;
-		} else if (!strcmp(a, "--act")) {
-			if (!strcmp(val, "q8"))
-				o->act_f32 = 0;
-			else if (!strcmp(val, "f32"))
-				o->act_f32 = 1;
-			else
-				return sekv_errf(err, errlen, SEKV_EINVAL, "--act %s: expected 'q8' or 'f32'", val);
-		} else if (!strcmp(a, "--alpha")) {
-			if (parse_double(val, 0.0, 100.0, &d))
-				goto bad;
-			o->alpha = (float)d;
-		} else {
-			return sekv_errf(err, errlen, SEKV_EINVAL, "unknown option %s (see 'sekv help')", a);
+		if (r->kind == OPT_FLAG) {
+			opt_store(o, r, NULL);
+			continue;
 		}
-		i += takes;
-		continue;
-bad:
-		return sekv_errf(err, errlen, SEKV_EINVAL, "option %s: bad value '%s'", a, val);
+		if (i + 1 >= argc)
+			return sekv_errf(err, errlen, SEKV_EINVAL, "option %s needs a value", a);
+		if (opt_store(o, r, argv[++i]))
+			return opt_bad(r, a, argv[i], err, errlen);
 	}
 	return 0;
+}
+
+void app_opts_help(FILE *f, unsigned cmds)
+{
+	char names[64], def[128];
+
+	for (size_t i = 0; i < N_OPT; i++) {
+		const struct opt_row *r = &opt_table[i];
+		if (!(r->cmds & cmds))
+			continue;
+		const char *arg = r->kind == OPT_CHOICE ? r->choices : r->arg;
+		snprintf(names, sizeof names, "%s%s%s%s%s", r->name, r->alias ? ", " : "",
+			 r->alias ? r->alias : "", arg ? " " : "", arg ? arg : "");
+		def[0] = 0;
+		if (r->def_text)
+			snprintf(def, sizeof def, "%s", r->def_text);
+		else if (r->kind == OPT_CHOICE)
+			snprintf(def, sizeof def, "%.*s", (int)strcspn(r->choices, "|"), r->choices);
+		else if (r->def != DEF_ZERO)
+			snprintf(def, sizeof def, "%g", opt_default_num(r));
+		fprintf(f, "  %-24s %s", names, r->help);
+		if (r->env || def[0])
+			fprintf(f, " (%s%s%s%s%s)", r->env ? "env " : "", r->env ? r->env : "",
+				r->env && def[0] ? "; " : "", def[0] ? "default " : "", def);
+		fputc('\n', f);
+	}
+}
+
+int app_check_db(const struct app_opts *o, char *err, size_t errlen)
+{
+	if (o->db[0])
+		return 0;
+	return sekv_errf(err, errlen, SEKV_EINVAL,
+			 "library: no path: give --db FILE, or set SEKV_DB, XDG_DATA_HOME (absolute) or HOME");
 }

@@ -1,18 +1,39 @@
-/* config.h - command-line options shared by every sub-command.
+/* config.h - command-line options shared by every sub-command, described
+ * once in the option table of config.c (names, kind, default, limits,
+ * environment variable, help text, the sub-commands that use it), from
+ * which parsing and `sekv help` are both generated.
  * Precedence: flags > environment (SEKV_MODEL, SEKV_DB, SEKV_THREADS,
- * SEKV_BUDGET) > defaults. Positional arguments are kept in order. */
+ * SEKV_BUDGET) > defaults; numeric defaults that the engine also has come
+ * from sekv_default_params and sampler_default_params. Positional
+ * arguments are kept in order. */
 #ifndef SEKV_APP_CONFIG_H
 #define SEKV_APP_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define APP_MAX_ARGS 64
+#define APP_PATH_MAX 4096 /* bytes of a path option, NUL included */
+
+/* The sub-commands, as bits: which ones use an option (help only: every
+ * sub-command still accepts every option). */
+enum {
+	APP_CMD_CHAT = 1 << 0,
+	APP_CMD_INGEST = 1 << 1,
+	APP_CMD_ASK = 1 << 2,
+	APP_CMD_LS = 1 << 3,
+	APP_CMD_RM = 1 << 4,
+	APP_CMD_GENERATE = 1 << 5,
+	APP_CMD_TOKENIZE = 1 << 6,
+	APP_CMD_INSPECT = 1 << 7,
+	APP_CMD_ALL = (1 << 8) - 1,
+};
 
 struct app_opts {
-	char model[4096];      /* -m FILE: GGUF model (or vocabulary-only GGUF) */
+	char model[APP_PATH_MAX];      /* -m FILE: GGUF model (or vocabulary-only GGUF) */
 	const char *tokenizer; /* --tokenizer FILE: SentencePiece tokenizer.model */
-	char db[4096];         /* --db FILE: library database */
+	char db[APP_PATH_MAX];       /* --db FILE: library database */
 	int n_threads;         /* -t N; default: cores */
 	double budget;         /* --budget F: device tier, fraction of full KV (0.10) */
 	int budget_set;        /* --budget given */
@@ -41,6 +62,24 @@ struct app_opts {
  * after the sub-command). "--" ends options: later words are positional.
  * Returns 0 or SEKV_EINVAL with a message naming the bad flag. */
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen);
+
+/* Prints the help lines of the options that the sub-commands in cmds
+ * (APP_CMD_* bits) use, in table order: names and value, help text, the
+ * environment variable and the default. */
+void app_opts_help(FILE *f, unsigned cmds);
+
+/* 0 when o->db names a library, else SEKV_EINVAL with a message naming
+ * what to set (--db, SEKV_DB, XDG_DATA_HOME, HOME): with neither HOME nor
+ * an absolute XDG_DATA_HOME there is no default path, and an empty path
+ * would give SQLite a temporary database that vanishes on exit. */
+int app_check_db(const struct app_opts *o, char *err, size_t errlen);
+
+/* Parses a document id: a positive decimal integer that fits int64_t,
+ * nothing after it. Returns 0 (*id set) or -1 (*id untouched). */
+int app_parse_doc_id(const char *s, int64_t *id);
+/* The one message for a word app_parse_doc_id refused (printf format,
+ * takes the word). */
+#define APP_DOC_ID_BAD "'%s' is not a document id (see 'sekv ls')"
 
 /* Resolves the default model path: assets/models/... relative to the
  * working directory, else relative to the directory of the executable. */

@@ -9,7 +9,8 @@
 
 /* Reads path into a malloc'ed NUL-terminated UTF-8 string (*text, caller
  * frees), *len bytes. CRLF/CR become LF; invalid UTF-8 bytes become U+FFFD
- * (*n_replaced counts them). Errors: SEKV_EIO (errno text), SEKV_EFORMAT
+ * (*n_replaced counts them). Errors: SEKV_EIO (errno text, or "not a
+ * regular file": a FIFO is refused before it could block), SEKV_EFORMAT
  * (NUL bytes: not a text file; PDF given before PDF support), SEKV_EINVAL
  * (empty, or larger than EXTRACT_MAX_BYTES). */
 int extract_text_file(const char *path, char **text, size_t *len,

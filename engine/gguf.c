@@ -12,15 +12,14 @@
 #include "engine/gguf.h"
 
 #include "engine/err.h"
+#include "engine/file.h"
 #include "engine/quant.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #define GGUF_MAGIC "GGUF"
@@ -567,42 +566,31 @@ int gguf_open_buffer(struct gguf **out, const void *buf, size_t size,
 
 int gguf_open(struct gguf **out, const char *path, char *err, size_t errlen)
 {
-	struct stat st;
+	off_t size;
 	void *map;
-	int fd;
+	int fd, rc;
 
 	*out = NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return sekv_errf(err, errlen, SEKV_EIO, "gguf: %s: open: %s",
-				 path, strerror(errno));
-	if (fstat(fd, &st) < 0) {
-		int e = errno;
-		close(fd);
-		return sekv_errf(err, errlen, SEKV_EIO, "gguf: %s: stat: %s", path, strerror(e));
-	}
-	if (!S_ISREG(st.st_mode)) {
-		close(fd);
-		return sekv_errf(err, errlen, SEKV_EIO, "gguf: %s: open: not a regular file", path);
-	}
-	if (st.st_size < 24) {
+	if ((rc = file_open_regular(path, "gguf", &fd, &size, err, errlen)))
+		return rc;
+	if (size < 24) {
 		close(fd);
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "gguf: %s: header: file too small (%lld bytes)",
-				 path, (long long)st.st_size);
+				 path, (long long)size);
 	}
-	if ((uint64_t)st.st_size > SIZE_MAX) {
+	if ((uint64_t)size > SIZE_MAX) {
 		close(fd);
 		return sekv_errf(err, errlen, SEKV_EIO, "gguf: %s: mmap: file too large", path);
 	}
-	map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
 	if (map == MAP_FAILED) {
 		int e = errno;
 		close(fd);
 		return sekv_errf(err, errlen, SEKV_EIO, "gguf: %s: mmap: %s", path, strerror(e));
 	}
 	close(fd); /* the mapping keeps the file */
-	return gguf_open_impl(out, map, (size_t)st.st_size, path, 1, err, errlen);
+	return gguf_open_impl(out, map, (size_t)size, path, 1, err, errlen);
 }
 
 void gguf_close(struct gguf *g)

@@ -68,7 +68,8 @@ struct gguf {
 };
 
 /* Maps and validates `path`. On success *out owns the mapping (gguf_close).
- * Errors: SEKV_EIO (open/mmap, errno text), SEKV_EFORMAT (bad magic, version,
+ * Errors: SEKV_EIO (open/mmap, errno text; "not a regular file" for a
+ * FIFO, directory or device, refused before it could block), SEKV_EFORMAT (bad magic, version,
  * any count/length/offset beyond the file; message names file and field),
  * SEKV_EUNSUP (unknown tensor type), SEKV_ENOMEM. *out is NULL on error.
  * Also rejected (EFORMAT): duplicate keys or tensor names, general.alignment

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 extern "C" {
@@ -27,6 +28,8 @@ extern "C" {
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 }
+#include "engine/file.h"
+#include "engine/utf8.h"
 
 namespace {
 
@@ -610,10 +613,14 @@ extern "C" int tok_open_file(struct tok **out, const char *path, char *err, size
 		char buf[65536];
 		size_t got;
 
-		f = fopen(path, "rb");
-		if (!f)
-			return sekv_errf(err, errlen, SEKV_EIO, "tok_open_file: %s: %s",
-					 path, strerror(errno));
+		int fd;
+		if ((rc = file_open_regular(path, "tok_open_file", &fd, NULL, err, errlen)))
+			return rc;
+		if (!(f = fdopen(fd, "rb"))) {
+			rc = sekv_errf(err, errlen, SEKV_EIO, "tok_open_file: %s: %s", path, strerror(errno));
+			close(fd);
+			return rc;
+		}
 		while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
 			if (proto.size() + got > MODEL_FILE_MAX) {
 				rc = sekv_errf(err, errlen, SEKV_EFORMAT,
@@ -788,24 +795,5 @@ extern "C" char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n)
 
 extern "C" size_t tok_utf8_complete(const char *s, size_t n)
 {
-	/* Only a lead byte in the last 3 positions whose sequence runs past n
-	 * is incomplete; stray or invalid bytes never complete, so they count
-	 * as done and a streaming caller does not wait on them forever. */
-	for (size_t back = 1; back <= 3 && back <= n; back++) {
-		unsigned char c = (unsigned char)s[n - back];
-		size_t need;
-
-		if ((c & 0xc0) == 0x80)
-			continue;
-		if (c >= 0xc2 && c <= 0xdf)
-			need = 2;
-		else if (c >= 0xe0 && c <= 0xef)
-			need = 3;
-		else if (c >= 0xf0 && c <= 0xf4)
-			need = 4;
-		else
-			return n;
-		return back < need ? n - back : n;
-	}
-	return n;
+	return utf8_complete(s, n);
 }

@@ -38,7 +38,7 @@ struct tok;
  * SEKV_EUNSUP (tokenizer.ggml.model is not "llama"), SEKV_ENOMEM. */
 int tok_open_gguf(struct tok **out, const struct gguf *g, char *err, size_t errlen);
 /* Loads a SentencePiece tokenizer.model file. Errors: SEKV_EIO (open/read,
- * errno text), SEKV_EFORMAT (not a model SentencePiece accepts),
+ * errno text; "not a regular file" for a FIFO or device), SEKV_EFORMAT (not a model SentencePiece accepts),
  * SEKV_ENOMEM. */
 int tok_open_file(struct tok **out, const char *path, char *err, size_t errlen);
 void tok_close(struct tok *t); /* NULL is a no-op */
@@ -72,7 +72,7 @@ int tok_encode(const struct tok *t, const char *text, size_t len, int add_bos,
  * (SentencePiece's unk surface). SEKV_EINVAL when id is out of range or
  * the text does not fit in cap (nothing written; see tok_max_text_len).
  * Never allocates. Streaming callers must buffer incomplete UTF-8 sequences
- * themselves (see tok_utf8_complete). */
+ * themselves (see utf8_complete in engine/utf8.h). */
 int tok_token_text(const struct tok *t, int32_t id, char *buf, int cap);
 /* Raw piece string of id (NUL-terminated, owned by t), or NULL. */
 const char *tok_piece(const struct tok *t, int32_t id);
@@ -83,10 +83,9 @@ const char *tok_piece(const struct tok *t, int32_t id);
  * x for valid UTF-8. Byte pieces are copied raw (no U+FFFD). NULL when an
  * id is out of range or memory runs out. */
 char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n);
-/* Number of leading bytes of s[0..n) that form complete UTF-8 sequences:
- * n minus the bytes of a multi-byte sequence cut off at the end. Bytes that
- * can never complete (stray continuation bytes, invalid leads) count as
- * complete, so a streaming caller never waits on them. */
+/* utf8_complete (engine/utf8.h), kept for callers not yet switched to it
+ * (app/session.c, cmd_generate in app/cmd_misc.c): the leading bytes of
+ * s[0..n) that do not end inside a cut-off multi-byte sequence. */
 size_t tok_utf8_complete(const char *s, size_t n);
 
 #endif

@@ -285,6 +285,11 @@ int store_open(struct store **out, const char *path, char *err, size_t errlen)
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_open: store: out of memory");
+	/* "" would be SQLite's temporary database, gone at close */
+	if (path && !*path) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "store_open: empty path");
+		goto fail;
+	}
 	if (!path)
 		rc = store_default_path(s->path, sizeof s->path);
 	else if (strlen(path) >= sizeof s->path)

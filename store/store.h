@@ -17,7 +17,8 @@ struct sekv_mem;
 struct store; /* opaque; one connection, not thread-safe */
 
 /* Opens (creating directories, file and schema; running migrations) the
- * library at path. NULL path = default location. Errors: SEKV_EIO, SEKV_EDB
+ * library at path. NULL path = default location; "" is refused (SQLite
+ * would open a temporary database), SEKV_EINVAL. Errors: SEKV_EIO, SEKV_EDB
  * (SQLite message included), SEKV_EFORMAT (newer schema than this build,
  * not a sekv library, not an SQLite file), SEKV_EUNSUP (big-endian host). */
 int store_open(struct store **out, const char *path, char *err, size_t errlen);

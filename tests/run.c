@@ -9,10 +9,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TABLE(name) extern const struct test_case name[] __attribute__((weak));
 TABLE(test_err)
+TABLE(test_utf8)
+TABLE(test_clock)
+TABLE(test_fmt)
+TABLE(test_file)
 TABLE(test_gguf)
 TABLE(test_gguf_malformed)
 TABLE(test_quant)
@@ -81,6 +86,68 @@ cJSON *test_json_load(struct test_ctx *t, const char *path)
 	return doc;
 }
 
+const char *test_sekv_bin(void)
+{
+	static char path[4096];
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 16);
+		char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
+		if (slash)
+			strcpy(slash + 1, "sekv");
+		else
+			strcpy(path, "./bin/sekv");
+	}
+	return path;
+}
+
+char *test_run_cmd(const char *cmd, int *status)
+{
+	FILE *p = popen(cmd, "r");
+	size_t n = 0, cap = 1 << 16, r;
+	char *buf = malloc(cap);
+
+	*status = -1;
+	if (!p || !buf) {
+		free(buf);
+		if (p)
+			pclose(p);
+		return NULL;
+	}
+	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
+		n += r;
+		if (n + 1 >= cap) {
+			char *nb = realloc(buf, cap *= 2);
+			if (!nb)
+				break;
+			buf = nb;
+		}
+	}
+	buf[n] = 0;
+	int st = pclose(p);
+	*status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return buf;
+}
+
+int test_write_file(const char *path, const void *data, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	if (!f)
+		return -1;
+	size_t w = fwrite(data, 1, n, f);
+	return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+int test_has_controls(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+
+	for (size_t i = 0; i < n; i++)
+		if (u[i] == 0x1b || u[i] == 0x07 || u[i] == 0x7f || u[i] == '\r' ||
+		    (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f))
+			return 1;
+	return 0;
+}
+
 const char *test_tmpdir(void)
 {
 	static char dir[256];
@@ -98,10 +165,10 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_gguf, test_gguf_malformed, test_quant, test_quant_act, test_gemm,
-		test_arena, test_backend, test_tokenizer, test_model, test_sampler, test_sekv,
-		test_sekv_attend, test_store_doc, test_store_mem, test_store_format, test_store_fault,
-		test_ui, test_app,
+		test_err, test_utf8, test_clock, test_fmt, test_file, test_gguf, test_gguf_malformed,
+		test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer,
+		test_model, test_sampler, test_sekv, test_sekv_attend, test_store_doc, test_store_mem,
+		test_store_format, test_store_fault, test_ui, test_app,
 		test_integration,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;

@@ -39,6 +39,17 @@ struct cJSON;
 struct cJSON *test_json_load(struct test_ctx *t, const char *path);
 /* Deterministic pseudo-random floats in [-1, 1) (xorshift64 of seed). */
 void test_fill_random(float *y, size_t n, unsigned long long seed);
+/* bin/sekv beside the test binary (bin/ or bin-asan/). */
+const char *test_sekv_bin(void);
+/* Runs cmd with sh (popen) and returns its stdout, malloc'ed and
+ * NUL-terminated (the caller frees), or NULL when it could not run;
+ * *status gets its exit status, -1 when it did not exit normally. */
+char *test_run_cmd(const char *cmd, int *status);
+/* Writes data[0..n) to path (created or truncated); 0 or -1. */
+int test_write_file(const char *path, const void *data, size_t n);
+/* 1 when s[0..n) holds a byte that can drive a terminal: ESC, BEL, DEL,
+ * CR, or a C1 control (UTF-8 c2 80..c2 9f). */
+int test_has_controls(const char *s, size_t n);
 /* A fresh temporary directory for this test run (created once). */
 const char *test_tmpdir(void);
 

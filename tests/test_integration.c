@@ -171,59 +171,16 @@ static void integration_budget_respected(struct test_ctx *t)
 	T_CHECK(t, in.host_bytes > 0);
 }
 
-/* bin/sekv beside the test binary (bin/ or bin-asan/). */
-static const char *sekv_bin(void)
-{
-	static char path[4096];
-	if (!path[0]) {
-		ssize_t n = readlink("/proc/self/exe", path, sizeof path - 16);
-		char *slash = n > 0 ? (path[n] = 0, strrchr(path, '/')) : NULL;
-		if (slash)
-			strcpy(slash + 1, "sekv");
-		else
-			strcpy(path, "./bin/sekv");
-	}
-	return path;
-}
-
-static char *run_cmd(const char *cmd)
-{
-	FILE *p = popen(cmd, "r");
-	size_t n = 0, cap = 1 << 16;
-	char *buf = malloc(cap);
-	if (!p || !buf) {
-		free(buf);
-		if (p)
-			pclose(p);
-		return NULL;
-	}
-	size_t r;
-	while ((r = fread(buf + n, 1, cap - 1 - n, p)) > 0) {
-		n += r;
-		if (n + 1 >= cap) {
-			char *nb = realloc(buf, cap *= 2);
-			if (!nb)
-				break;
-			buf = nb;
-		}
-	}
-	buf[n] = 0;
-	if (pclose(p) != 0) {
-		free(buf);
-		return NULL;
-	}
-	return buf;
-}
-
 static void cli_ask_json_fields(struct test_ctx *t)
 {
 	char cmd[2048];
 
 	T_CHECK(t, g_doc > 0);
 	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who is the licensor?' --db %s -m %s -n 12 --rmax 32 --json 2>/dev/null",
-		 sekv_bin(), (long long)g_doc, g_db, test_model_path());
-	char *out = run_cmd(cmd);
-	T_CHECKF(t, out != NULL, "command failed: %s", cmd);
+		 test_sekv_bin(), (long long)g_doc, g_db, test_model_path());
+	int status;
+	char *out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out != NULL && status == 0, "command failed (%d): %s", status, cmd);
 	cJSON *j = cJSON_Parse(out);
 	free(out);
 	T_CHECK(t, j != NULL);
@@ -244,14 +201,56 @@ static void cli_ask_json_fields(struct test_ctx *t)
 	T_CHECK(t, ok);
 }
 
+/* A document full of terminal escapes (OSC 52 clipboard write, OSC 0
+ * title, C1 CSI, DEL): whatever ask quotes from it, as text or as JSON,
+ * reaches stdout without a byte that could drive the terminal. */
+static void cli_ask_output_inert(struct test_ctx *t)
+{
+	struct app_opts o;
+	char path[512], db[512], err[1024], cmd[2048];
+	int64_t id = 0;
+	int st1, st2;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/escapes.txt", test_tmpdir());
+	snprintf(db, sizeof db, "%s/escapes.db", test_tmpdir());
+	T_CHECK(t, (f = fopen(path, "w")) != NULL);
+	for (int i = 1; i <= 40; i++)
+		fprintf(f, "Record %d: the code word is \x1b]52;c;cHduZWQ=\x07 then \x1b]0;owned\x07"
+			" and \xc2\x9b" "31m red \x7f end.\n", i);
+	fclose(f);
+	base_opts(&o);
+	snprintf(o.db, sizeof o.db, "%s", db);
+	T_CHECKF(t, app_ingest(&o, path, &id, err, sizeof err) == 0, "%s", err);
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'What is the code word of record 17?' --db %s -m %s -n 24 -q 2>/dev/null",
+		 test_sekv_bin(), (long long)id, db, test_model_path());
+	char *plain = test_run_cmd(cmd, &st1);
+	strcat(cmd, " --json");
+	char *json = test_run_cmd(cmd, &st2);
+	cJSON *j = json ? cJSON_Parse(json) : NULL;
+	int ok = plain && json && st1 == 0 && st2 == 0 && j && !test_has_controls(plain, strlen(plain)) &&
+		 !test_has_controls(json, strlen(json));
+	int quoted = ok && (strstr(plain, "]52;c;") || strstr(json, "]52;c;"));
+	cJSON_Delete(j);
+	if (!ok)
+		T_FAIL(t, "exit %d/%d, text: %.200s\njson: %.300s", st1, st2, plain ? plain : "", json ? json : "");
+	free(plain);
+	free(json);
+	if (!ok)
+		return;
+	if (!quoted)
+		T_SKIP(t, "the model quoted none of the document's escapes: nothing reached the output to check");
+}
+
 static void cli_ls_lists_document(struct test_ctx *t)
 {
 	char cmd[1024], want[64];
 
 	T_CHECK(t, g_doc > 0);
-	snprintf(cmd, sizeof cmd, "%s ls --db %s", sekv_bin(), g_db);
-	char *out = run_cmd(cmd);
-	T_CHECK(t, out != NULL);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), g_db);
+	int status;
+	char *out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out != NULL && status == 0, "command failed (%d): %s", status, cmd);
 	snprintf(want, sizeof want, "%lld\t", (long long)g_doc);
 	int ok = strncmp(out, want, strlen(want)) == 0 && strstr(out, "gnu-gpl-3-and-lgpl-3.txt");
 	free(out);
@@ -347,5 +346,6 @@ const struct test_case test_integration[] = {
 	{ "integration_other_model_refused", integration_other_model_refused },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
+	{ "cli_ask_output_inert", cli_ask_output_inert },
 	{ NULL, NULL },
 };

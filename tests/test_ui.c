@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "engine/utf8.h"
 #include "ui/screen.h"
 #include "ui/text.h"
 
@@ -31,7 +32,7 @@ static int wrap_ok(const char *s, int width, char *why, size_t cap)
 			return 0;
 		}
 		for (int j = 0; j < l[i].len;) {
-			int m = ui_utf8_decode(s + l[i].off + j, l[i].len - j, &c);
+			int m = utf8_decode(s + l[i].off + j, (size_t)(l[i].len - j), &c, NULL);
 			if (c == 0xfffd) {
 				snprintf(why, cap, "width %d line %d splits a character", width, i);
 				return 0;
@@ -149,31 +150,23 @@ static void t_fit_ellipsis(struct test_ctx *t)
 	n = ui_text_fit("ab cd ef", 8, 4, "...", out, sizeof out);
 	T_CHECKF(t, !strcmp(out, "a..."), "got '%s'", out);
 	n = ui_text_fit("éééééé", 12, 10, "\xe2\x80\xa6", out, 6);
-	T_CHECKF(t, n <= 5 && ui_utf8_complete(out, n) == n, "n %d", n);
+	T_CHECKF(t, n <= 5 && utf8_complete(out, (size_t)n) == (size_t)n, "n %d", n);
 }
 
-static void t_utf8_decode_malformed(struct test_ctx *t)
+static void t_inert_drops_terminal_controls(struct test_ctx *t)
 {
-	uint32_t c;
+	static const char in[] = "title\x1b]0;pwned\x07 clip\x1b]52;c;SGk=\x1b\\ red\x1b[31m"
+				 " csi\xc2\x9b" "2J del\x7f bell\x07 cr\r\n\ttab \xc2\x85nel \xc3\xa9 \xff";
+	static const char want[] = "title]0;pwned clip]52;c;SGk=\\ red[31m csi2J del bell cr\n\ttab nel "
+				   "\xc3\xa9 \xef\xbf\xbd";
+	char out[256];
+	int n = ui_text_inert(in, (int)sizeof in - 1, out, (int)sizeof out);
 
-	T_CHECK(t, ui_utf8_decode("\xf0\x9f\x93\x9c", 4, &c) == 4 && c == 0x1f4dc);
-	T_CHECK(t, ui_utf8_decode("\xc0\x80", 2, &c) == 1 && c == 0xfffd);     /* overlong */
-	T_CHECK(t, ui_utf8_decode("\xed\xa0\x80", 3, &c) == 1 && c == 0xfffd); /* surrogate */
-	T_CHECK(t, ui_utf8_decode("\xe4\xb8", 2, &c) == 2 && c == 0xfffd);     /* truncated */
-	T_CHECK(t, ui_utf8_decode("\xf4\x90\x80\x80", 4, &c) == 1 && c == 0xfffd); /* > U+10FFFF */
-	T_CHECK(t, ui_utf8_decode("\xf5\x80\x80\x80", 4, &c) == 1 && c == 0xfffd);
-	T_CHECK(t, ui_utf8_decode("\xe4\x41\x41", 3, &c) == 1 && c == 0xfffd);
-	T_CHECK(t, ui_utf8_decode("x", 0, &c) == 0);
-}
-
-static void t_utf8_complete_tail(struct test_ctx *t)
-{
-	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8", 4) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\xe4\xb8\xad", 5) == 5);
-	T_CHECK(t, ui_utf8_complete("ab\xf0\x9f\x93", 5) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\xc3", 3) == 2);
-	T_CHECK(t, ui_utf8_complete("ab\x80", 3) == 3);   /* stray byte: not held */
-	T_CHECK(t, ui_utf8_complete("", 0) == 0);
+	T_CHECKF(t, n == (int)strlen(out) && !strcmp(out, want), "got '%s'", out);
+	T_CHECK(t, !test_has_controls(out, (size_t)n) && test_has_controls(in, sizeof in - 1));
+	/* the chat's sanitiser drops the same controls, tabs become spaces */
+	n = ui_text_sanitize(in, (int)sizeof in - 1, out, (int)sizeof out);
+	T_CHECK(t, !test_has_controls(out, (size_t)n) && !strchr(out, '\t'));
 }
 
 static void t_sanitize_squash(struct test_ctx *t)
@@ -189,28 +182,6 @@ static void t_sanitize_squash(struct test_ctx *t)
 	/* Never a partial character at the cap. */
 	n = ui_text_sanitize("ab東", 5, out, 4);
 	T_CHECK(t, n == 2 && !strcmp(out, "ab"));
-}
-
-static void t_fmt_bytes_units(struct test_ctx *t)
-{
-	char b[32];
-
-	ui_fmt_bytes(0, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "0 B"), "got %s", b);
-	ui_fmt_bytes(1023, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1023 B"), "got %s", b);
-	ui_fmt_bytes(1024, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1.0 KiB"), "got %s", b);
-	ui_fmt_bytes(25794969, b, sizeof b);   /* 24.6 MiB */
-	T_CHECKF(t, !strcmp(b, "24.6 MiB"), "got %s", b);
-	ui_fmt_bytes((size_t)310 * 1048576 + 400000, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "310 MiB"), "got %s", b);
-	ui_fmt_bytes((size_t)2040109466, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "1.9 GiB"), "got %s", b);
-	ui_fmt_bytes(SIZE_MAX, b, sizeof b);
-	T_CHECKF(t, !strcmp(b, "16.0 EiB"), "got %s", b);
-	ui_fmt_bytes(25794969, b, 4);
-	T_CHECKF(t, !strcmp(b, "24."), "got %s", b);
 }
 
 static void t_fmt_pct_count(struct test_ctx *t)
@@ -420,10 +391,8 @@ const struct test_case test_ui[] = {
 	{"ui_char_width_table", t_width_table},
 	{"ui_trunc_never_splits_utf8", t_trunc_no_split},
 	{"ui_fit_adds_ellipsis_within_width", t_fit_ellipsis},
-	{"ui_utf8_decode_rejects_malformed", t_utf8_decode_malformed},
-	{"ui_utf8_complete_holds_partial_tail", t_utf8_complete_tail},
 	{"ui_sanitize_and_squash", t_sanitize_squash},
-	{"ui_fmt_bytes_binary_units", t_fmt_bytes_units},
+	{"ui_inert_drops_terminal_controls", t_inert_drops_terminal_controls},
 	{"ui_fmt_pct_and_count", t_fmt_pct_count},
 	{"ui_heat_bucket_levels", t_heat_bucket},
 	{"ui_grid_fit_groups_heads_and_layers", t_grid_fit},

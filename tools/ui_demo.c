@@ -6,7 +6,8 @@
  * "long" streams a long answer.
  *
  * Build:  cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o /tmp/ui_demo
- *           tools/ui_demo.c ui/[a-z]*.c engine/err.c -lncursesw
+ *           tools/ui_demo.c ui/[a-z]*.c engine/err.c engine/utf8.c \
+ *           engine/clock.c engine/fmt.c -lncursesw
  * Run:    /tmp/ui_demo [--delay MS] [--layers N] [--heads N] [--full]
  *                      [--budget MIB] [--crash]
  *         (--crash: a question containing "crash" calls abort(), to check
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/clock.h"
 #include "engine/err.h"
 #include "ui/ui.h"
 
@@ -110,20 +112,19 @@ static int demo_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 {
 	struct demo *d = ud;
 	int n_tok = strstr(q, "long") ? 6 * N_WORDS : N_WORDS;
-	struct timespec t0, t1;
+	double t0;
 
 	if (strstr(q, "fail"))
 		return sekv_errf(err, errlen, SEKV_EIO, "decode: demo: asked to fail");
 	if (d->crash && strstr(q, "crash"))
 		abort();
-	clock_gettime(CLOCK_MONOTONIC, &t0);
+	t0 = clk_now();
 	for (int t = 0; t < n_tok; t++) {
 		struct ui_frame f;
 		double dt;
 
 		sleep_ms(d->delay_ms);
-		clock_gettime(CLOCK_MONOTONIC, &t1);
-		dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		dt = clk_now() - t0;
 		memset(&f, 0, sizeof f);
 		f.piece = answer_words[t % N_WORDS];
 		f.piece_len = (int)strlen(f.piece);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/clock.h"
 #include "engine/err.h"
 
 #define IDLE_POLL_MS 200
@@ -177,7 +178,7 @@ static void draw_all(struct ui_chat *ui)
 static void set_note(struct ui_chat *ui, const char *msg, double secs)
 {
 	snprintf(ui->note, sizeof ui->note, " %s ", msg);
-	ui->note_until = ui_now() + secs;
+	ui->note_until = clk_now() + secs;
 }
 
 static void toggle_panel(struct ui_chat *ui)
@@ -297,7 +298,7 @@ static void take_sigint(struct ui_chat *ui)
 	}
 	if (!n)
 		return;
-	ui->hint_until = ui_now() + UI_QUIT_WINDOW;
+	ui->hint_until = clk_now() + UI_QUIT_WINDOW;
 	if (ui->busy)
 		ui->stop = 1;
 	else

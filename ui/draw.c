@@ -8,7 +8,8 @@
 
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
+
+#include "engine/utf8.h"
 
 int ui_put(WINDOW *w, int y, int x, int maxw, const char *s, int len, attr_t attr)
 {
@@ -42,19 +43,11 @@ int ui_putf(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...
 	if (n < 0)
 		return 0;
 	if (n >= (int)sizeof buf)
-		n = ui_utf8_complete(buf, (int)sizeof buf - 1);
+		n = (int)utf8_complete(buf, sizeof buf - 1);
 	return ui_put(w, y, x, maxw, buf, n, attr);
 }
 
 attr_t ui_attr(const struct ui_chat *ui, int c, attr_t fallback)
 {
 	return ui && ui->color ? (attr_t)COLOR_PAIR(c) : fallback;
-}
-
-double ui_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include "engine/fmt.h"
+
 #define LABEL_W 9
 
 int ui_bar_eighths(double value, double total, int width)
@@ -101,11 +103,11 @@ void ui_gauge_draw(WINDOW *w, struct ui_chat *ui)
 		wnoutrefresh(w);
 		return;
 	}
-	ui_fmt_bytes(s->resident_bytes, res, sizeof res);
-	ui_fmt_bytes(s->budget_bytes, bud, sizeof bud);
-	ui_fmt_bytes(s->full_kv_bytes, full, sizeof full);
-	ui_fmt_bytes(s->peak_resident_bytes, peak, sizeof peak);
-	ui_fmt_bytes(s->host_bytes, host, sizeof host);
+	fmt_bytes(s->resident_bytes, res, sizeof res);
+	fmt_bytes(s->budget_bytes, bud, sizeof bud);
+	fmt_bytes(s->full_kv_bytes, full, sizeof full);
+	fmt_bytes(s->peak_resident_bytes, peak, sizeof peak);
+	fmt_bytes(s->host_bytes, host, sizeof host);
 	ui_fmt_pct(s->full_kv_bytes ? r / (double)s->full_kv_bytes : 0.0, pf, sizeof pf);
 	ui_fmt_pct(s->budget_bytes ? r / (double)s->budget_bytes : 0.0, pb, sizeof pb);
 	ui_fmt_pct(s->full_kv_bytes ? (double)s->host_bytes / (double)s->full_kv_bytes : 0.0,

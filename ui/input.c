@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/utf8.h"
+
 #define CTL(c) ((c) & 0x1f)
 
 static int prev_char(const char *s, int i)
@@ -27,7 +29,7 @@ static int next_char(const char *s, int len, int i)
 {
 	uint32_t c;
 
-	return i < len ? i + ui_utf8_decode(s + i, len - i, &c) : len;
+	return i < len ? i + utf8_decode(s + i, (size_t)(len - i), &c, NULL) : len;
 }
 
 static void cut(struct ui_input *in, int from, int to)
@@ -49,7 +51,7 @@ static void insert(struct ui_input *in, uint32_t ch)
 		ch = ' ';
 	if (ch < 0x20 || (ch >= 0x7f && ch < 0xa0))
 		return;
-	n = ui_utf8_encode(ch, enc);
+	n = utf8_encode(ch, enc);
 	if (in->len + n > UI_INPUT_MAX - 1)
 		return;
 	memmove(in->buf + in->cur + n, in->buf + in->cur, (size_t)(in->len - in->cur + 1));
@@ -63,7 +65,7 @@ static void set_line(struct ui_input *in, const char *s)
 	size_t n = strlen(s);
 
 	if (n > UI_INPUT_MAX - 1)
-		n = (size_t)ui_utf8_complete(s, UI_INPUT_MAX - 1);
+		n = utf8_complete(s, UI_INPUT_MAX - 1);
 	memcpy(in->buf, s, n);
 	in->buf[n] = '\0';
 	in->len = in->cur = (int)n;

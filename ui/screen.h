@@ -176,8 +176,6 @@ int ui_putf(WINDOW *w, int y, int x, int maxw, attr_t attr, const char *fmt, ...
 	__attribute__((format(printf, 6, 7)));
 /* Colour pair c when colours are on, else fallback. */
 attr_t ui_attr(const struct ui_chat *ui, int c, attr_t fallback);
-/* Seconds on the monotonic clock. */
-double ui_now(void);
 
 /* ---- term.c: terminal, locale, signals ---- */
 

@@ -11,6 +11,8 @@
 
 #include <string.h>
 
+#include "engine/clock.h"
+
 void ui_header_draw(WINDOW *w, struct ui_chat *ui)
 {
 	const struct ui_doc_info *d = ui->info;
@@ -77,7 +79,7 @@ void ui_status_draw(WINDOW *w, struct ui_chat *ui)
 	char mode[16], left[160];
 	const char *right;
 	attr_t ra = a;
-	double now = ui_now();
+	double now = clk_now();
 	int W = getmaxx(w), x, rw;
 
 	wbkgdset(w, ' ' | a);

@@ -23,9 +23,9 @@
 #include <string.h>
 #include <term.h>
 #include <termios.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "engine/clock.h"
 #include "engine/err.h"
 
 static const int fatal_sig[] = {
@@ -37,7 +37,7 @@ static const int fatal_sig[] = {
 static volatile sig_atomic_t g_active;      /* curses owns the terminal */
 static volatile sig_atomic_t g_sigint;      /* presses not yet taken */
 static volatile sig_atomic_t g_quit;        /* two presses within the window */
-static struct timespec g_sigint_last;       /* written by the handler only */
+static double g_sigint_last;                /* clk_now(); written by the handler only */
 static volatile sig_atomic_t g_sigint_seen;
 static struct termios g_tio;                /* termios before curses */
 static char g_reset[256];                   /* terminfo strings to restore */
@@ -46,14 +46,10 @@ static struct sigaction g_old_int, g_old_fatal[N_FATAL];
 
 static void on_sigint(int sig)
 {
-	struct timespec now;
-	double dt;
+	double now = clk_now();
 
 	(void)sig;
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	dt = (double)(now.tv_sec - g_sigint_last.tv_sec) +
-	     (double)(now.tv_nsec - g_sigint_last.tv_nsec) * 1e-9;
-	if (g_sigint_seen && dt < UI_QUIT_WINDOW)
+	if (g_sigint_seen && now - g_sigint_last < UI_QUIT_WINDOW)
 		g_quit = 1;
 	g_sigint_last = now;
 	g_sigint_seen = 1;

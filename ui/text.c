@@ -1,5 +1,5 @@
-/* text.c - the pure text helpers declared in text.h: UTF-8, column widths,
- * word wrap, truncation, byte and percentage formatting.
+/* text.c - the pure text helpers declared in text.h: column widths (UTF-8
+ * from engine/utf8.h), word wrap, truncation, count and percentage formatting.
  *
  * Invariant: no function reads past len, writes past cap, or returns a
  * length that ends inside a UTF-8 sequence it produced. Drawing with these
@@ -10,97 +10,23 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/utf8.h"
+
+/* The three ui_utf8_* wrappers serve the panels not yet switched to
+ * engine/utf8.h (transcript.c, zoom_panel.c). */
 int ui_utf8_decode(const char *s, int len, uint32_t *cp)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	uint32_t c;
-	unsigned lo = 0x80, hi = 0xbf;
-	int n;
-
-	if (len <= 0) {
-		*cp = 0;
-		return 0;
-	}
-	c = u[0];
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	/* Second-byte ranges exclude overlongs, surrogates and > U+10FFFF
-	 * (Unicode 15, table 3-7). */
-	if (c >= 0xc2 && c <= 0xdf) {
-		n = 2; c &= 0x1f;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		n = 3; c &= 0x0f;
-		lo = c == 0 ? 0xa0 : 0x80;
-		hi = c == 0x0d ? 0x9f : 0xbf;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		n = 4; c &= 0x07;
-		lo = c == 0 ? 0x90 : 0x80;
-		hi = c == 4 ? 0x8f : 0xbf;
-	} else {
-		*cp = 0xfffd;
-		return 1;
-	}
-	for (int i = 1; i < n; i++) {
-		unsigned b = i < len ? u[i] : 0;
-		if (i >= len || (i == 1 ? b < lo || b > hi : (b & 0xc0) != 0x80)) {
-			/* One U+FFFD for the maximal valid subpart. */
-			*cp = 0xfffd;
-			return i;
-		}
-		c = (c << 6) | (b & 0x3f);
-	}
-	*cp = c;
-	return n;
+	return utf8_decode(s, len > 0 ? (size_t)len : 0, cp, NULL);
 }
 
 int ui_utf8_encode(uint32_t cp, char out[4])
 {
-	if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		cp = 0xfffd;
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xc0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3f));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xe0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-		out[2] = (char)(0x80 | (cp & 0x3f));
-		return 3;
-	}
-	out[0] = (char)(0xf0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-	out[3] = (char)(0x80 | (cp & 0x3f));
-	return 4;
+	return utf8_encode(cp, out);
 }
 
 int ui_utf8_complete(const char *s, int len)
 {
-	const unsigned char *u = (const unsigned char *)s;
-	int i = len, need;
-
-	/* Walk back over at most 3 continuation bytes to the lead byte. */
-	while (i > 0 && len - i < 3 && (u[i - 1] & 0xc0) == 0x80)
-		i--;
-	if (i == 0)
-		return len;
-	i--;
-	if (u[i] >= 0xc2 && u[i] <= 0xdf)
-		need = 2;
-	else if (u[i] >= 0xe0 && u[i] <= 0xef)
-		need = 3;
-	else if (u[i] >= 0xf0 && u[i] <= 0xf4)
-		need = 4;
-	else
-		return len;
-	return len - i < need ? i : len;
+	return (int)utf8_complete(s, len > 0 ? (size_t)len : 0);
 }
 
 struct range {
@@ -189,16 +115,19 @@ int ui_text_width(const char *s, int len)
 	int w = 0, i = 0, n;
 	uint32_t c;
 
-	while (i < len && (n = ui_utf8_decode(s + i, len - i, &c)) > 0) {
+	while (i < len && (n = utf8_decode(s + i, (size_t)(len - i), &c, NULL)) > 0) {
 		w += ui_char_width(c);
 		i += n;
 	}
 	return w;
 }
 
-/* Shared body of sanitize and squash. */
-static int clean(const char *s, int len, char *out, int cap, int squash)
+enum clean_mode { CLEAN_SANITIZE, CLEAN_SQUASH, CLEAN_INERT };
+
+/* Shared body of sanitize, squash and inert. */
+static int clean(const char *s, int len, char *out, int cap, enum clean_mode mode)
 {
+	int squash = mode == CLEAN_SQUASH;
 	int i = 0, o = 0, n, space = 0;
 	uint32_t c;
 	char enc[4];
@@ -206,16 +135,16 @@ static int clean(const char *s, int len, char *out, int cap, int squash)
 	if (cap <= 0)
 		return 0;
 	while (i < len) {
-		n = ui_utf8_decode(s + i, len - i, &c);
+		n = utf8_decode(s + i, (size_t)(len - i), &c, NULL);
 		i += n;
-		if (c == '\t')
+		if (c == '\t' && mode != CLEAN_INERT)
 			c = ' ';
 		if (squash && (c == ' ' || c == '\n' || c < 0x20 || c == 0x7f ||
 			       c == 0xa0 || c == 0x2028 || c == 0x2029)) {
 			space = o > 0;
 			continue;
 		}
-		if (c != '\n' && c != ' ' && ui_char_width(c) == 0 &&
+		if (c != '\n' && c != ' ' && c != '\t' && ui_char_width(c) == 0 &&
 		    (c < 0x300 || (c >= 0x7f && c < 0xa0)))
 			continue;
 		if (space) {
@@ -224,7 +153,7 @@ static int clean(const char *s, int len, char *out, int cap, int squash)
 			out[o++] = ' ';
 			space = 0;
 		}
-		n = ui_utf8_encode(c, enc);
+		n = utf8_encode(c, enc);
 		if (o + n > cap - 1)
 			break;
 		memcpy(out + o, enc, (size_t)n);
@@ -236,12 +165,17 @@ static int clean(const char *s, int len, char *out, int cap, int squash)
 
 int ui_text_sanitize(const char *s, int len, char *out, int cap)
 {
-	return clean(s, len, out, cap, 0);
+	return clean(s, len, out, cap, CLEAN_SANITIZE);
 }
 
 int ui_text_squash(const char *s, int len, char *out, int cap)
 {
-	return clean(s, len, out, cap, 1);
+	return clean(s, len, out, cap, CLEAN_SQUASH);
+}
+
+int ui_text_inert(const char *s, int len, char *out, int cap)
+{
+	return clean(s, len, out, cap, CLEAN_INERT);
 }
 
 static void put_line(struct ui_line *lines, int cap, int *n, int off, int len, int width)
@@ -274,7 +208,7 @@ static void wrap_para(const char *s, int p, int end, int width,
 			continue;
 		}
 		while (j < end && s[j] != ' ') {
-			k = ui_utf8_decode(s + j, end - j, &c);
+			k = utf8_decode(s + j, (size_t)(end - j), &c, NULL);
 			ww += ui_char_width(c);
 			j += k;
 		}
@@ -298,7 +232,7 @@ static void wrap_para(const char *s, int p, int end, int width,
 		ls = i;
 		k = i;
 		while (k < j) {
-			int m = ui_utf8_decode(s + k, j - k, &c);
+			int m = utf8_decode(s + k, (size_t)(j - k), &c, NULL);
 			int cw = ui_char_width(c);
 			if (lw + cw > width && k > i)
 				break;
@@ -338,7 +272,7 @@ int ui_text_trunc(const char *s, int len, int width, int *cols)
 	int i = 0, w = 0, n;
 	uint32_t c;
 
-	while (i < len && (n = ui_utf8_decode(s + i, len - i, &c)) > 0) {
+	while (i < len && (n = utf8_decode(s + i, (size_t)(len - i), &c, NULL)) > 0) {
 		int cw = ui_char_width(c);
 		if (w + cw > width)
 			break;
@@ -379,7 +313,7 @@ int ui_text_fit(const char *s, int len, int width, const char *ell, char *out, i
 		int k = 0, last = 0;
 		while (k < b) {
 			last = k;
-			k += ui_utf8_decode(s + k, b - k, &c);
+			k += utf8_decode(s + k, (size_t)(b - k), &c, NULL);
 		}
 		b = last;
 	}
@@ -391,28 +325,6 @@ int ui_text_fit(const char *s, int len, int width, const char *ell, char *out, i
 	o = b + el;
 	out[o] = '\0';
 	return o;
-}
-
-void ui_fmt_bytes(size_t n, char *buf, size_t cap)
-{
-	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-	double v = (double)n;
-	int u = 0;
-
-	if (!buf || cap == 0)
-		return;
-	if (n < 1024) {
-		snprintf(buf, cap, "%zu B", n);
-		return;
-	}
-	while (v >= 1024.0 && u < 6) {
-		v /= 1024.0;
-		u++;
-	}
-	if (v >= 99.95)
-		snprintf(buf, cap, "%.0f %s", v, unit[u]);
-	else
-		snprintf(buf, cap, "%.1f %s", v, unit[u]);
 }
 
 void ui_fmt_count(int64_t n, char *buf, size_t cap)

@@ -1,6 +1,6 @@
-/* text.h - pure text helpers of the UI: UTF-8 decoding, display widths,
+/* text.h - pure text helpers of the UI: display widths, sanitising,
  * word wrap into a column width, truncation without splitting a character,
- * and human-readable byte and percentage formatting.
+ * and count and percentage formatting (bytes: engine/fmt.h).
  *
  * Nothing here touches ncurses, the locale or the heap, so every function is
  * thread-safe and unit-tested (tests/test_ui.c). Widths are terminal columns
@@ -13,19 +13,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Decodes one UTF-8 character at s[0..len). Returns the bytes consumed
- * (1..4, or 0 when len <= 0) and stores the code point in *cp. A malformed,
- * overlong, surrogate or truncated sequence gives one U+FFFD and consumes
- * its maximal valid subpart (at least 1 byte; Unicode 15 section 3.9). */
+/* Wrappers over engine/utf8.h for panels not yet switched to it
+ * (transcript.c, zoom_panel.c); to be removed once they are. decode:
+ * utf8_decode (0 when len <= 0), encode: utf8_encode, complete:
+ * utf8_complete, with int lengths. */
 int ui_utf8_decode(const char *s, int len, uint32_t *cp);
-
-/* Writes the UTF-8 encoding of cp (U+FFFD when invalid) into out[4].
- * Returns its length 1..4. */
 int ui_utf8_encode(uint32_t cp, char out[4]);
-
-/* Length of the longest prefix of s[0..len) that does not end in the
- * incomplete start of a multi-byte character (the rest may arrive with the
- * next piece of a streamed answer). A malformed tail is not held back. */
 int ui_utf8_complete(const char *s, int len);
 
 /* Terminal columns of one code point: 0 for combining marks, zero-width
@@ -46,6 +39,13 @@ int ui_text_sanitize(const char *s, int len, char *out, int cap);
  * included) becomes one space and the ends are trimmed: for quoting a span
  * on a single line. */
 int ui_text_squash(const char *s, int len, char *out, int cap);
+
+/* Like ui_text_sanitize, but tabs are kept: for text from a document or a
+ * model written to a terminal outside the UI (sekv ask), where ESC, BEL,
+ * DEL and the C1 controls (U+0080..U+009F, e.g. U+009B CSI) must not
+ * reach the terminal as escape or OSC sequences. Output at most 3*len
+ * bytes (malformed bytes become U+FFFD). */
+int ui_text_inert(const char *s, int len, char *out, int cap);
 
 /* One wrapped line: bytes [off, off+len) of the text, width columns. */
 struct ui_line {
@@ -71,10 +71,6 @@ int ui_text_trunc(const char *s, int len, int width, int *cols);
  * width columns and cap-1 bytes, never splitting a character.
  * NUL-terminates when cap > 0. Returns the bytes written. */
 int ui_text_fit(const char *s, int len, int width, const char *ell, char *out, int cap);
-
-/* Human-readable bytes in binary units: "0 B", "1023 B", "1.0 KiB",
- * "24.6 MiB", "310 MiB" (no decimal from 100 up), "1.9 GiB". */
-void ui_fmt_bytes(size_t n, char *buf, size_t cap);
 
 /* A count with thousands separators: "0", "999", "1,000", "-12,345". */
 void ui_fmt_count(int64_t n, char *buf, size_t cap);
