@@ -12,9 +12,11 @@
 
 #include "app/app.h"
 #include "app/session.h"
+#include "engine/conv.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
 #include "store/store.h"
 #include "tests/test.h"
 
@@ -59,22 +61,28 @@ static void integration_ingest_sample(struct test_ctx *t)
 	g_prefill_s = d.prefill_s;
 }
 
-static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct session_answer *a,
+static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct conv_answer *a,
 	       struct session_info *info, long long *n_eval)
 {
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
 	char err[1024];
-	int rc = session_open(&s, o, g_doc, err, sizeof err);
+	int rc = app_load(o, &m, &tk, err, sizeof err);
+	if (!rc)
+		rc = session_open(&s, m, tk, o, g_doc, err, sizeof err);
 	if (rc) {
 		T_FAIL(t, "session_open: %s", err);
+		tok_close(tk);
+		model_close(m);
 		return rc;
 	}
-	long long e0 = model_n_eval(session_model(s));
-	rc = session_ask(s, q, NULL, NULL, a, err, sizeof err);
+	long long e0 = model_n_eval(m);
+	rc = conv_ask(session_conv(s), q, NULL, NULL, a, err, sizeof err);
 	if (rc)
-		T_FAIL(t, "session_ask: %s", err);
+		T_FAIL(t, "conv_ask: %s", err);
 	if (n_eval)
-		*n_eval = model_n_eval(session_model(s)) - e0;
+		*n_eval = model_n_eval(m) - e0;
 	if (info) {
 		session_get_info(s, info);
 		info->mem = NULL;
@@ -83,13 +91,15 @@ static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct ses
 		info->title = info->model_name = NULL;
 	}
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
 	return rc;
 }
 
 static void integration_ask_without_document_forward(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 	long long n_eval = 0;
 
@@ -103,7 +113,7 @@ static void integration_ask_without_document_forward(struct test_ctx *t)
 	int ok_eval = n_eval == a.n_question + a.n_gen;
 	int n_gen = a.n_gen;
 	double resume = in.resume_s;
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	/* every forward position is a question or answer token: none of the
 	 * ~9,200 document tokens went through the model again */
 	T_CHECKF(t, ok_eval, "forward positions %lld != question + answer", n_eval);
@@ -114,7 +124,7 @@ static void integration_ask_without_document_forward(struct test_ctx *t)
 static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer full, sk;
+	struct conv_answer full, sk;
 	const char *q = "Summarize the conditions for conveying modified source versions.";
 
 	T_CHECK(t, g_doc > 0);
@@ -135,7 +145,7 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 	o.r_max = 256;
 	o.r_max_set = 1;
 	if (ask(t, &o, q, &sk, NULL, NULL)) {
-		session_answer_free(&full);
+		conv_answer_free(&full);
 		return;
 	}
 	int same = full.n_gen == sk.n_gen && !memcmp(full.ids, sk.ids, (size_t)full.n_gen * sizeof *full.ids);
@@ -144,8 +154,8 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 		if (full.ids[i] != sk.ids[i])
 			first_diff = i;
 	int n_full = full.n_gen, n_sk = sk.n_gen;
-	session_answer_free(&full);
-	session_answer_free(&sk);
+	conv_answer_free(&full);
+	conv_answer_free(&sk);
 	T_CHECKF(t, n_full == 32, "full answer has %d tokens", n_full);
 	T_CHECKF(t, same, "sekv (%d tokens) differs from full (%d) at token %d", n_sk, n_full, first_diff);
 }
@@ -153,7 +163,7 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 static void integration_budget_respected(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 
 	T_CHECK(t, g_doc > 0);
@@ -165,7 +175,7 @@ static void integration_budget_respected(struct test_ctx *t)
 		return;
 	size_t peak = a.peak_resident_bytes;
 	double zpt = a.zoom_per_token;
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	T_CHECKF(t, peak <= in.full_kv_bytes / 10 + 1, "resident %zu > 10%% of %zu", peak, in.full_kv_bytes);
 	T_CHECKF(t, zpt > 0, "no span zoomed (%.2f per token)", zpt);
 	T_CHECK(t, in.host_bytes > 0);
@@ -263,8 +273,10 @@ static void cli_ls_lists_document(struct test_ctx *t)
 static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 {
 	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 	char err[1024];
 	const char *qs[] = { "Who may convey copies?", "What is the LGPL?", "What is the warranty?",
@@ -276,31 +288,35 @@ static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 	o.n_predict = 120;
 	o.r_max = 32;
 	o.r_max_set = 1;
-	T_CHECKF(t, session_open(&s, &o, g_doc, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	if (session_open(&s, m, tk, &o, g_doc, err, sizeof err)) {
+		tok_close(tk);
+		model_close(m);
+		T_FAIL(t, "%s", err);
+		return;
+	}
 	session_get_info(s, &in);
-	for (int i = 0; i < 4; i++) {
-		int rc = session_ask(s, qs[i], NULL, NULL, &a, err, sizeof err);
+	for (int i = 0; i < 4 && !t->failed; i++) {
+		int rc = conv_ask(session_conv(s), qs[i], NULL, NULL, &a, err, sizeof err);
 		size_t peak = a.peak_resident_bytes;
 		double zpt = a.zoom_per_token;
 		int n_gen = a.n_gen;
 		evicted += a.n_evicted_turns;
 		rows += a.n_question + a.n_gen;
 		n_ans += a.n_gen > 0;
-		session_answer_free(&a);
-		if (rc) {
-			session_close(s);
+		conv_answer_free(&a);
+		if (rc)
 			T_FAIL(t, "turn %d: %s", i, err);
-			return;
-		}
-		if (peak > in.full_kv_bytes / 10 + 1 || (n_gen > 0 && zpt <= 0)) {
-			session_close(s);
+		else if (peak > in.full_kv_bytes / 10 + 1 || (n_gen > 0 && zpt <= 0))
 			T_FAIL(t, "turn %d: resident %zu of %zu, %.2f zooms/token", i, peak, in.full_kv_bytes, zpt);
-			return;
-		}
 	}
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
+	if (t->failed)
+		return;
 	/* the rows questions and answers may hold: half of what the budget
-	 * leaves after the fixed part (app/session.c); more than that in all
+	 * leaves after the fixed part (engine/conv.c); more than that in all
 	 * must have evicted a turn, whatever the model chose to say */
 	size_t row_bytes = in.full_kv_bytes / ((size_t)in.n_tok * in.n_layer);
 	long long cap = (long long)((in.full_kv_bytes / 10 - in.static_bytes) / (row_bytes * in.n_layer)) / 2;
@@ -314,6 +330,8 @@ static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 static void integration_other_model_refused(struct test_ctx *t)
 {
 	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
 	sqlite3 *db = NULL;
 	char err[1024], path[512], dbp[512];
@@ -332,8 +350,11 @@ static void integration_other_model_refused(struct test_ctx *t)
 	int rc = sqlite3_exec(db, "UPDATE documents SET model_fp = '0123456789abcdef'", NULL, NULL, NULL);
 	sqlite3_close(db);
 	T_CHECK(t, rc == SQLITE_OK);
-	rc = session_open(&s, &o, id, err, sizeof err);
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	rc = session_open(&s, m, tk, &o, id, err, sizeof err);
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
 	T_CHECKF(t, rc == SEKV_EMISMATCH, "rc %d: %s", rc, err);
 	T_CHECKF(t, strstr(err, "another model") != NULL, "%s", err);
 }
