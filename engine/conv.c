@@ -140,7 +140,7 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	c->attn = (struct model_attn){ kv->ctx, kv->attend };
 	c->n_start = model_state_n_past(ms);
 	c->pos_bytes = model_kv_bytes(1, c->hp->n_global, c->hp->n_head_kv, c->hp->d_head);
-	if ((rc = chat_template_init(&c->ct, c->hp->arch, tk, err, errlen)))
+	if (tk && (rc = chat_template_init(&c->ct, c->hp->arch, tk, err, errlen)))
 		goto fail;
 	if (sampler_init(&c->smp, &p->sampler, c->hp->n_vocab)) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: sampler: out of memory");
@@ -462,6 +462,8 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	int rc;
 
 	memset(a, 0, sizeof *a);
+	if (!c->tk)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: no tokenizer: only given tokens can be fed");
 	if (!(a->ids = malloc(((size_t)c->p.n_predict + 1) * sizeof *a->ids)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 	if ((rc = build_turn(c, text, err, errlen)))

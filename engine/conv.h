@@ -129,7 +129,8 @@ struct conv_answer {
 void conv_answer_free(struct conv_answer *a); /* NULL is a no-op */
 
 /* Opens a conversation continuing ms (model_state_n_past positions are
- * its start) with model m and tokenizer tk. m, tk, ms and kv->ctx are
+ * its start) with model m and tokenizer tk (NULL: no turns, only
+ * conv_prefill and conv_feed, as the benchmark does). m, tk, ms and kv->ctx are
  * borrowed: they must outlive the conversation, and ms is used by nothing
  * else meanwhile. Scratch for every step is sized here. Errors:
  * SEKV_EUNSUP (no chat template), SEKV_EINVAL (bad params), SEKV_ENOMEM. */
