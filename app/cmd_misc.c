@@ -169,7 +169,9 @@ int cmd_ingest(int argc, char **argv)
 		return usage_fail("ingest", err);
 	if (o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
-	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
+	struct app_ingest_meter mt;
+	app_ingest_meter_init(&mt);
+	if (app_ingest(&o, o.args[0], o.quiet ? NULL : app_ingest_print, &mt, &id, err, sizeof err))
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
 	return 0;

@@ -70,6 +70,34 @@ static int load_swa(struct session *s, char *err, size_t errlen)
 	return rc;
 }
 
+/* A budget below the memory's fixed part (anchors, short spans, summaries,
+ * recent window) leaves nothing to zoom, and one that rounds to 0 bytes
+ * would mean "no cap": both are refused, naming the smallest budget (4
+ * decimals) whose bytes hold the fixed part. A memory without compressed
+ * spans is exact anyway: the budget does not apply (a note says so). */
+static int check_budget(struct session *s, char *err, size_t errlen)
+{
+	const struct sekv_mem *mem = s->mem;
+	double full = (double)mem->full_kv_bytes, b = s->sp.budget;
+
+	if (b >= 1.0 || full <= 0 || (size_t)(b * full) >= mem->static_bytes)
+		return 0;
+	if (mem->n_comp == 0) {
+		snprintf(s->note, sizeof s->note,
+			 "this document is short enough to be kept exact (%d tokens, no compressed span): "
+			 "the budget does not apply", s->n_tok);
+		return 0;
+	}
+	double fit = ceil((double)mem->static_bytes / full * 1e4) / 1e4;
+	while ((size_t)(fit * full) < mem->static_bytes)
+		fit += 1e-4;
+	return sekv_errf(err, errlen, SEKV_EINVAL,
+			 "budget %g: below the fixed part of document %lld's memory (%.2f%% of its full KV: "
+			 "anchors, short spans, summaries, recent window), so no span could be zoomed; "
+			 "ask with --budget %.4f or more", b, (long long)s->doc.id,
+			 100.0 * (double)mem->static_bytes / full, fit);
+}
+
 static int open_memory(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
@@ -112,16 +140,8 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 				 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
 				 s->mem->r_max, s->sp.r_use);
 		s->sp.n_threads = s->o.n_threads;
-		double fixed = (double)s->mem->static_bytes / (double)s->mem->full_kv_bytes;
-		if (fixed > s->sp.budget && s->mem->n_comp == 0)
-			snprintf(s->note, sizeof s->note,
-				 "this document is short enough to be kept exact (%d tokens, no compressed span): "
-				 "the budget does not apply", s->n_tok);
-		else if (fixed > s->sp.budget)
-			snprintf(s->note, sizeof s->note,
-				 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
-				 "summaries, recent window): no span can be zoomed; ask with --budget %.2f or more",
-				 100 * s->sp.budget, 100 * fixed, ceil(fixed * 100.0 + 1.0) / 100.0);
+		if ((rc = check_budget(s, err, errlen)))
+			return rc;
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen);
 		if (rc)
 			return rc;

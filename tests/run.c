@@ -24,6 +24,7 @@ TABLE(test_sekv)
 TABLE(test_store)
 TABLE(test_ui)
 TABLE(test_app)
+TABLE(test_conv)
 TABLE(test_integration)
 
 void test_fill_random(float *y, size_t n, unsigned long long seed)
@@ -92,7 +93,7 @@ int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
 		test_err, test_gguf, test_quant, test_quant_act, test_gemm, test_tokenizer, test_model,
-		test_sampler, test_sekv, test_store, test_ui, test_app,
+		test_sampler, test_sekv, test_store, test_ui, test_app, test_conv,
 		test_integration,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;

@@ -49,7 +49,7 @@ static void integration_ingest_sample(struct test_ctx *t)
 	 * the full-budget equivalence test below relies on; other tests use
 	 * --rmax 32 at ask time. */
 	o.r_max = 256;
-	int rc = app_ingest(&o, SAMPLE, &g_doc, err, sizeof err);
+	int rc = app_ingest(&o, SAMPLE, NULL, NULL, &g_doc, err, sizeof err);
 	T_CHECKF(t, rc == 0, "ingest: %s", err);
 	T_CHECK(t, store_open(&st, g_db, err, sizeof err) == 0);
 	rc = store_doc_get(st, g_doc, &d, err, sizeof err);
@@ -345,7 +345,7 @@ static void integration_other_model_refused(struct test_ctx *t)
 	fclose(f);
 	base_opts(&o);
 	snprintf(o.db, sizeof o.db, "%s", dbp);
-	T_CHECKF(t, app_ingest(&o, path, &id, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, app_ingest(&o, path, NULL, NULL, &id, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, sqlite3_open(dbp, &db) == SQLITE_OK);
 	int rc = sqlite3_exec(db, "UPDATE documents SET model_fp = '0123456789abcdef'", NULL, NULL, NULL);
 	sqlite3_close(db);
@@ -359,6 +359,96 @@ static void integration_other_model_refused(struct test_ctx *t)
 	T_CHECKF(t, strstr(err, "another model") != NULL, "%s", err);
 }
 
+/* A budget whose bytes fall below the memory's fixed part (1e-10 rounds
+ * to 0 bytes, which would mean "no cap") is refused at open, naming the
+ * smallest budget that fits; that budget opens, one step less does not. */
+static void integration_budget_below_fixed_part_refused(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	struct session *s = NULL;
+	char err[1024];
+	double fit = 0;
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.budget = 1e-10;
+	o.budget_set = 1;
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	int rc = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+	session_close(s);
+	s = NULL;
+	const char *hint = strstr(err, "--budget ");
+	int parsed = hint && sscanf(hint, "--budget %lf or more", &fit) == 1;
+	int rc_fit = -1, rc_less = -1;
+	if (parsed) {
+		o.budget = fit;
+		rc_fit = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+		session_close(s);
+		s = NULL;
+		o.budget = fit - 1e-4;
+		rc_less = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+		session_close(s);
+	}
+	tok_close(tk);
+	model_close(m);
+	T_CHECKF(t, rc == SEKV_EINVAL, "budget 1e-10 opened (rc %d)", rc);
+	T_CHECKF(t, parsed && fit > 0 && fit < 1, "no budget named: %s", err);
+	T_CHECKF(t, rc_fit == 0, "--budget %.4f refused: %s", fit, err);
+	T_CHECKF(t, rc_less == SEKV_EINVAL, "--budget %.4f accepted", fit - 1e-4);
+}
+
+struct first_report {
+	double t0, first; /* seconds (app_now) */
+	long long counted; /* bytes counted at the last report */
+};
+
+static void on_progress(void *ud, const struct app_ingest_progress *p)
+{
+	struct first_report *r = ud;
+	if (r->first == 0)
+		r->first = app_now();
+	if (!strcmp(p->stage, "count"))
+		r->counted = p->done;
+}
+
+/* A document far longer than the model's context (4 MiB, about a million
+ * tokens) is refused while counting, before any prefill or library write,
+ * with both lengths named; the first progress report comes at once. */
+static void ingest_refuses_document_longer_than_context(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct first_report r = {0};
+	char err[1024], path[512], dbp[512];
+	const char *words[] = { "harbor ", "street ", "bakery ", "opened ", "nineteen ", "rye ",
+				"bread ", "four ", "morning ", "closed ", "Sunday ", "kettle\n" };
+	int64_t id = 0;
+
+	snprintf(path, sizeof path, "%s/long.txt", test_tmpdir());
+	snprintf(dbp, sizeof dbp, "%s/long.db", test_tmpdir());
+	FILE *f = fopen(path, "w");
+	T_CHECK(t, f != NULL);
+	for (long i = 0, n = 0; n < (4L << 20); i++) {
+		const char *w = words[(i * 7 + i / 12) % 12];
+		fputs(w, f);
+		n += (long)strlen(w);
+	}
+	T_CHECK(t, fclose(f) == 0);
+	base_opts(&o);
+	snprintf(o.db, sizeof o.db, "%s", dbp);
+	r.t0 = app_now();
+	int rc = app_ingest(&o, path, on_progress, &r, &id, err, sizeof err);
+	double took = app_now() - r.t0;
+	T_CHECKF(t, rc == SEKV_EINVAL, "rc %d: %s", rc, err);
+	T_CHECKF(t, strstr(err, "longer than the model's context") && strstr(err, "32768") &&
+		 strstr(err, "4.0 MiB"), "%s", err);
+	T_CHECKF(t, r.first > 0 && r.first - r.t0 < 2.0, "first progress after %.1fs", r.first - r.t0);
+	T_CHECKF(t, r.counted < (1 << 20), "counted %lld bytes before refusing", r.counted);
+	T_CHECKF(t, took < 30, "refused after %.1fs", took);
+	T_CHECKF(t, access(dbp, F_OK) != 0, "a library was written: %s", dbp);
+}
+
 const struct test_case test_integration[] = {
 	{ "integration_ingest_sample", integration_ingest_sample },
 	{ "integration_ask_without_document_forward", integration_ask_without_document_forward },
@@ -366,6 +456,8 @@ const struct test_case test_integration[] = {
 	{ "integration_budget_respected", integration_budget_respected },
 	{ "integration_multi_turn_stays_in_budget", integration_multi_turn_stays_in_budget },
 	{ "integration_other_model_refused", integration_other_model_refused },
+	{ "integration_budget_below_fixed_part_refused", integration_budget_below_fixed_part_refused },
+	{ "ingest_refuses_document_longer_than_context", ingest_refuses_document_longer_than_context },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
 	{ NULL, NULL },
