@@ -1,6 +1,7 @@
 /* app.h - the sub-commands and the pieces they share: loading the model and
- * tokenizer, ingesting a document, and a question-answering session over a
- * stored document (app/session.c). Only app/ calls exit(). */
+ * tokenizer, ingesting a document (app/ingest.c), and a stored document
+ * opened for questions (app/session.c; the conversation itself is
+ * engine/conv.c). Only app/ calls exit(). */
 #ifndef SEKV_APP_H
 #define SEKV_APP_H
 
