@@ -70,17 +70,19 @@ static int load_swa(struct session *s, char *err, size_t errlen)
 	return rc;
 }
 
-/* A budget below the memory's fixed part (anchors, short spans, summaries,
- * recent window) leaves nothing to zoom, and one that rounds to 0 bytes
- * would mean "no cap": both are refused, naming the smallest budget (4
- * decimals) whose bytes hold the fixed part. A memory without compressed
- * spans is exact anyway: the budget does not apply (a note says so). */
+/* A budget asked for (--budget) below the memory's fixed part (anchors,
+ * short spans, summaries, recent window) leaves nothing to zoom, and one
+ * that rounds to 0 bytes would mean "no cap": both are refused, naming the
+ * smallest budget (4 decimals) whose bytes hold the fixed part. The budget
+ * stored at ingest only earns a note. A memory without compressed spans is
+ * exact anyway: the budget does not apply (a note says so). */
 static int check_budget(struct session *s, char *err, size_t errlen)
 {
 	const struct sekv_mem *mem = s->mem;
 	double full = (double)mem->full_kv_bytes, b = s->sp.budget;
+	size_t bytes = (size_t)(b * full);
 
-	if (b >= 1.0 || full <= 0 || (size_t)(b * full) >= mem->static_bytes)
+	if (b >= 1.0 || full <= 0 || bytes >= mem->static_bytes)
 		return 0;
 	if (mem->n_comp == 0) {
 		snprintf(s->note, sizeof s->note,
@@ -88,14 +90,20 @@ static int check_budget(struct session *s, char *err, size_t errlen)
 			 "the budget does not apply", s->n_tok);
 		return 0;
 	}
-	double fit = ceil((double)mem->static_bytes / full * 1e4) / 1e4;
+	double fixed = (double)mem->static_bytes / full, fit = ceil(fixed * 1e4) / 1e4;
 	while ((size_t)(fit * full) < mem->static_bytes)
 		fit += 1e-4;
+	if (!s->o.budget_set && bytes > 0) {
+		snprintf(s->note, sizeof s->note,
+			 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
+			 "summaries, recent window): no span can be zoomed; ask with --budget %.4f or more",
+			 100 * b, 100 * fixed, fit);
+		return 0;
+	}
 	return sekv_errf(err, errlen, SEKV_EINVAL,
 			 "budget %g: below the fixed part of document %lld's memory (%.2f%% of its full KV: "
 			 "anchors, short spans, summaries, recent window), so no span could be zoomed; "
-			 "ask with --budget %.4f or more", b, (long long)s->doc.id,
-			 100.0 * (double)mem->static_bytes / full, fit);
+			 "ask with --budget %.4f or more", b, (long long)s->doc.id, 100 * fixed, fit);
 }
 
 static int open_memory(struct session *s, char *err, size_t errlen)
