@@ -1,6 +1,7 @@
 /* app.h - the sub-commands and the pieces they share: loading the model and
- * tokenizer, ingesting a document, and a question-answering session over a
- * stored document (app/session.c). Only app/ calls exit(). */
+ * tokenizer, ingesting a document (app/ingest.c), and a stored document
+ * opened for questions (app/session.c; the conversation itself is
+ * engine/conv.c). Only app/ calls exit(). */
 #ifndef SEKV_APP_H
 #define SEKV_APP_H
 
@@ -27,11 +28,39 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 /* Text the document turn starts with, before the document itself. */
 #define APP_DOC_PREAMBLE ""
 
-/* Ingests path: extract, tokenize, prefill in chunks (progress on stderr
- * unless o->quiet), persist every chunk, build and store the SeKV memory.
+/* Progress of one ingest stage (borrowed for the callback). */
+struct app_ingest_progress {
+	const char *stage;   /* "extract" (bytes of text), "count" (bytes
+	                        tokenized while counting), "prefill" (tokens) */
+	const char *path;    /* the input file */
+	long long done;      /* units of the stage */
+	long long total;
+	double rate;         /* units/s so far */
+	double eta_s;        /* seconds left at that rate */
+	int final;           /* 1 on the stage's last report */
+};
+typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progress *p);
+
+/* Ingests path: extract (by input kind), count tokens (a document longer
+ * than the model's context is refused with SEKV_EINVAL before anything is
+ * stored, naming both lengths), tokenize, prefill in chunks, persist every
+ * chunk, build and store the SeKV memory. fn (may be NULL) sees every
+ * stage's progress; the first report comes right after extraction.
  * *doc_id is the new document. Returns 0 or a negative code. */
-int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
-	       char *err, size_t errlen);
+int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
+	       void *ud, int64_t *doc_id, char *err, size_t errlen);
+
+/* A progress printer for stderr: a live line on a terminal, a line per
+ * tenth of each stage in a log. ud of app_ingest_print is a meter set up
+ * by app_ingest_meter_init (one per ingest). */
+struct app_ingest_meter {
+	char stage[16];   /* stage being shown */
+	double last;      /* seconds (app_now) of the last line */
+	int last_tenth;   /* tenth of the stage last printed, -1 none */
+	int tty;          /* stderr is a terminal */
+};
+void app_ingest_meter_init(struct app_ingest_meter *mt);
+void app_ingest_print(void *ud, const struct app_ingest_progress *p);
 
 /* Writes s[0..n) to f as text for a terminal: control characters (ESC,
  * BEL, DEL, C1 such as U+009B, CR) are dropped, newlines and tabs kept,

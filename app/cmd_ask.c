@@ -12,8 +12,11 @@
 
 #include "app/app.h"
 #include "app/session.h"
+#include "engine/conv.h"
 #include "engine/err.h"
+#include "engine/model.h"
 #include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
 #include "engine/utf8.h"
 #include "ui/text.h"
 
@@ -63,7 +66,7 @@ char *app_json_inert_dup(const char *json)
 	return out;
 }
 
-static int print_step(void *ud, const struct session_step *st)
+static int print_step(void *ud, const struct conv_step *st)
 {
 	(void)ud;
 	app_print_inert(stdout, st->piece, (size_t)st->piece_len);
@@ -95,13 +98,13 @@ static void warn_stderr(void *ud, const char *msg)
 }
 
 static cJSON *zooms_json(const struct session *s, const struct session_info *in,
-			 const struct session_answer *a)
+			 const struct conv_answer *a)
 {
 	cJSON *arr = cJSON_CreateArray();
 	char text[512];
 
 	for (int i = 0; i < a->n_zoom && i < ASK_MAX_SPANS_JSON; i++) {
-		const struct session_zoom *z = &a->zoom[i];
+		const struct conv_zoom *z = &a->zoom[i];
 		const struct sekv_span *sp = &in->mem->span[z->span];
 		cJSON *o = cJSON_CreateObject();
 		session_span_text(s, sp->start, sp->len, text, sizeof text);
@@ -119,7 +122,7 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 }
 
 static int print_json(const struct session *s, const struct app_opts *o,
-		      const struct session_answer *a)
+		      const struct conv_answer *a)
 {
 	struct session_info in;
 	cJSON *j = cJSON_CreateObject();
@@ -174,8 +177,10 @@ static int print_json(const struct session *s, const struct app_opts *o,
 int cmd_ask(int argc, char **argv)
 {
 	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
-	struct session_answer a = {0};
+	struct conv_answer a = {0};
 	char err[1024];
 	int64_t id;
 	int rc;
@@ -204,8 +209,11 @@ int cmd_ask(int argc, char **argv)
 		fprintf(stderr, "sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;
 	}
-	if ((rc = session_open(&s, &o, id, err, sizeof err))) {
+	if ((rc = app_load(&o, &m, &tk, err, sizeof err)) ||
+	    (rc = session_open(&s, m, tk, &o, id, err, sizeof err))) {
 		fprintf(stderr, "sekv ask: %s\n", err);
+		tok_close(tk);
+		model_close(m);
 		return 1;
 	}
 	if (!o.quiet) {
@@ -215,8 +223,8 @@ int cmd_ask(int argc, char **argv)
 			fprintf(stderr, "sekv ask: note: %s\n", in.note);
 	}
 	if (!o.quiet && !o.json)
-		session_set_warn(s, warn_stderr, NULL);
-	rc = session_ask(s, o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
+		conv_set_warn(session_conv(s), warn_stderr, NULL);
+	rc = conv_ask(session_conv(s), o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
 	if (rc && rc != SEKV_EINTR) {
 		fprintf(stderr, "sekv ask: %s\n", err);
 	} else if (o.json) {
@@ -234,7 +242,9 @@ int cmd_ask(int argc, char **argv)
 				a.zoom_per_token, in.resume_s);
 		}
 	}
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
 	return rc ? 1 : 0;
 }

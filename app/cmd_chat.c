@@ -8,8 +8,11 @@
 
 #include "app/app.h"
 #include "app/session.h"
+#include "engine/conv.h"
 #include "engine/err.h"
+#include "engine/model.h"
 #include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
 #include "store/store.h"
 #include "ui/ui.h"
 
@@ -22,11 +25,14 @@ struct chat_app {
 	struct ui_zoom zoom[CHAT_MAX_ZOOM];
 };
 
-static int on_step(void *ud, const struct session_step *st)
+static int on_step(void *ud, const struct conv_step *st)
 {
 	struct chat_app *c = ud;
 	struct ui_frame f;
 	int n = 0;
+
+	if (st->question) /* no piece yet: only Ctrl-C is looked at */
+		return ui_chat_on_token(c->ui, NULL);
 
 	memset(&f, 0, sizeof f);
 	f.piece = st->piece;
@@ -62,10 +68,10 @@ static int on_step(void *ud, const struct session_step *st)
 static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size_t errlen)
 {
 	struct chat_app *c = ud;
-	struct session_answer a;
+	struct conv_answer a;
 
 	c->ui = ui;
-	int rc = session_ask(c->s, q, on_step, c, &a, err, errlen);
+	int rc = conv_ask(session_conv(c->s), q, on_step, c, &a, err, errlen);
 	if (a.warn[0])
 		ui_chat_note(ui, a.warn);
 	if (a.n_evicted_turns > 0) {
@@ -74,7 +80,7 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 			 a.n_evicted_turns, a.n_evicted_turns > 1 ? "s" : "", a.n_evicted_tokens);
 		ui_chat_note(ui, msg);
 	}
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	return rc;
 }
 
@@ -105,6 +111,8 @@ int cmd_chat(int argc, char **argv)
 {
 	struct app_opts o;
 	struct chat_app c;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	char err[1024];
 	int64_t id = 0;
 
@@ -134,8 +142,10 @@ int cmd_chat(int argc, char **argv)
 		return 1;
 	}
 	fprintf(stderr, "sekv chat: opening document %lld...\n", (long long)id);
-	if (session_open(&c.s, &o, id, err, sizeof err)) {
+	if (app_load(&o, &m, &tk, err, sizeof err) || session_open(&c.s, m, tk, &o, id, err, sizeof err)) {
 		fprintf(stderr, "sekv chat: %s\n", err);
+		tok_close(tk);
+		model_close(m);
 		return 1;
 	}
 	session_get_info(c.s, &c.info);
@@ -146,6 +156,8 @@ int cmd_chat(int argc, char **argv)
 	};
 	int rc = ui_chat_run(&ops, &di, err, sizeof err);
 	session_close(c.s);
+	tok_close(tk);
+	model_close(m);
 	if (rc) {
 		fprintf(stderr, "sekv chat: %s\n", err);
 		return 1;

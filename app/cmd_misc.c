@@ -7,11 +7,11 @@
 
 #include "app/app.h"
 #include "engine/chat.h"
+#include "engine/conv.h"
 #include "engine/err.h"
 #include "engine/fmt.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
-#include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "store/store.h"
 
@@ -90,20 +90,30 @@ out:
 	return rc;
 }
 
+static int print_piece(void *ud, const struct conv_step *st)
+{
+	(void)ud;
+	fwrite(st->piece, 1, (size_t)st->piece_len, stdout);
+	fflush(stdout);
+	return 0;
+}
+
+/* A prompt as one chat turn on a fresh full-KV state (prefilled in
+ * batches of -b), answered by the conversation's decode loop. */
 int cmd_generate(int argc, char **argv)
 {
 	struct app_opts o;
 	struct model *m = NULL;
 	struct tok *tk = NULL;
 	struct model_state *ms = NULL;
+	struct conv *c = NULL;
+	struct conv_params cp;
+	struct conv_kv kv;
+	struct conv_answer a = {0};
 	struct chat_template ct;
 	struct chat_tokvec v = {0};
-	struct sampler smp = {0};
-	struct sampler_params sp;
-	float *logits = NULL;
-	char err[512], pend[256];
-	size_t n_pend = 0;
-	int rc = 1, n_gen = 0;
+	char err[512];
+	int rc = 1;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("generate", err);
@@ -113,66 +123,35 @@ int cmd_generate(int argc, char **argv)
 		return usage_fail("generate", "usage: sekv generate [-m MODEL] -p TEXT [-n N] [--temp T] [--seed S]");
 	if (app_load(&o, &m, &tk, err, sizeof err))
 		return fail("generate", err);
-	const struct model_hparams *hp = model_hparams(m);
-	if (chat_template_init(&ct, hp->arch, tk, err, sizeof err) ||
-	    (ct.bos >= 0 && chat_tokvec_push(&v, ct.bos)) ||
-	    chat_open_turn(&v, &ct, tk, "user", err, sizeof err) ||
-	    chat_push_text(&v, tk, o.prompt, strlen(o.prompt), err, sizeof err) ||
-	    chat_close_turn(&v, &ct, tk, err, sizeof err) ||
-	    chat_open_turn(&v, &ct, tk, "model", err, sizeof err)) {
+	/* the turn is built here once to size the state */
+	if (chat_template_init(&ct, model_hparams(m)->arch, tk, err, sizeof err) ||
+	    chat_build_turn(&v, &ct, tk, CHAT_START_STREAM, NULL, o.prompt, strlen(o.prompt), 1,
+			    err, sizeof err) ||
+	    model_state_new(&ms, m, v.n + o.n_predict + 1, o.n_batch, 1, err, sizeof err)) {
 		fail("generate", err);
 		goto out;
 	}
-	if (model_state_new(&ms, m, v.n + o.n_predict + 1, o.n_batch, 1, err, sizeof err)) {
+	conv_default_params(&cp);
+	cp.n_predict = o.n_predict;
+	cp.tail_cap = v.n + o.n_predict + 1;
+	cp.n_batch = o.n_batch;
+	cp.sampler.temperature = o.temperature;
+	cp.sampler.seed = o.seed;
+	cp.sampler.repeat_penalty = o.repeat_penalty;
+	conv_kv_full(&kv);
+	if (conv_new(&c, m, tk, ms, &kv, &cp, err, sizeof err) ||
+	    conv_ask(c, o.prompt, print_piece, NULL, &a, err, sizeof err)) {
 		fail("generate", err);
 		goto out;
 	}
-	logits = malloc((size_t)hp->n_vocab * sizeof *logits);
-	sampler_default_params(&sp);
-	sp.temperature = o.temperature;
-	sp.seed = o.seed;
-	sp.repeat_penalty = o.repeat_penalty;
-	if (!logits || sampler_init(&smp, &sp, hp->n_vocab)) {
-		fail("generate", "out of memory");
-		goto out;
-	}
-	for (int pos = 0; pos < v.n; pos += o.n_batch) {
-		int n = v.n - pos < o.n_batch ? v.n - pos : o.n_batch;
-		if (model_prefill(m, ms, v.ids + pos, n, NULL, err, sizeof err)) {
-			fail("generate", err);
-			goto out;
-		}
-	}
-	memcpy(logits, model_state_logits(ms), (size_t)hp->n_vocab * sizeof *logits);
-	double t0 = app_now();
-	while (n_gen < o.n_predict) {
-		int32_t id = sampler_sample(&smp, logits);
-		if (chat_is_end(&ct, id))
-			break;
-		int n = tok_token_text(tk, id, pend + n_pend, (int)(sizeof pend - n_pend));
-		if (n > 0)
-			n_pend += (size_t)n;
-		size_t ok = tok_utf8_complete(pend, n_pend);
-		fwrite(pend, 1, ok, stdout);
-		fflush(stdout);
-		memmove(pend, pend + ok, n_pend - ok);
-		n_pend -= ok;
-		n_gen++;
-		sampler_accept(&smp, id);
-		if (model_decode(m, ms, id, NULL, logits, err, sizeof err)) {
-			fail("generate", err);
-			goto out;
-		}
-	}
-	fwrite(pend, 1, n_pend, stdout);
+	fwrite(a.rest, 1, (size_t)a.n_rest, stdout);
 	printf("\n");
-	double dt = app_now() - t0;
 	if (!o.quiet)
-		fprintf(stderr, "generate: %d tokens, %.1f tokens/s\n", n_gen, dt > 0 ? n_gen / dt : 0);
+		fprintf(stderr, "generate: %d tokens, %.1f tokens/s\n", a.n_gen, a.decode_tps);
 	rc = 0;
 out:
-	sampler_free(&smp);
-	free(logits);
+	conv_answer_free(&a);
+	conv_free(c);
 	model_state_free(ms);
 	chat_tokvec_free(&v);
 	tok_close(tk);
@@ -192,7 +171,9 @@ int cmd_ingest(int argc, char **argv)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("ingest", err);
-	if (app_ingest(&o, o.args[0], &id, err, sizeof err))
+	struct app_ingest_meter mt;
+	app_ingest_meter_init(&mt);
+	if (app_ingest(&o, o.args[0], o.quiet ? NULL : app_ingest_print, &mt, &id, err, sizeof err))
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
 	return 0;

@@ -1,11 +1,13 @@
-/* ingest.c - one document from file to durable SeKV memory.
+/* ingest.c - one document from file to durable SeKV memory, in stages.
  *
- * Flow (DESIGN.md section 2): extract -> tokenize (BOS, user turn, preamble,
- * text) -> prefill in chunks keeping surprisal and the global layers' KV ->
- * each chunk persisted in its own transaction -> sliding-window rows ->
- * SeKV build (segment, summaries, SVD factors, router) -> memory persisted,
- * document marked ready. A crash leaves a document in state "prefill" that
- * `sekv ls` shows as incomplete; nothing ready is ever half-written.
+ * Flow (DESIGN.md section 2), one function per stage: extract (by input
+ * kind) -> count (refuse a document longer than the model's context before
+ * any long work) -> tokenize (the one turn builder: BOS, user turn,
+ * preamble, text) -> create the document -> prefill in chunks, each chunk
+ * persisted in its own transaction -> sliding-window rows -> SeKV build ->
+ * memory persisted, document marked ready. A crash leaves a document in
+ * state "prefill" that `sekv ls` shows as incomplete. Progress goes through
+ * a callback (struct app_ingest_progress); nothing here keeps static state.
  */
 #include "app/app.h"
 
@@ -22,6 +24,8 @@
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
 #include "store/store.h"
+
+#define INGEST_COUNT_PIECE ((size_t)64 << 10) /* bytes tokenized per counting step */
 
 double app_now(void)
 {
@@ -67,183 +71,272 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	return 0;
 }
 
+/* ---- input kinds ---------------------------------------------------- */
+
+/* An extractor: detect says whether path is of its kind (the last entry
+ * takes anything); extract fills a malloc'ed UTF-8 text as
+ * extract_text_file does. PDF and chat histories plug in here. */
+struct ingest_kind {
+	const char *name;
+	int (*detect)(const char *path);
+	int (*extract)(const char *path, char **text, size_t *len, size_t *n_replaced,
+		       char *err, size_t errlen);
+};
+
+static int detect_any(const char *path)
+{
+	(void)path;
+	return 1;
+}
+
+static const struct ingest_kind ingest_kinds[] = {
+	{ "text", detect_any, extract_text_file }, /* plain text and Markdown */
+};
+
+static const struct ingest_kind *kind_of(const char *path)
+{
+	size_t n = sizeof ingest_kinds / sizeof ingest_kinds[0];
+	for (size_t i = 0; i + 1 < n; i++)
+		if (ingest_kinds[i].detect(path))
+			return &ingest_kinds[i];
+	return &ingest_kinds[n - 1];
+}
+
+/* ---- one ingest ------------------------------------------------------ */
+
+struct ingest {
+	const struct app_opts *o;
+	const char *path;
+	app_ingest_progress_fn fn;
+	void *ud;
+	struct model *m;
+	struct tok *tk;
+	const struct model_hparams *hp;
+	struct chat_template ct;
+	char *text;
+	size_t text_len;
+	struct chat_tokvec tv;      /* document tokens */
+	struct store *st;
+	struct store_doc doc;
+	struct model_state *ms;
+	float *surprisal;           /* [n_tok] nats */
+	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
+	uint16_t *glob_v[MODEL_MAX_LAYER];
+	double prefill_s;
+	double build_s;
+	struct sekv_mem *mem;
+};
+
+static void report(struct ingest *g, const char *stage, long long done, long long total,
+		   double t0, int final)
+{
+	if (!g->fn)
+		return;
+	double el = app_now() - t0, rate = el > 0 ? done / el : 0;
+	struct app_ingest_progress p = { stage, g->path, done, total, rate,
+					 rate > 0 ? (total - done) / rate : 0, final };
+	g->fn(g->ud, &p);
+}
+
 static const char *base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
 	return s ? s + 1 : p;
 }
 
-static void progress(const struct app_opts *o, int done, int total, double t0, int final)
+static int stage_extract(struct ingest *g, char *err, size_t errlen)
 {
-	static double last;
-	static int last_tenth;
-	double now = app_now(), el = now - t0;
-	double tps = el > 0 ? done / el : 0;
-	double eta = tps > 0 ? (total - done) / tps : 0;
-
-	if (o->quiet)
-		return;
-	/* a terminal gets a live line; a log gets a line per tenth */
-	if (!final && (isatty(2) ? now - last < 0.5 : (done * 10 / total) == last_tenth))
-		return;
-	last_tenth = done * 10 / total;
-	last = now;
-	fprintf(stderr, "%sprefill %d/%d tokens  %.1f tokens/s  ETA %.0fs%s",
-		isatty(2) ? "\r\033[K" : "", done, total, tps, eta,
-		isatty(2) && !final ? "" : "\n");
-}
-
-static int build_tokens(const struct tok *tk, const struct chat_template *ct,
-			const char *text, size_t len, struct chat_tokvec *v,
-			char *err, size_t errlen)
-{
-	int rc;
-
-	if (ct->bos >= 0 && (rc = chat_tokvec_push(v, ct->bos)))
-		return sekv_errf(err, errlen, rc, "tokenize: out of memory");
-	if ((rc = chat_open_turn(v, ct, tk, "user", err, errlen)))
-		return rc;
-	if ((rc = chat_push_text(v, tk, APP_DOC_PREAMBLE, strlen(APP_DOC_PREAMBLE), err, errlen)))
-		return rc;
-	return chat_push_text(v, tk, text, len, err, errlen);
-}
-
-int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
-	       char *err, size_t errlen)
-{
-	struct model *m = NULL;
-	struct tok *tk = NULL;
-	struct store *st = NULL;
-	struct model_state *ms = NULL;
-	struct sekv_mem *mem = NULL;
-	struct chat_template ct;
-	struct chat_tokvec tv = {0};
-	struct store_doc doc;
-	float *surprisal = NULL;
-	uint16_t **swa_k = NULL, **swa_v = NULL;
-	uint16_t *glob_k[MODEL_MAX_LAYER] = {0}, *glob_v[MODEL_MAX_LAYER] = {0};
-	int32_t *swa_id = NULL;
-	char *text = NULL;
-	size_t text_len = 0, n_bad = 0;
-	int rc, n_swa = 0;
-
-	rc = extract_text_file(path, &text, &text_len, &n_bad, err, errlen);
+	size_t n_bad = 0;
+	int rc = kind_of(g->path)->extract(g->path, &g->text, &g->text_len, &n_bad, err, errlen);
 	if (rc)
-		goto out;
-	if (n_bad && !o->quiet)
-		fprintf(stderr, "ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", path, n_bad);
-	if ((rc = app_load(o, &m, &tk, err, errlen)))
-		goto out;
-	const struct model_hparams *hp = model_hparams(m);
-	if ((rc = chat_template_init(&ct, hp->arch, tk, err, errlen)))
-		goto out;
-	if ((rc = build_tokens(tk, &ct, text, text_len, &tv, err, errlen)))
-		goto out;
-	if (hp->n_global <= 0) {
-		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer", o->model);
-		goto out;
-	}
-	int n_tok = tv.n;
-	if (hp->n_ctx_train > 0 && n_tok > hp->n_ctx_train)
-		fprintf(stderr, "ingest: warning: %s: %d tokens, more than the %d-token context the model "
-			"was trained for; positions past it are extrapolated and answers may degrade\n",
-			path, n_tok, hp->n_ctx_train);
-	if (!o->quiet)
-		fprintf(stderr, "ingest: %s: %zu bytes, %d tokens, model %s\n", path, text_len, n_tok, hp->arch);
+		return rc;
+	if (n_bad && !g->o->quiet)
+		fprintf(stderr, "ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
+	report(g, "extract", (long long)g->text_len, (long long)g->text_len, app_now(), 1);
+	return 0;
+}
 
-	if ((rc = store_open(&st, o->db, err, errlen)))
-		goto out;
-	memset(&doc, 0, sizeof doc);
-	snprintf(doc.title, sizeof doc.title, "%s", o->title ? o->title : base_name(path));
-	char *abs = realpath(path, NULL);
-	snprintf(doc.source, sizeof doc.source, "%s", abs ? abs : path);
-	free(abs);
-	snprintf(doc.model_fp, sizeof doc.model_fp, "%s", hp->fingerprint);
-	snprintf(doc.model_name, sizeof doc.model_name, "%.127s", base_name(o->model));
-	doc.n_layer_global = hp->n_global;
-	doc.n_layer_swa = hp->n_layer - hp->n_global;
-	doc.n_head_kv = hp->n_head_kv;
-	doc.d_h = hp->d_head;
-	doc.swa_window = hp->swa_window;
-	doc.budget = o->budget;
-	doc.r_max = o->r_max;
-	if ((rc = store_doc_create(st, &doc, text, text_len, err, errlen)))
-		goto out;
-
-	if ((rc = model_state_new(&ms, m, n_tok, o->n_batch, 1, err, errlen)))
-		goto out;
-	size_t row = (size_t)hp->n_head_kv * hp->d_head;
-	surprisal = malloc((size_t)n_tok * sizeof *surprisal);
-	/* host copies of the global layers' rows: persisted per chunk, then
-	 * the input of the SeKV build */
-	int glob_ok = 1;
-	for (int l = 0; l < hp->n_global; l++) {
-		glob_k[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
-		glob_v[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
-		glob_ok = glob_ok && glob_k[l] && glob_v[l];
-	}
-	if (!surprisal || !glob_ok) {
-		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-		goto out;
-	}
-	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
-	double t0 = app_now(), prefill_s = 0;
-	for (int pos = 0; pos < n_tok; pos += o->n_batch) {
-		int n = n_tok - pos < o->n_batch ? n_tok - pos : o->n_batch;
-		double c0 = app_now();
-		if ((rc = model_prefill(m, ms, tv.ids + pos, n, surprisal + pos, err, errlen)))
-			goto out;
-		double dt = app_now() - c0;
-		prefill_s += dt;
-		for (int l = 0; l < hp->n_global; l++) {
-			ck[l] = glob_k[l] + (size_t)pos * row;
-			cv[l] = glob_v[l] + (size_t)pos * row;
-			if ((rc = model_state_get_rows(ms, hp->global_layer[l], pos, n,
-						       glob_k[l] + (size_t)pos * row,
-						       glob_v[l] + (size_t)pos * row))) {
-				sekv_errf(err, errlen, rc, "ingest: global layer %d: rows %d..%d not held",
-					  hp->global_layer[l], pos, pos + n);
-				goto out;
-			}
-		}
-		if ((rc = store_doc_put_chunk(st, doc.id, pos, n, tv.ids + pos, surprisal + pos,
-					      ck, cv, dt, err, errlen)))
-			goto out;
-		progress(o, pos + n, n_tok, t0, pos + n == n_tok);
-	}
-
-	/* sliding-window rows: the last `window` positions of each local layer */
-	n_swa = hp->n_layer - hp->n_global;
-	int n_row = hp->swa_window < n_tok ? hp->swa_window : n_tok;
-	swa_k = calloc((size_t)n_swa + 1, sizeof *swa_k);
-	swa_v = calloc((size_t)n_swa + 1, sizeof *swa_v);
-	swa_id = calloc((size_t)n_swa + 1, sizeof *swa_id);
-	if (!swa_k || !swa_v || !swa_id) {
-		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-		goto out;
-	}
-	for (int l = 0, i = 0; l < hp->n_layer; l++) {
-		if (hp->is_global[l])
-			continue;
-		swa_id[i] = l;
-		swa_k[i] = malloc((size_t)n_row * row * 2);
-		swa_v[i] = malloc((size_t)n_row * row * 2);
-		if (!swa_k[i] || !swa_v[i]) {
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-			goto out;
-		}
-		if ((rc = model_state_get_rows(ms, l, n_tok - n_row, n_row, swa_k[i], swa_v[i]))) {
-			sekv_errf(err, errlen, rc, "ingest: sliding-window layer %d: last %d rows not held", l, n_row);
-			goto out;
-		}
+static void human_size(double b, char *buf, size_t cap)
+{
+	const char *u[] = { "B", "KiB", "MiB", "GiB" };
+	int i = 0;
+	while (b >= 1024 && i < 3) {
+		b /= 1024;
 		i++;
 	}
-	if ((rc = store_doc_put_swa(st, doc.id, n_swa, swa_id, n_row,
-				    (const uint16_t *const *)swa_k, (const uint16_t *const *)swa_v, err, errlen)))
-		goto out;
+	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
+}
 
-	/* SeKV memory */
+/* Counts tokens piece by piece (cut after a newline) and stops as soon as
+ * the count passes the model's context, so a document far too long is
+ * refused in seconds. The count of a text cut in pieces can differ from
+ * the whole text's by a few tokens per cut: stage_tokenize checks again. */
+static int stage_count(struct ingest *g, char *err, size_t errlen)
+{
+	long long n_ctx = g->hp->n_ctx_train, count = 0;
+	size_t pos = 0;
+	double t0 = app_now();
+
+	if (n_ctx <= 0 || g->text_len <= INGEST_COUNT_PIECE)
+		return 0;
+	while (pos < g->text_len && count <= n_ctx) {
+		size_t end = pos + INGEST_COUNT_PIECE < g->text_len ? pos + INGEST_COUNT_PIECE : g->text_len;
+		const char *nl = end < g->text_len ? memrchr(g->text + pos, '\n', end - pos) : NULL;
+		if (nl)
+			end = (size_t)(nl - g->text) + 1;
+		report(g, "count", (long long)pos, (long long)g->text_len, t0, 0);
+		int n = tok_encode(g->tk, g->text + pos, end - pos, 0, NULL, 0, err, errlen);
+		if (n < 0)
+			return n;
+		count += n;
+		pos = end;
+	}
+	report(g, "count", (long long)pos, (long long)g->text_len, t0, 1);
+	if (count <= n_ctx)
+		return 0;
+	char seen[32], all[32];
+	human_size((double)pos, seen, sizeof seen);
+	human_size((double)g->text_len, all, sizeof all);
+	return sekv_errf(err, errlen, SEKV_EINVAL,
+			 "%s: document is longer than the model's context: more than %lld tokens "
+			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens "
+			 "(splitting a long document, --max-tokens/--split, comes with the library)",
+			 g->path, n_ctx, seen, all, (double)count * (double)g->text_len / (double)pos, n_ctx);
+}
+
+static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
+{
+	int rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
+				 g->text, g->text_len, 0, err, errlen);
+	if (rc)
+		return rc;
+	int n_ctx = g->hp->n_ctx_train;
+	if (n_ctx > 0 && g->tv.n > n_ctx)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "%s: document is longer than the model's context: %d tokens; "
+				 "context %d tokens (splitting a long document, --max-tokens/--split, "
+				 "comes with the library)", g->path, g->tv.n, n_ctx);
+	if (!g->o->quiet)
+		fprintf(stderr, "ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
+			g->tv.n, g->hp->arch);
+	return 0;
+}
+
+static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
+{
+	const struct app_opts *o = g->o;
+	const struct model_hparams *hp = g->hp;
+	struct store_doc *d = &g->doc;
+	int rc;
+
+	if ((rc = store_open(&g->st, o->db, err, errlen)))
+		return rc;
+	memset(d, 0, sizeof *d);
+	snprintf(d->title, sizeof d->title, "%s", o->title ? o->title : base_name(g->path));
+	char *abs = realpath(g->path, NULL);
+	snprintf(d->source, sizeof d->source, "%s", abs ? abs : g->path);
+	free(abs);
+	snprintf(d->model_fp, sizeof d->model_fp, "%s", hp->fingerprint);
+	snprintf(d->model_name, sizeof d->model_name, "%.127s", base_name(o->model));
+	d->n_layer_global = hp->n_global;
+	d->n_layer_swa = hp->n_layer - hp->n_global;
+	d->n_head_kv = hp->n_head_kv;
+	d->d_h = hp->d_head;
+	d->swa_window = hp->swa_window;
+	d->budget = o->budget;
+	d->r_max = o->r_max;
+	return store_doc_create(g->st, d, g->text, g->text_len, err, errlen);
+}
+
+/* Prefills in chunks of --batch, keeping surprisal and host copies of the
+ * global layers' rows (persisted per chunk, then the SeKV build's input). */
+static int stage_prefill(struct ingest *g, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	int n_tok = g->tv.n, n_batch = g->o->n_batch, rc;
+	size_t row = (size_t)hp->n_head_kv * hp->d_head;
+	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
+
+	if ((rc = model_state_new(&g->ms, g->m, n_tok, n_batch, 1, err, errlen)))
+		return rc;
+	int ok = (g->surprisal = malloc((size_t)n_tok * sizeof *g->surprisal)) != NULL;
+	for (int l = 0; l < hp->n_global; l++) {
+		g->glob_k[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
+		g->glob_v[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
+		ok = ok && g->glob_k[l] && g->glob_v[l];
+	}
+	if (!ok)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	double t0 = app_now();
+	for (int pos = 0; pos < n_tok; pos += n_batch) {
+		int n = n_tok - pos < n_batch ? n_tok - pos : n_batch;
+		double c0 = app_now();
+		if ((rc = model_prefill(g->m, g->ms, g->tv.ids + pos, n, g->surprisal + pos, err, errlen)))
+			return rc;
+		double dt = app_now() - c0;
+		g->prefill_s += dt;
+		for (int l = 0; l < hp->n_global; l++) {
+			ck[l] = g->glob_k[l] + (size_t)pos * row;
+			cv[l] = g->glob_v[l] + (size_t)pos * row;
+			if ((rc = model_state_get_rows(g->ms, hp->global_layer[l], pos, n,
+						       g->glob_k[l] + (size_t)pos * row,
+						       g->glob_v[l] + (size_t)pos * row)))
+				return sekv_errf(err, errlen, rc, "ingest: global layer %d: rows %d..%d not held",
+						 hp->global_layer[l], pos, pos + n);
+		}
+		if ((rc = store_doc_put_chunk(g->st, g->doc.id, pos, n, g->tv.ids + pos, g->surprisal + pos,
+					      ck, cv, dt, err, errlen)))
+			return rc;
+		report(g, "prefill", pos + n, n_tok, t0, pos + n == n_tok);
+	}
+	return 0;
+}
+
+/* The last `window` rows of every sliding-window layer, persisted. */
+static int stage_swa(struct ingest *g, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	int n_tok = g->tv.n, n_swa = hp->n_layer - hp->n_global, rc = 0;
+	int n_row = hp->swa_window < n_tok ? hp->swa_window : n_tok;
+	size_t bytes = model_kv_bytes(n_row, 1, hp->n_head_kv, hp->d_head) / 2;
+	uint16_t **k = calloc((size_t)n_swa + 1, sizeof *k);
+	uint16_t **v = calloc((size_t)n_swa + 1, sizeof *v);
+	int32_t *id = calloc((size_t)n_swa + 1, sizeof *id);
+
+	if (!k || !v || !id)
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	for (int l = 0, i = 0; !rc && l < hp->n_layer; l++) {
+		if (hp->is_global[l])
+			continue;
+		id[i] = l;
+		k[i] = malloc(bytes);
+		v[i] = malloc(bytes);
+		if (!k[i] || !v[i])
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+		else if ((rc = model_state_get_rows(g->ms, l, n_tok - n_row, n_row, k[i], v[i])))
+			sekv_errf(err, errlen, rc, "ingest: sliding-window layer %d: last %d rows not held", l, n_row);
+		i++;
+	}
+	if (!rc)
+		rc = store_doc_put_swa(g->st, g->doc.id, n_swa, id, n_row,
+				       (const uint16_t *const *)k, (const uint16_t *const *)v, err, errlen);
+	for (int i = 0; k && v && i < n_swa; i++) {
+		free(k[i]);
+		free(v[i]);
+	}
+	free(k);
+	free(v);
+	free(id);
+	return rc;
+}
+
+static int stage_build(struct ingest *g, char *err, size_t errlen)
+{
+	const struct app_opts *o = g->o;
+	const struct model_hparams *hp = g->hp;
+	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
 	struct sekv_params sp;
+
 	sekv_default_params(&sp);
 	sp.alpha = o->alpha;
 	sp.r_max = o->r_max;
@@ -253,48 +346,111 @@ int app_ingest(const struct app_opts *o, const char *path, int64_t *doc_id,
 	sp.n_threads = o->n_threads;
 	sp.q_scale = hp->q_scale;
 	for (int l = 0; l < hp->n_global; l++) {
-		ck[l] = glob_k[l];
-		cv[l] = glob_v[l];
+		ck[l] = g->glob_k[l];
+		cv[l] = g->glob_v[l];
 	}
 	double b0 = app_now();
-	if ((rc = sekv_build(&mem, &sp, n_tok, tv.ids, surprisal, hp->n_global, hp->global_layer,
-			     hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen)))
-		goto out;
-	double build_s = app_now() - b0;
-	if ((rc = store_doc_put_mem(st, doc.id, mem, o->budget, err, errlen)))
-		goto out;
-	if (!o->quiet) {
-		fprintf(stderr, "ingest: prefill %.1fs (%.1f tokens/s), memory built in %.1fs\n",
-			prefill_s, n_tok / (prefill_s > 0 ? prefill_s : 1), build_s);
-		fprintf(stderr, "ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
-			mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
-			mem->note[0] ? ": " : "", mem->note);
-		fprintf(stderr, "ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
-			mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,
-			100.0 * mem->static_bytes / (double)mem->full_kv_bytes,
-			mem->host_bytes / 1048576.0, app_peak_rss() / 1048576.0);
-	}
-	*doc_id = doc.id;
-out:
-	if (swa_k)
-		for (int i = 0; i < n_swa; i++) {
-			free(swa_k[i]);
-			free(swa_v[i]);
-		}
-	free(swa_k);
-	free(swa_v);
-	free(swa_id);
-	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
-		free(glob_k[l]);
-		free(glob_v[l]);
-	}
-	free(surprisal);
-	sekv_mem_free(mem);
-	model_state_free(ms);
-	store_close(st);
-	chat_tokvec_free(&tv);
-	tok_close(tk);
-	model_close(m);
-	free(text);
+	int rc = sekv_build(&g->mem, &sp, g->tv.n, g->tv.ids, g->surprisal, hp->n_global,
+			    hp->global_layer, hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen);
+	g->build_s = app_now() - b0;
 	return rc;
+}
+
+static void print_summary(const struct ingest *g)
+{
+	const struct sekv_mem *mem = g->mem;
+	int n_tok = g->tv.n;
+
+	fprintf(stderr, "ingest: prefill %.1fs (%.1f tokens/s), memory built in %.1fs\n",
+		g->prefill_s, n_tok / (g->prefill_s > 0 ? g->prefill_s : 1), g->build_s);
+	fprintf(stderr, "ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
+		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
+		mem->note[0] ? ": " : "", mem->note);
+	fprintf(stderr, "ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
+		mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,
+		100.0 * mem->static_bytes / (double)mem->full_kv_bytes,
+		mem->host_bytes / 1048576.0, app_peak_rss() / 1048576.0);
+}
+
+static void ingest_free(struct ingest *g)
+{
+	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
+		free(g->glob_k[l]);
+		free(g->glob_v[l]);
+	}
+	free(g->surprisal);
+	sekv_mem_free(g->mem);
+	model_state_free(g->ms);
+	store_close(g->st);
+	chat_tokvec_free(&g->tv);
+	tok_close(g->tk);
+	model_close(g->m);
+	free(g->text);
+}
+
+int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
+	       int64_t *doc_id, char *err, size_t errlen)
+{
+	struct ingest g = { .o = o, .path = path, .fn = fn, .ud = ud };
+	int rc;
+
+	if ((rc = stage_extract(&g, err, errlen)) || (rc = app_load(o, &g.m, &g.tk, err, errlen)))
+		goto out;
+	g.hp = model_hparams(g.m);
+	if ((rc = chat_template_init(&g.ct, g.hp->arch, g.tk, err, errlen)))
+		goto out;
+	if (g.hp->n_global <= 0) {
+		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer", o->model);
+		goto out;
+	}
+	if ((rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
+	    (rc = stage_create_doc(&g, err, errlen)) || (rc = stage_prefill(&g, err, errlen)) ||
+	    (rc = stage_swa(&g, err, errlen)) || (rc = stage_build(&g, err, errlen)) ||
+	    (rc = store_doc_put_mem(g.st, g.doc.id, g.mem, o->budget, err, errlen)))
+		goto out;
+	if (!o->quiet)
+		print_summary(&g);
+	*doc_id = g.doc.id;
+out:
+	ingest_free(&g);
+	return rc;
+}
+
+void app_ingest_meter_init(struct app_ingest_meter *mt)
+{
+	memset(mt, 0, sizeof *mt);
+	mt->last_tenth = -1;
+	mt->tty = isatty(2);
+}
+
+void app_ingest_print(void *ud, const struct app_ingest_progress *p)
+{
+	struct app_ingest_meter *mt = ud;
+	double now = app_now();
+	long long total = p->total > 0 ? p->total : 1;
+	int tenth = (int)(p->done * 10 / total);
+
+	if (strcmp(p->stage, "extract") == 0) {
+		char sz[32];
+		human_size((double)p->done, sz, sizeof sz);
+		fprintf(stderr, "ingest: %s: %s of text\n", p->path, sz);
+		return;
+	}
+	if (strcmp(p->stage, mt->stage) != 0) {
+		snprintf(mt->stage, sizeof mt->stage, "%s", p->stage);
+		mt->last_tenth = -1;
+		mt->last = 0;
+	}
+	/* a terminal gets a live line; a log gets a line per tenth */
+	if (!p->final && (mt->tty ? now - mt->last < 0.5 : tenth == mt->last_tenth))
+		return;
+	mt->last_tenth = tenth;
+	mt->last = now;
+	if (strcmp(p->stage, "prefill") == 0)
+		fprintf(stderr, "%sprefill %lld/%lld tokens  %.1f tokens/s  ETA %.0fs%s",
+			mt->tty ? "\r\033[K" : "", p->done, p->total, p->rate, p->eta_s,
+			mt->tty && !p->final ? "" : "\n");
+	else
+		fprintf(stderr, "%scounting tokens %lld/%lld KiB%s", mt->tty ? "\r\033[K" : "",
+			p->done >> 10, p->total >> 10, mt->tty && !p->final ? "" : "\n");
 }

@@ -3,10 +3,12 @@
  *
  * Modes: prefill (chunks of B tokens, no scores), prefill_surprisal (every
  * token's -log p), decode (C tokens prefilled untimed, then N teacher-forced
- * model_decode calls with logits). Only the forward-pass calls are timed.
+ * tokens fed one by one to a full-KV conversation, engine/conv.h, with
+ * logits). Only the forward-pass calls are timed.
  * Prints `tok_s X peak_rss_mib Y bytes_per_token Z`; bytes_per_token is the
  * memory a decoded token has to read (all weights + attended KV rows), 0
- * outside decode. Uses only the public API of engine/model.h and gguf.h.
+ * outside decode. Uses only the public API of engine/model.h, conv.h and
+ * gguf.h.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -16,6 +18,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "engine/conv.h"
 #include "engine/err.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
@@ -227,12 +230,48 @@ static int run_prefill(const struct model *m, struct model_state *s,
 	return 0;
 }
 
+/* Decode mode: o->n_ctx tokens prefilled untimed, then o->n tokens fed
+ * one at a time (teacher forcing) to a full-KV conversation over s; adds
+ * the time of the feeds to *secs. With o->verify prints the mean NLL. */
+static int run_decode(const struct bench_opts *o, const struct model *m,
+		      struct model_state *s, const int32_t *tokens, double *secs,
+		      char *err, size_t errlen)
+{
+	struct conv *c = NULL;
+	struct conv_params cp;
+	struct conv_kv kv;
+	double nll = 0.0;
+	int rc;
+
+	conv_default_params(&cp);
+	cp.tail_cap = o->n_ctx + o->n;
+	cp.n_batch = o->n_batch;
+	conv_kv_full(&kv);
+	if ((rc = conv_new(&c, m, NULL, s, &kv, &cp, err, errlen)) ||
+	    (rc = conv_prefill(c, tokens, o->n_ctx, err, errlen)))
+		goto out;
+	for (int i = 0; i < o->n && !rc; i++) {
+		double t0 = now_s();
+
+		rc = conv_feed(c, &tokens[o->n_ctx + i], 1, err, errlen);
+		*secs += now_s() - t0;
+		if (!rc && o->verify && i + 1 < o->n)
+			nll += model_state_lse(s) - conv_logits(c)[tokens[o->n_ctx + i + 1]];
+	}
+	if (!rc && o->verify)
+		fprintf(stderr, "verify: n_tokens %d first %d last %d n_scored %d mean_nll %.4f\n",
+			o->n, tokens[o->n_ctx], tokens[o->n_ctx + o->n - 1], o->n - 1,
+			o->n > 1 ? nll / (o->n - 1) : 0.0);
+out:
+	conv_free(c);
+	return rc;
+}
+
 /* Runs the timed part of o->mode; fills *tok_s and *bpt. */
 static int run_bench(const struct bench_opts *o, const struct model *m,
 		     const int32_t *tokens, double *tok_s, double *bpt,
 		     char *err, size_t errlen)
 {
-	const struct model_hparams *hp = model_hparams(m);
 	int decode = o->mode == MODE_DECODE;
 	int n_ctx = decode ? o->n_ctx + o->n : o->n;
 	struct model_state *s = NULL, *warm = NULL;
@@ -247,8 +286,7 @@ static int run_bench(const struct bench_opts *o, const struct model *m,
 		goto out;
 	if ((rc = model_state_new(&s, m, n_ctx, o->n_batch, 1, err, errlen)))
 		goto out;
-	buf = malloc((size_t)(decode ? hp->n_vocab : o->n) * sizeof *buf);
-	if (!buf) {
+	if (!decode && !(buf = malloc((size_t)o->n * sizeof *buf))) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "bench: buffer: out of memory");
 		goto out;
 	}
@@ -266,21 +304,9 @@ static int run_bench(const struct bench_opts *o, const struct model *m,
 				o->n, tokens[0], tokens[o->n - 1], o->n - 1, sum / (o->n - 1));
 		}
 	} else {
-		if ((rc = run_prefill(m, s, tokens, o->n_ctx, o->n_batch, NULL, NULL, err, errlen)))
+		rc = run_decode(o, m, s, tokens, &secs, err, errlen);
+		if (rc)
 			goto out;
-		double nll = 0.0;
-		for (int i = 0; i < o->n && !rc; i++) {
-			double t0 = now_s();
-
-			rc = model_decode(m, s, tokens[o->n_ctx + i], NULL, buf, err, errlen);
-			secs += now_s() - t0;
-			if (!rc && o->verify && i + 1 < o->n)
-				nll += model_state_lse(s) - buf[tokens[o->n_ctx + i + 1]];
-		}
-		if (!rc && o->verify)
-			fprintf(stderr, "verify: n_tokens %d first %d last %d n_scored %d mean_nll %.4f\n",
-				o->n, tokens[o->n_ctx], tokens[o->n_ctx + o->n - 1], o->n - 1,
-				o->n > 1 ? nll / (o->n - 1) : 0.0);
 		*bpt = decode_bytes_per_token(m, o->n_ctx, o->n);
 	}
 	if (!rc)

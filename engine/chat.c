@@ -103,6 +103,29 @@ int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 	return chat_push_text(v, t, "\n", 1, err, errlen);
 }
 
+int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
+		    const struct tok *t, enum chat_turn_start start, const char *sep,
+		    const char *text, size_t len, int answer, char *err, size_t errlen)
+{
+	int rc = 0;
+
+	if (start == CHAT_START_STREAM && ct->bos >= 0 && (rc = chat_tokvec_push(v, ct->bos)))
+		return sekv_errf(err, errlen, rc, "chat: out of memory");
+	if (start == CHAT_START_AFTER_MODEL)
+		rc = chat_close_turn(v, ct, t, err, errlen);
+	if (!rc && start != CHAT_START_IN_USER)
+		rc = chat_open_turn(v, ct, t, "user", err, errlen);
+	if (!rc && sep)
+		rc = chat_push_text(v, t, sep, strlen(sep), err, errlen);
+	if (!rc)
+		rc = chat_push_text(v, t, text, len, err, errlen);
+	if (!rc && answer)
+		rc = chat_close_turn(v, ct, t, err, errlen);
+	if (!rc && answer)
+		rc = chat_open_turn(v, ct, t, "model", err, errlen);
+	return rc;
+}
+
 int chat_is_end(const struct chat_template *ct, int32_t id)
 {
 	/* a model that opens a new turn has ended its own */

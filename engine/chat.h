@@ -48,6 +48,25 @@ int chat_open_turn(struct chat_tokvec *v, const struct chat_template *ct,
 /* Appends "<end_of_turn>\n". */
 int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, char *err, size_t errlen);
+/* Where a new user turn starts in the stream. */
+enum chat_turn_start {
+	CHAT_START_STREAM,      /* nothing yet: BOS (when the model has one),
+	                           then the user turn opens */
+	CHAT_START_IN_USER,     /* a user turn is open (a document): the text
+	                           continues it */
+	CHAT_START_AFTER_MODEL, /* a model turn is open (an answer): it closes,
+	                           then the user turn opens */
+};
+
+/* The one turn builder (document, question, prompt): appends to v the
+ * opening `start` calls for, then sep and text[0..len) (each tokenized
+ * apart as ordinary text; sep may be NULL or ""), then, when `answer` is 1,
+ * the user turn's closing and the model turn's opening (the model answers
+ * next). 0 or a negative code (v keeps what was appended). */
+int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
+		    const struct tok *t, enum chat_turn_start start, const char *sep,
+		    const char *text, size_t len, int answer, char *err, size_t errlen);
+
 /* 1 when id ends a model turn (<end_of_turn>, EOS, or <start_of_turn>:
  * a model that opens the next turn has ended its own). */
 int chat_is_end(const struct chat_template *ct, int32_t id);

@@ -952,3 +952,8 @@ int model_decode_ex(const struct model *m, struct model_state *s, int32_t token,
 		memcpy(logits, s->last_logits, sizeof(float) * (size_t)m->hp.n_vocab);
 	return 0;
 }
+
+size_t model_kv_bytes(long long n_tok, int n_layer, int n_head_kv, int d_h)
+{
+	return (size_t)n_tok * (size_t)n_layer * (size_t)n_head_kv * (size_t)d_h * 2 * 2;
+}

@@ -170,4 +170,10 @@ int model_state_get_rows(const struct model_state *s, int layer, int p0, int n,
 int model_state_set_rows(struct model_state *s, int layer, int p0, int n,
 			 const uint16_t *k, const uint16_t *v);
 
+/* KV-cache bytes of n_tok positions over n_layer layers at fp16, K and V:
+ * n_tok x n_layer x n_head_kv x d_h x 2 x 2 (full_kv_bytes of DESIGN.md
+ * section 6 when n_layer is the global layers). Pure; no overflow below
+ * SIZE_MAX. */
+size_t model_kv_bytes(long long n_tok, int n_layer, int n_head_kv, int d_h);
+
 #endif

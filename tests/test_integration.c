@@ -12,9 +12,11 @@
 
 #include "app/app.h"
 #include "app/session.h"
+#include "engine/conv.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
 #include "store/store.h"
 #include "tests/test.h"
 
@@ -47,7 +49,7 @@ static void integration_ingest_sample(struct test_ctx *t)
 	 * the full-budget equivalence test below relies on; other tests use
 	 * --rmax 32 at ask time. */
 	o.r_max = 256;
-	int rc = app_ingest(&o, SAMPLE, &g_doc, err, sizeof err);
+	int rc = app_ingest(&o, SAMPLE, NULL, NULL, &g_doc, err, sizeof err);
 	T_CHECKF(t, rc == 0, "ingest: %s", err);
 	T_CHECK(t, store_open(&st, g_db, err, sizeof err) == 0);
 	rc = store_doc_get(st, g_doc, &d, err, sizeof err);
@@ -59,22 +61,28 @@ static void integration_ingest_sample(struct test_ctx *t)
 	g_prefill_s = d.prefill_s;
 }
 
-static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct session_answer *a,
+static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct conv_answer *a,
 	       struct session_info *info, long long *n_eval)
 {
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
 	char err[1024];
-	int rc = session_open(&s, o, g_doc, err, sizeof err);
+	int rc = app_load(o, &m, &tk, err, sizeof err);
+	if (!rc)
+		rc = session_open(&s, m, tk, o, g_doc, err, sizeof err);
 	if (rc) {
 		T_FAIL(t, "session_open: %s", err);
+		tok_close(tk);
+		model_close(m);
 		return rc;
 	}
-	long long e0 = model_n_eval(session_model(s));
-	rc = session_ask(s, q, NULL, NULL, a, err, sizeof err);
+	long long e0 = model_n_eval(m);
+	rc = conv_ask(session_conv(s), q, NULL, NULL, a, err, sizeof err);
 	if (rc)
-		T_FAIL(t, "session_ask: %s", err);
+		T_FAIL(t, "conv_ask: %s", err);
 	if (n_eval)
-		*n_eval = model_n_eval(session_model(s)) - e0;
+		*n_eval = model_n_eval(m) - e0;
 	if (info) {
 		session_get_info(s, info);
 		info->mem = NULL;
@@ -83,13 +91,15 @@ static int ask(struct test_ctx *t, struct app_opts *o, const char *q, struct ses
 		info->title = info->model_name = NULL;
 	}
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
 	return rc;
 }
 
 static void integration_ask_without_document_forward(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 	long long n_eval = 0;
 
@@ -103,7 +113,7 @@ static void integration_ask_without_document_forward(struct test_ctx *t)
 	int ok_eval = n_eval == a.n_question + a.n_gen;
 	int n_gen = a.n_gen;
 	double resume = in.resume_s;
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	/* every forward position is a question or answer token: none of the
 	 * ~9,200 document tokens went through the model again */
 	T_CHECKF(t, ok_eval, "forward positions %lld != question + answer", n_eval);
@@ -114,7 +124,7 @@ static void integration_ask_without_document_forward(struct test_ctx *t)
 static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer full, sk;
+	struct conv_answer full, sk;
 	const char *q = "Summarize the conditions for conveying modified source versions.";
 
 	T_CHECK(t, g_doc > 0);
@@ -135,7 +145,7 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 	o.r_max = 256;
 	o.r_max_set = 1;
 	if (ask(t, &o, q, &sk, NULL, NULL)) {
-		session_answer_free(&full);
+		conv_answer_free(&full);
 		return;
 	}
 	int same = full.n_gen == sk.n_gen && !memcmp(full.ids, sk.ids, (size_t)full.n_gen * sizeof *full.ids);
@@ -144,8 +154,8 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 		if (full.ids[i] != sk.ids[i])
 			first_diff = i;
 	int n_full = full.n_gen, n_sk = sk.n_gen;
-	session_answer_free(&full);
-	session_answer_free(&sk);
+	conv_answer_free(&full);
+	conv_answer_free(&sk);
 	T_CHECKF(t, n_full == 32, "full answer has %d tokens", n_full);
 	T_CHECKF(t, same, "sekv (%d tokens) differs from full (%d) at token %d", n_sk, n_full, first_diff);
 }
@@ -153,7 +163,7 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 static void integration_budget_respected(struct test_ctx *t)
 {
 	struct app_opts o;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 
 	T_CHECK(t, g_doc > 0);
@@ -165,7 +175,7 @@ static void integration_budget_respected(struct test_ctx *t)
 		return;
 	size_t peak = a.peak_resident_bytes;
 	double zpt = a.zoom_per_token;
-	session_answer_free(&a);
+	conv_answer_free(&a);
 	T_CHECKF(t, peak <= in.full_kv_bytes / 10 + 1, "resident %zu > 10%% of %zu", peak, in.full_kv_bytes);
 	T_CHECKF(t, zpt > 0, "no span zoomed (%.2f per token)", zpt);
 	T_CHECK(t, in.host_bytes > 0);
@@ -221,7 +231,7 @@ static void cli_ask_output_inert(struct test_ctx *t)
 	fclose(f);
 	base_opts(&o);
 	snprintf(o.db, sizeof o.db, "%s", db);
-	T_CHECKF(t, app_ingest(&o, path, &id, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, app_ingest(&o, path, NULL, NULL, &id, err, sizeof err) == 0, "%s", err);
 	snprintf(cmd, sizeof cmd, "%s ask %lld 'What is the code word of record 17?' --db %s -m %s -n 24 -q 2>/dev/null",
 		 test_sekv_bin(), (long long)id, db, test_model_path());
 	char *plain = test_run_cmd(cmd, &st1);
@@ -262,8 +272,10 @@ static void cli_ls_lists_document(struct test_ctx *t)
 static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 {
 	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
-	struct session_answer a;
+	struct conv_answer a;
 	struct session_info in;
 	char err[1024];
 	const char *qs[] = { "Who may convey copies?", "What is the LGPL?", "What is the warranty?",
@@ -275,31 +287,35 @@ static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 	o.n_predict = 120;
 	o.r_max = 32;
 	o.r_max_set = 1;
-	T_CHECKF(t, session_open(&s, &o, g_doc, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	if (session_open(&s, m, tk, &o, g_doc, err, sizeof err)) {
+		tok_close(tk);
+		model_close(m);
+		T_FAIL(t, "%s", err);
+		return;
+	}
 	session_get_info(s, &in);
-	for (int i = 0; i < 4; i++) {
-		int rc = session_ask(s, qs[i], NULL, NULL, &a, err, sizeof err);
+	for (int i = 0; i < 4 && !t->failed; i++) {
+		int rc = conv_ask(session_conv(s), qs[i], NULL, NULL, &a, err, sizeof err);
 		size_t peak = a.peak_resident_bytes;
 		double zpt = a.zoom_per_token;
 		int n_gen = a.n_gen;
 		evicted += a.n_evicted_turns;
 		rows += a.n_question + a.n_gen;
 		n_ans += a.n_gen > 0;
-		session_answer_free(&a);
-		if (rc) {
-			session_close(s);
+		conv_answer_free(&a);
+		if (rc)
 			T_FAIL(t, "turn %d: %s", i, err);
-			return;
-		}
-		if (peak > in.full_kv_bytes / 10 + 1 || (n_gen > 0 && zpt <= 0)) {
-			session_close(s);
+		else if (peak > in.full_kv_bytes / 10 + 1 || (n_gen > 0 && zpt <= 0))
 			T_FAIL(t, "turn %d: resident %zu of %zu, %.2f zooms/token", i, peak, in.full_kv_bytes, zpt);
-			return;
-		}
 	}
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
+	if (t->failed)
+		return;
 	/* the rows questions and answers may hold: half of what the budget
-	 * leaves after the fixed part (app/session.c); more than that in all
+	 * leaves after the fixed part (engine/conv.c); more than that in all
 	 * must have evicted a turn, whatever the model chose to say */
 	size_t row_bytes = in.full_kv_bytes / ((size_t)in.n_tok * in.n_layer);
 	long long cap = (long long)((in.full_kv_bytes / 10 - in.static_bytes) / (row_bytes * in.n_layer)) / 2;
@@ -313,6 +329,8 @@ static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 static void integration_other_model_refused(struct test_ctx *t)
 {
 	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
 	struct session *s = NULL;
 	sqlite3 *db = NULL;
 	char err[1024], path[512], dbp[512];
@@ -326,15 +344,108 @@ static void integration_other_model_refused(struct test_ctx *t)
 	fclose(f);
 	base_opts(&o);
 	snprintf(o.db, sizeof o.db, "%s", dbp);
-	T_CHECKF(t, app_ingest(&o, path, &id, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, app_ingest(&o, path, NULL, NULL, &id, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, sqlite3_open(dbp, &db) == SQLITE_OK);
 	int rc = sqlite3_exec(db, "UPDATE documents SET model_fp = '0123456789abcdef'", NULL, NULL, NULL);
 	sqlite3_close(db);
 	T_CHECK(t, rc == SQLITE_OK);
-	rc = session_open(&s, &o, id, err, sizeof err);
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	rc = session_open(&s, m, tk, &o, id, err, sizeof err);
 	session_close(s);
+	tok_close(tk);
+	model_close(m);
 	T_CHECKF(t, rc == SEKV_EMISMATCH, "rc %d: %s", rc, err);
 	T_CHECKF(t, strstr(err, "another model") != NULL, "%s", err);
+}
+
+/* A budget whose bytes fall below the memory's fixed part (1e-10 rounds
+ * to 0 bytes, which would mean "no cap") is refused at open, naming the
+ * smallest budget that fits; that budget opens, one step less does not. */
+static void integration_budget_below_fixed_part_refused(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	struct session *s = NULL;
+	char err[1024];
+	double fit = 0;
+
+	T_CHECK(t, g_doc > 0);
+	base_opts(&o);
+	o.budget = 1e-10;
+	o.budget_set = 1;
+	T_CHECKF(t, app_load(&o, &m, &tk, err, sizeof err) == 0, "%s", err);
+	int rc = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+	session_close(s);
+	s = NULL;
+	const char *hint = strstr(err, "--budget ");
+	int parsed = hint && sscanf(hint, "--budget %lf or more", &fit) == 1;
+	int rc_fit = -1, rc_less = -1;
+	if (parsed) {
+		o.budget = fit;
+		rc_fit = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+		session_close(s);
+		s = NULL;
+		o.budget = fit - 1e-4;
+		rc_less = session_open(&s, m, tk, &o, g_doc, err, sizeof err);
+		session_close(s);
+	}
+	tok_close(tk);
+	model_close(m);
+	T_CHECKF(t, rc == SEKV_EINVAL, "budget 1e-10 opened (rc %d)", rc);
+	T_CHECKF(t, parsed && fit > 0 && fit < 1, "no budget named: %s", err);
+	T_CHECKF(t, rc_fit == 0, "--budget %.4f refused: %s", fit, err);
+	T_CHECKF(t, rc_less == SEKV_EINVAL, "--budget %.4f accepted", fit - 1e-4);
+}
+
+struct first_report {
+	double t0, first; /* seconds (app_now) */
+	long long counted; /* bytes counted at the last report */
+};
+
+static void on_progress(void *ud, const struct app_ingest_progress *p)
+{
+	struct first_report *r = ud;
+	if (r->first == 0)
+		r->first = app_now();
+	if (!strcmp(p->stage, "count"))
+		r->counted = p->done;
+}
+
+/* A document far longer than the model's context (4 MiB, about a million
+ * tokens) is refused while counting, before any prefill or library write,
+ * with both lengths named; the first progress report comes at once. */
+static void ingest_refuses_document_longer_than_context(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct first_report r = {0};
+	char err[1024], path[512], dbp[512];
+	const char *words[] = { "harbor ", "street ", "bakery ", "opened ", "nineteen ", "rye ",
+				"bread ", "four ", "morning ", "closed ", "Sunday ", "kettle\n" };
+	int64_t id = 0;
+
+	snprintf(path, sizeof path, "%s/long.txt", test_tmpdir());
+	snprintf(dbp, sizeof dbp, "%s/long.db", test_tmpdir());
+	FILE *f = fopen(path, "w");
+	T_CHECK(t, f != NULL);
+	for (long i = 0, n = 0; n < (4L << 20); i++) {
+		const char *w = words[(i * 7 + i / 12) % 12];
+		fputs(w, f);
+		n += (long)strlen(w);
+	}
+	T_CHECK(t, fclose(f) == 0);
+	base_opts(&o);
+	snprintf(o.db, sizeof o.db, "%s", dbp);
+	r.t0 = app_now();
+	int rc = app_ingest(&o, path, on_progress, &r, &id, err, sizeof err);
+	double took = app_now() - r.t0;
+	T_CHECKF(t, rc == SEKV_EINVAL, "rc %d: %s", rc, err);
+	T_CHECKF(t, strstr(err, "longer than the model's context") && strstr(err, "32768") &&
+		 strstr(err, "4.0 MiB"), "%s", err);
+	T_CHECKF(t, r.first > 0 && r.first - r.t0 < 2.0, "first progress after %.1fs", r.first - r.t0);
+	T_CHECKF(t, r.counted < (1 << 20), "counted %lld bytes before refusing", r.counted);
+	T_CHECKF(t, took < 30, "refused after %.1fs", took);
+	T_CHECKF(t, access(dbp, F_OK) != 0, "a library was written: %s", dbp);
 }
 
 const struct test_case test_integration[] = {
@@ -344,6 +455,8 @@ const struct test_case test_integration[] = {
 	{ "integration_budget_respected", integration_budget_respected },
 	{ "integration_multi_turn_stays_in_budget", integration_multi_turn_stays_in_budget },
 	{ "integration_other_model_refused", integration_other_model_refused },
+	{ "integration_budget_below_fixed_part_refused", integration_budget_below_fixed_part_refused },
+	{ "ingest_refuses_document_longer_than_context", ingest_refuses_document_longer_than_context },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
 	{ "cli_ask_output_inert", cli_ask_output_inert },

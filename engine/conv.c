@@ -1,0 +1,492 @@
+/* conv.c - the conversation's decode loop (conv.h).
+ *
+ * Invariant: the model state is positioned at the end of everything decoded
+ * so far (the caller's start + earlier turns); the sampled token that ends
+ * a turn is not decoded: the next turn starts by closing the model turn.
+ * Turn starts are remembered so a KV method that evicts forgets whole turns,
+ * oldest first. The KV methods themselves live in engine/sekv/ and in the
+ * model state; documents are loaded by app/.
+ */
+#include "engine/conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine/chat.h"
+#include "engine/err.h"
+#include "engine/model.h"
+#include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
+
+#define CONV_MAX_TURNS 1024
+#define CONV_PEND_CAP 256 /* bytes held back for an incomplete UTF-8 sequence */
+
+struct conv {
+	const struct model *m;
+	const struct tok *tk;
+	struct model_state *ms;
+	const struct model_hparams *hp;
+	struct conv_kv kv;
+	struct conv_params p;
+	struct chat_template ct;
+	struct model_attn attn;
+	struct sampler smp;
+	float *logits;             /* [n_vocab] */
+	int have_logits;
+	int n_start;               /* positions in the state at conv_new */
+	int n_tail;                /* positions added since */
+	int turn_pos[CONV_MAX_TURNS]; /* start of each turn still held, positions */
+	int n_turn_held;
+	int n_turn;                /* questions asked */
+	size_t pos_bytes;          /* one position over all global layers, fp16 K+V */
+	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
+	struct conv_zoom *agg;     /* [n_global * n_span] */
+	struct chat_tokvec turn;   /* scratch: the turn being asked */
+	conv_warn_fn warn;
+	void *warn_ud;
+};
+
+static double conv_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- KV methods ----------------------------------------------------- */
+
+void conv_kv_full(struct conv_kv *kv)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = "full";
+}
+
+static int sekv_tail(const void *ctx)
+{
+	return sekv_ctx_tail_rows(ctx);
+}
+
+static int sekv_evict(void *ctx, int pos)
+{
+	return sekv_ctx_evict_tail(ctx, pos);
+}
+
+static size_t sekv_resident(const void *ctx)
+{
+	return sekv_ctx_stats(ctx)->resident_bytes;
+}
+
+static const struct sekv_stats *sekv_stats_of(const void *ctx)
+{
+	return sekv_ctx_stats(ctx);
+}
+
+void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = "sekv";
+	kv->ctx = sc;
+	kv->attend = sekv_attend;
+	kv->tail_rows = sekv_tail;
+	kv->evict = sekv_evict;
+	kv->resident_bytes = sekv_resident;
+	kv->stats = sekv_stats_of;
+	kv->fixed_bytes = mem->static_bytes;
+	kv->budget_bytes = sekv_ctx_stats(sc)->budget_bytes;
+	kv->n_span = mem->n_span;
+}
+
+/* ---- life cycle ----------------------------------------------------- */
+
+void conv_default_params(struct conv_params *p)
+{
+	memset(p, 0, sizeof *p);
+	p->n_predict = 256;
+	p->tail_cap = CONV_TAIL_CAP;
+	sampler_default_params(&p->sampler);
+}
+
+void conv_answer_free(struct conv_answer *a)
+{
+	if (!a)
+		return;
+	free(a->text);
+	free(a->ids);
+	free(a->zoom);
+	memset(a, 0, sizeof *a);
+}
+
+int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
+	     struct model_state *ms, const struct conv_kv *kv,
+	     const struct conv_params *p, char *err, size_t errlen)
+{
+	struct conv *c;
+	int rc;
+
+	*out = NULL;
+	if (p->n_predict < 0 || p->tail_cap < 1 || p->n_batch < 0)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: n_predict %d, tail_cap %d, "
+				 "n_batch %d: out of range", p->n_predict, p->tail_cap, p->n_batch);
+	if (!(c = calloc(1, sizeof *c)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+	c->m = m;
+	c->tk = tk;
+	c->ms = ms;
+	c->hp = model_hparams(m);
+	c->kv = *kv;
+	c->p = *p;
+	c->attn = (struct model_attn){ kv->ctx, kv->attend };
+	c->n_start = model_state_n_past(ms);
+	c->pos_bytes = model_kv_bytes(1, c->hp->n_global, c->hp->n_head_kv, c->hp->d_head);
+	if (tk && (rc = chat_template_init(&c->ct, c->hp->arch, tk, err, errlen)))
+		goto fail;
+	if (sampler_init(&c->smp, &p->sampler, c->hp->n_vocab)) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: sampler: out of memory");
+		goto fail;
+	}
+	c->logits = malloc((size_t)c->hp->n_vocab * sizeof *c->logits);
+	size_t n_agg = kv->stats && kv->n_span > 0 ? (size_t)c->hp->n_global * kv->n_span : 0;
+	if (n_agg) {
+		c->agg_idx = malloc(n_agg * sizeof *c->agg_idx);
+		c->agg = malloc(n_agg * sizeof *c->agg);
+	}
+	if (!c->logits || (n_agg && (!c->agg_idx || !c->agg))) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+		goto fail;
+	}
+	*out = c;
+	return 0;
+fail:
+	conv_free(c);
+	return rc;
+}
+
+void conv_free(struct conv *c)
+{
+	if (!c)
+		return;
+	sampler_free(&c->smp);
+	free(c->logits);
+	free(c->agg_idx);
+	free(c->agg);
+	chat_tokvec_free(&c->turn);
+	free(c);
+}
+
+void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud)
+{
+	c->warn = fn;
+	c->warn_ud = ud;
+}
+
+const struct model *conv_model(const struct conv *c)
+{
+	return c->m;
+}
+
+const float *conv_logits(const struct conv *c)
+{
+	return c->have_logits ? c->logits : NULL;
+}
+
+/* ---- feeding tokens ------------------------------------------------- */
+
+static int held_rows(const struct conv *c)
+{
+	return c->kv.tail_rows ? c->kv.tail_rows(c->kv.ctx) : c->n_tail;
+}
+
+static size_t resident_now(const struct conv *c)
+{
+	if (c->kv.resident_bytes)
+		return c->kv.resident_bytes(c->kv.ctx);
+	return (size_t)(c->n_start + c->n_tail) * c->pos_bytes;
+}
+
+static int decode_one(struct conv *c, int32_t id, int need_logits, char *err, size_t errlen)
+{
+	if (held_rows(c) >= c->p.tail_cap)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "conversation: reached %d tokens after its start; start a new one",
+				 c->p.tail_cap);
+	int rc = model_decode_ex(c->m, c->ms, id, c->kv.attend ? &c->attn : NULL, c->logits,
+				 need_logits, err, errlen);
+	if (rc)
+		return rc;
+	c->have_logits = need_logits;
+	c->n_tail++;
+	return 0;
+}
+
+int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen)
+{
+	int batch = c->p.n_batch > 0 ? c->p.n_batch : 1;
+
+	if (c->kv.attend)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: prefill needs full KV, not %s",
+				 c->kv.name);
+	for (int pos = 0; pos < n; pos += batch) {
+		int k = n - pos < batch ? n - pos : batch;
+		int rc = model_prefill(c->m, c->ms, ids + pos, k, NULL, err, errlen);
+		if (rc)
+			return rc;
+		c->n_tail += k;
+	}
+	if (n > 0) {
+		memcpy(c->logits, model_state_logits(c->ms), (size_t)c->hp->n_vocab * sizeof *c->logits);
+		c->have_logits = 1;
+	}
+	return 0;
+}
+
+int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen)
+{
+	for (int i = 0; i < n; i++) {
+		int rc = decode_one(c, ids[i], i == n - 1, err, errlen);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- turns ---------------------------------------------------------- */
+
+/* With a method that evicts: drops the oldest whole turns while the held
+ * question and answer rows, plus this turn and its longest answer, would
+ * take more than half of the budget left after the fixed part (the other
+ * half stays for zooming) or more than the tail capacity. */
+static void evict_turns(struct conv *c, int n_new, struct conv_answer *a)
+{
+	long long cap = c->p.tail_cap;
+
+	if (c->kv.budget_bytes) {
+		long long free_rows = c->kv.budget_bytes > c->kv.fixed_bytes
+			? (long long)((c->kv.budget_bytes - c->kv.fixed_bytes) / c->pos_bytes) : 0;
+		if (free_rows / 2 < cap)
+			cap = free_rows / 2;
+	}
+	if ((long long)n_new + c->p.n_predict > cap) {
+		snprintf(a->warn, sizeof a->warn,
+			 "this question (%d tokens) and an answer of up to %d tokens need more fast-tier rows "
+			 "than the budget leaves (%lld): the device tier goes over the budget for this answer",
+			 n_new, c->p.n_predict, cap);
+		if (c->warn)
+			c->warn(c->warn_ud, a->warn);
+	}
+	int k = 0;
+	while (k < c->n_turn_held && held_rows(c) + (long long)n_new + c->p.n_predict > cap) {
+		int upto = k + 1 < c->n_turn_held ? c->turn_pos[k + 1] : c->n_start + c->n_tail;
+		int before = held_rows(c);
+		if (c->kv.evict(c->kv.ctx, upto))
+			break;
+		a->n_evicted_tokens += before - held_rows(c);
+		a->n_evicted_turns++;
+		k++;
+	}
+	memmove(c->turn_pos, c->turn_pos + k, (size_t)(c->n_turn_held - k) * sizeof *c->turn_pos);
+	c->n_turn_held -= k;
+}
+
+static int build_turn(struct conv *c, const char *q, char *err, size_t errlen)
+{
+	enum chat_turn_start start = CHAT_START_AFTER_MODEL;
+	const char *sep = NULL;
+
+	if (c->n_turn == 0 && c->p.in_user_turn) {
+		start = CHAT_START_IN_USER;
+		sep = "\n\n";
+	} else if (c->n_turn == 0) {
+		start = CHAT_START_STREAM;
+	}
+	c->turn.n = 0;
+	return chat_build_turn(&c->turn, &c->ct, c->tk, start, sep, q, strlen(q), 1, err, errlen);
+}
+
+static void remember_turn(struct conv *c)
+{
+	if (c->n_turn_held == CONV_MAX_TURNS) {
+		memmove(c->turn_pos, c->turn_pos + 1, (CONV_MAX_TURNS - 1) * sizeof *c->turn_pos);
+		c->n_turn_held--;
+	}
+	c->turn_pos[c->n_turn_held++] = c->n_start + c->n_tail;
+}
+
+/* Decodes (or prefills) the turn; fn sees each question token and may stop. */
+static int feed_turn(struct conv *c, conv_step_fn fn, void *ud, struct conv_answer *a,
+		     char *err, size_t errlen)
+{
+	const struct chat_tokvec *v = &c->turn;
+
+	if (c->p.n_batch > 0 && !c->kv.attend)
+		return conv_prefill(c, v->ids, v->n, err, errlen);
+	for (int i = 0; i < v->n; i++) {
+		int rc = decode_one(c, v->ids[i], i == v->n - 1, err, errlen);
+		if (rc)
+			return rc;
+		struct conv_step ev = { .question = 1, .piece = "", .token = -1,
+					.resident_bytes = resident_now(c) };
+		ev.peak_resident_bytes = ev.resident_bytes;
+		if (fn && fn(ud, &ev)) {
+			a->stopped = 1;
+			return SEKV_EINTR;
+		}
+	}
+	return 0;
+}
+
+/* ---- answers -------------------------------------------------------- */
+
+/* Folds this step's zooms into the per-answer aggregate. */
+static void agg_step(struct conv *c, const struct sekv_stats *st, struct conv_answer *a, int *n_agg)
+{
+	int n_span = c->kv.n_span;
+
+	a->zoom_per_token += st->n_zoom;
+	for (int i = 0; i < st->n_zoom; i++) {
+		const struct sekv_zoom *z = &st->zoom[i];
+		if (z->layer < 0 || z->layer >= c->hp->n_global || z->span < 0 || z->span >= n_span)
+			continue;
+		int32_t *slot = &c->agg_idx[(size_t)z->layer * n_span + z->span];
+		if (*slot < 0) {
+			*slot = (*n_agg)++;
+			c->agg[*slot] = (struct conv_zoom){ z->span, z->layer, z->head, 0, z->alpha };
+		}
+		struct conv_zoom *g = &c->agg[*slot];
+		g->steps++;
+		if (z->alpha > g->alpha_max) {
+			g->alpha_max = z->alpha;
+			g->head = z->head;
+		}
+	}
+}
+
+static int cmp_zoom(const void *a, const void *b)
+{
+	const struct conv_zoom *x = a, *y = b;
+	if (x->steps != y->steps)
+		return y->steps - x->steps;
+	if (x->layer != y->layer)
+		return x->layer - y->layer;
+	return x->span - y->span;
+}
+
+static int append_text(struct conv_answer *a, size_t *cap, const char *p, size_t n)
+{
+	if (a->text_len + n + 1 > *cap) {
+		size_t nc = (*cap ? *cap : 256);
+		while (nc < a->text_len + n + 1)
+			nc *= 2;
+		char *t = realloc(a->text, nc);
+		if (!t)
+			return SEKV_ENOMEM;
+		a->text = t;
+		*cap = nc;
+	}
+	memcpy(a->text + a->text_len, p, n);
+	a->text_len += n;
+	a->text[a->text_len] = 0;
+	return 0;
+}
+
+/* Samples, decodes and streams the answer; pend holds back an incomplete
+ * UTF-8 sequence until a later token completes it. */
+static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_answer *a,
+		       char *err, size_t errlen)
+{
+	char pend[CONV_PEND_CAP];
+	size_t n_pend = 0, cap = 0;
+	int rc, n_agg = 0;
+
+	if ((rc = append_text(a, &cap, "", 0)))
+		return sekv_errf(err, errlen, rc, "conversation: out of memory");
+	double g0 = conv_now();
+	sampler_reset_recent(&c->smp);
+	for (;;) {
+		int32_t id = sampler_sample(&c->smp, c->logits);
+		if (chat_is_end(&c->ct, id) || a->n_gen >= c->p.n_predict)
+			break;
+		if ((rc = decode_one(c, id, 1, err, errlen)))
+			return rc;
+		a->ids[a->n_gen++] = id;
+		sampler_accept(&c->smp, id);
+		const struct sekv_stats *st = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
+		if (st && c->agg)
+			agg_step(c, st, a, &n_agg);
+		size_t res = resident_now(c);
+		if (res > a->peak_resident_bytes)
+			a->peak_resident_bytes = res;
+
+		int n = tok_token_text(c->tk, id, pend + n_pend, (int)(sizeof pend - n_pend));
+		if (n > 0)
+			n_pend += (size_t)n;
+		size_t ok = tok_utf8_complete(pend, n_pend);
+		if (n_pend >= sizeof pend - 8)
+			ok = n_pend; /* never stall on garbage */
+		if ((rc = append_text(a, &cap, pend, ok)))
+			return sekv_errf(err, errlen, rc, "conversation: out of memory");
+		double el = conv_now() - g0;
+		struct conv_step ev = {
+			.piece = pend, .piece_len = (int)ok, .token = id, .n_gen = a->n_gen,
+			.tps = el > 0 ? a->n_gen / el : 0, .stats = st,
+			.resident_bytes = res, .peak_resident_bytes = a->peak_resident_bytes,
+		};
+		int stop = fn ? fn(ud, &ev) : 0;
+		memmove(pend, pend + ok, n_pend - ok);
+		n_pend -= ok;
+		if (stop) {
+			a->stopped = 1;
+			break;
+		}
+	}
+	memcpy(a->rest, pend, n_pend);
+	a->n_rest = (int)n_pend;
+	a->decode_s = conv_now() - g0;
+	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
+	if (a->n_gen > 0)
+		a->zoom_per_token /= a->n_gen;
+	if (n_agg > 0) {
+		if (!(a->zoom = malloc((size_t)n_agg * sizeof *a->zoom)))
+			return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+		memcpy(a->zoom, c->agg, (size_t)n_agg * sizeof *a->zoom);
+		qsort(a->zoom, (size_t)n_agg, sizeof *a->zoom, cmp_zoom);
+		a->n_zoom = n_agg;
+	}
+	return 0;
+}
+
+int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
+	     struct conv_answer *a, char *err, size_t errlen)
+{
+	int rc;
+
+	memset(a, 0, sizeof *a);
+	if (!c->tk)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: no tokenizer: only given tokens can be fed");
+	if (!(a->ids = malloc(((size_t)c->p.n_predict + 1) * sizeof *a->ids)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+	if ((rc = build_turn(c, text, err, errlen)))
+		return rc;
+	if (c->agg_idx)
+		memset(c->agg_idx, 0xff, (size_t)c->hp->n_global * c->kv.n_span * sizeof *c->agg_idx);
+	if ((long long)c->turn.n + c->p.n_predict > c->p.tail_cap)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "question of %d tokens is too long: a question and its answer (-n %d) may take "
+				 "at most %d tokens", c->turn.n, c->p.n_predict, c->p.tail_cap);
+	if (c->kv.evict)
+		evict_turns(c, c->turn.n, a);
+	remember_turn(c);
+
+	double t0 = conv_now();
+	rc = feed_turn(c, fn, ud, a, err, errlen);
+	a->n_question = c->turn.n;
+	a->question_s = conv_now() - t0;
+	a->peak_resident_bytes = resident_now(c);
+	if (!rc)
+		rc = answer_loop(c, fn, ud, a, err, errlen);
+	if (rc && rc != SEKV_EINTR)
+		return rc;
+	c->n_turn++;
+	return a->stopped ? SEKV_EINTR : 0;
+}

@@ -1,0 +1,167 @@
+/* conv.h - a conversation: the one decode loop, over a pluggable KV method.
+ *
+ * A conversation continues a model state (borrowed) from wherever its
+ * caller left it: after a stored document restored into the state (app/),
+ * or empty (`sekv generate`, the benchmark). Turns come from the model's
+ * chat template (chat_build_turn); answers are sampled (engine/sampler.h)
+ * and streamed as complete UTF-8 pieces, one view (struct conv_step) per
+ * step. Global layers attend through a KV method (struct conv_kv): full
+ * (exact rows in the state) or SeKV; a method that can evict forgets the
+ * oldest turns to stay within its budget. One loaded model serves any
+ * number of conversations. Loading documents lives in app/ (store/).
+ */
+#ifndef SEKV_CONV_H
+#define SEKV_CONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/sampler.h"
+
+struct conv;
+struct model;
+struct model_state;
+struct tok;
+struct sekv_ctx;
+struct sekv_mem;
+struct sekv_stats;
+
+#define CONV_TAIL_CAP 8192 /* default tokens a conversation adds (question + answer) */
+
+/* A KV method: how global layers attend, and what it holds. All fields
+ * are read at conv_new; ctx is borrowed and must outlive the conversation.
+ * A NULL function means the full-KV behaviour named beside it. */
+struct conv_kv {
+	const char *name;  /* "full", "sekv" */
+	void *ctx;         /* the method's decode stream */
+	/* model_attn callback (engine/model.h); NULL: exact rows in the state */
+	int (*attend)(void *ctx, int layer, int pos, const float *q,
+		      const float *k, const float *v, float *out);
+	/* rows held after the conversation's start, per global layer;
+	 * NULL: every position decoded since conv_new */
+	int (*tail_rows)(const void *ctx);
+	/* forgets the rows of positions before pos (0 or SEKV_EINVAL);
+	 * NULL: never evicts */
+	int (*evict)(void *ctx, int pos);
+	/* device-tier KV bytes now; NULL: held positions x global layers x
+	 * model_kv_bytes of one row */
+	size_t (*resident_bytes)(const void *ctx);
+	/* live counters and this step's zooms; NULL: none */
+	const struct sekv_stats *(*stats)(const void *ctx);
+	size_t fixed_bytes;  /* device bytes held whatever the tail (SeKV static part) */
+	size_t budget_bytes; /* device-tier budget, bytes; 0 = no cap */
+	int n_span;          /* spans zooms refer to (0: the method never zooms) */
+};
+
+/* Full KV: exact rows in the model state (needs global_exact). */
+void conv_kv_full(struct conv_kv *kv);
+/* SeKV over mem through sc (both borrowed, outliving the conversation). */
+void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem);
+
+struct conv_params {
+	int n_predict;       /* answer tokens at most, >= 0 */
+	int tail_cap;        /* tokens the conversation may add, >= 1 (CONV_TAIL_CAP) */
+	int n_batch;         /* > 0: question turns are prefilled in chunks of
+	                        n_batch (full KV only, as `generate` does); 0:
+	                        decoded token by token through the KV method */
+	int in_user_turn;    /* 1: the state ends inside an open user turn (a
+	                        document): the first question joins it after a
+	                        blank line; 0: the first turn starts the stream */
+	struct sampler_params sampler;
+};
+
+/* Defaults: 256 answer tokens, CONV_TAIL_CAP, token by token, new stream,
+ * sampler_default_params. */
+void conv_default_params(struct conv_params *p);
+
+/* A zoomed span aggregated over an answer: the one zoom record shared by
+ * engine, app (--json) and ui. */
+struct conv_zoom {
+	int32_t span;      /* index into the memory's span list */
+	int32_t layer;     /* global layer index */
+	int32_t head;      /* query head with the highest alpha */
+	int32_t steps;     /* answer tokens during which it was zoomed (1 in a
+	                      single step's view) */
+	float alpha_max;   /* highest alpha_S seen */
+};
+
+/* One step as the caller sees it (borrowed for the callback). While the
+ * question turn is decoded, question is 1 and there is no piece or token. */
+struct conv_step {
+	int question;            /* 1: a question token was decoded */
+	const char *piece;       /* complete UTF-8 text this token finished */
+	int piece_len;           /* bytes, >= 0 */
+	int32_t token;           /* sampled token (-1 during the question) */
+	int n_gen;               /* answer tokens so far */
+	double tps;              /* answer tokens/s so far */
+	const struct sekv_stats *stats; /* zooms of this step; NULL without */
+	size_t resident_bytes;   /* device tier now */
+	size_t peak_resident_bytes;
+};
+
+/* Return nonzero to stop (the question or the answer). */
+typedef int (*conv_step_fn)(void *ud, const struct conv_step *st);
+/* A warning before an answer starts (msg borrowed for the call). */
+typedef void (*conv_warn_fn)(void *ud, const char *msg);
+
+struct conv_answer {
+	char *text;              /* malloc'ed, NUL-terminated (conv_answer_free) */
+	size_t text_len;
+	char rest[256];          /* bytes of a UTF-8 sequence left incomplete
+	                            at the end (not in text) */
+	int n_rest;
+	int32_t *ids;            /* [n_gen] answer token ids, malloc'ed */
+	int n_gen;
+	int n_question;          /* tokens decoded for the question turn */
+	int stopped;             /* 1 when the callback stopped it */
+	char warn[256];          /* why this answer may exceed the budget, or "" */
+	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
+	int n_evicted_tokens;
+	double question_s;       /* seconds on the question turn */
+	double decode_s;         /* seconds generating the answer */
+	double decode_tps;
+	size_t peak_resident_bytes;
+	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	int n_zoom;
+	struct conv_zoom *zoom;  /* [n_zoom] by steps descending, malloc'ed */
+};
+
+void conv_answer_free(struct conv_answer *a); /* NULL is a no-op */
+
+/* Opens a conversation continuing ms (model_state_n_past positions are
+ * its start) with model m and tokenizer tk (NULL: no turns, only
+ * conv_prefill and conv_feed, as the benchmark does). m, tk, ms and kv->ctx are
+ * borrowed: they must outlive the conversation, and ms is used by nothing
+ * else meanwhile. Scratch for every step is sized here. Errors:
+ * SEKV_EUNSUP (no chat template), SEKV_EINVAL (bad params), SEKV_ENOMEM. */
+int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
+	     struct model_state *ms, const struct conv_kv *kv,
+	     const struct conv_params *p, char *err, size_t errlen);
+void conv_free(struct conv *c); /* NULL is a no-op */
+
+void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud);
+const struct model *conv_model(const struct conv *c);
+
+/* Prefills ids[0..n) in chunks of the state's batch p->n_batch (full KV,
+ * exact rows; nothing is sampled). 0 or a negative code. */
+int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen);
+
+/* Feeds given tokens (teacher forcing): decodes ids[0..n) one by one
+ * through the KV method, logits after the last one (conv_logits). Counts
+ * against tail_cap. 0 or a negative code (SEKV_EINVAL past tail_cap). */
+int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen);
+
+/* Logits [n_vocab] after the last fed token, or NULL (borrowed, valid
+ * until the next call on c). */
+const float *conv_logits(const struct conv *c);
+
+/* Asks text: builds the turn (chat_build_turn), evicts old turns when the
+ * method needs room, decodes the turn (calling fn with question = 1 after
+ * each token), then samples up to n_predict tokens until the model ends
+ * its turn, calling fn for each. fn may be NULL. Returns 0, SEKV_EINTR
+ * when fn stopped it (ans filled with what was produced), or a negative
+ * code. ans is always initialised (conv_answer_free it). */
+int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
+	     struct conv_answer *ans, char *err, size_t errlen);
+
+#endif

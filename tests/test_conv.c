@@ -1,0 +1,275 @@
+/* test_conv.c - the conversation (engine/conv.c) with the real model over a
+ * short document ingested into a fresh library: a conversation resumed
+ * from stored rows answers as one over a state prefilled live, streamed
+ * pieces are whole UTF-8 and make up the answer, a KV method that evicts
+ * forgets whole turns under its budget, and a stop during the question
+ * ends the turn at once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/app.h"
+#include "app/session.h"
+#include "engine/conv.h"
+#include "engine/err.h"
+#include "engine/model.h"
+#include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
+#include "store/store.h"
+#include "tests/test.h"
+
+#define CONV_DOC "The Harbor Street bakery opened in 1998. Its owner, Mira Olsen, bakes rye " \
+	"bread at four every morning and sells it until noon. On Sundays the bakery is closed. " \
+	"The café next door, Blue Kettle, serves coffee in tall glasses and cinnamon buns.\n"
+
+static int64_t g_conv_doc;
+static char g_conv_db[512];
+
+struct fix {
+	struct app_opts o;
+	struct model *m;
+	struct tok *tk;
+	struct session *s;
+};
+
+static void fix_close(struct fix *f)
+{
+	session_close(f->s);
+	tok_close(f->tk);
+	model_close(f->m);
+}
+
+/* Ingests CONV_DOC once, then opens it with --kv full (kv_full) or SeKV. */
+static int fix_open(struct test_ctx *t, struct fix *f, int kv_full)
+{
+	char err[1024], path[512];
+
+	memset(f, 0, sizeof *f);
+	app_opts_parse(&f->o, 0, NULL, err, sizeof err);
+	snprintf(f->o.model, sizeof f->o.model, "%s", test_model_path());
+	f->o.quiet = 1;
+	f->o.n_predict = 24;
+	if (access(test_model_path(), R_OK) != 0) {
+		T_FAIL(t, "model %s missing (make model)", test_model_path());
+		return -1;
+	}
+	if (!g_conv_doc) {
+		snprintf(g_conv_db, sizeof g_conv_db, "%s/conv.db", test_tmpdir());
+		snprintf(path, sizeof path, "%s/conv_doc.txt", test_tmpdir());
+		FILE *fp = fopen(path, "w");
+		if (!fp || fputs(CONV_DOC, fp) < 0 || fclose(fp)) {
+			T_FAIL(t, "cannot write %s", path);
+			return -1;
+		}
+		snprintf(f->o.db, sizeof f->o.db, "%s", g_conv_db);
+		if (app_ingest(&f->o, path, NULL, NULL, &g_conv_doc, err, sizeof err)) {
+			T_FAIL(t, "ingest: %s", err);
+			return -1;
+		}
+	}
+	snprintf(f->o.db, sizeof f->o.db, "%s", g_conv_db);
+	f->o.kv_full = kv_full;
+	if (app_load(&f->o, &f->m, &f->tk, err, sizeof err) ||
+	    session_open(&f->s, f->m, f->tk, &f->o, g_conv_doc, err, sizeof err)) {
+		T_FAIL(t, "open: %s", err);
+		fix_close(f);
+		return -1;
+	}
+	return 0;
+}
+
+struct stream {
+	char text[4096];
+	size_t len;
+	int bad_piece;      /* a piece that is not whole UTF-8 */
+	int n_question;     /* question steps seen */
+	int stop_question;  /* stop at the first question step */
+};
+
+static int on_step(void *ud, const struct conv_step *st)
+{
+	struct stream *s = ud;
+	if (st->question) {
+		s->n_question++;
+		return s->stop_question;
+	}
+	if (tok_utf8_complete(st->piece, (size_t)st->piece_len) != (size_t)st->piece_len)
+		s->bad_piece = 1;
+	if (s->len + (size_t)st->piece_len < sizeof s->text) {
+		memcpy(s->text + s->len, st->piece, (size_t)st->piece_len);
+		s->len += (size_t)st->piece_len;
+	}
+	return 0;
+}
+
+/* Full KV restored from the library == the same document prefilled live
+ * into a fresh exact state (the stored rows are the prefill's rows), and
+ * every streamed piece is whole UTF-8, together the answer's text. */
+static void conv_resumed_equals_live_prefill(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0}, b = {0};
+	struct stream st = {0};
+	struct session_info in;
+	struct model_state *ms = NULL;
+	struct conv *c = NULL;
+	struct conv_params cp;
+	struct conv_kv kv;
+	char err[1024];
+	const char *q = "When does the bakery close?";
+
+	if (fix_open(t, &f, 1))
+		return;
+	session_get_info(f.s, &in);
+	int rc = conv_ask(session_conv(f.s), q, on_step, &st, &a, err, sizeof err);
+	conv_default_params(&cp);
+	cp.n_predict = f.o.n_predict;
+	cp.n_batch = f.o.n_batch;
+	cp.in_user_turn = 1;
+	cp.sampler.temperature = f.o.temperature;
+	cp.sampler.seed = f.o.seed;
+	cp.sampler.repeat_penalty = f.o.repeat_penalty;
+	conv_kv_full(&kv);
+	int rc2 = model_state_new(&ms, f.m, in.n_tok + CONV_TAIL_CAP, f.o.n_batch, 1, err, sizeof err);
+	if (!rc2)
+		rc2 = conv_new(&c, f.m, f.tk, ms, &kv, &cp, err, sizeof err);
+	/* ingest prefilled in chunks of --batch: the same chunks here */
+	if (!rc2)
+		rc2 = conv_prefill(c, in.tokens, in.n_tok, err, sizeof err);
+	cp.n_batch = 0;
+	conv_free(c);
+	c = NULL;
+	/* questions are decoded token by token, as over a stored document */
+	if (!rc2)
+		rc2 = conv_new(&c, f.m, f.tk, ms, &kv, &cp, err, sizeof err);
+	if (!rc2)
+		rc2 = conv_ask(c, q, NULL, NULL, &b, err, sizeof err);
+	int same = a.n_gen == b.n_gen && !memcmp(a.ids, b.ids, (size_t)a.n_gen * sizeof *a.ids);
+	int text_ok = a.text && st.len == a.text_len && !memcmp(st.text, a.text, st.len);
+	int n_gen = a.n_gen, bad = st.bad_piece, nq = st.n_question, n_question = a.n_question;
+	conv_answer_free(&a);
+	conv_answer_free(&b);
+	conv_free(c);
+	model_state_free(ms);
+	fix_close(&f);
+	T_CHECKF(t, rc == 0 && rc2 == 0, "%s", err);
+	T_CHECK(t, n_gen > 0);
+	T_CHECKF(t, same, "resumed and live answers differ");
+	T_CHECK(t, text_ok);
+	T_CHECK(t, !bad);
+	T_CHECKF(t, nq == n_question, "%d question steps for %d tokens", nq, n_question);
+}
+
+/* A stop asked during the question ends the turn after one token: nothing
+ * is generated, and the next question still works. */
+static void conv_stop_during_question(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0};
+	struct stream st = { .stop_question = 1 };
+	char err[1024];
+
+	if (fix_open(t, &f, 0))
+		return;
+	long long e0 = model_n_eval(f.m);
+	int rc = conv_ask(session_conv(f.s), "Who owns the bakery?", on_step, &st, &a, err, sizeof err);
+	long long n_eval = model_n_eval(f.m) - e0;
+	int n_gen = a.n_gen, stopped = a.stopped;
+	conv_answer_free(&a);
+	st.stop_question = 0;
+	int rc2 = conv_ask(session_conv(f.s), "Who owns the bakery?", on_step, &st, &a, err, sizeof err);
+	int n_gen2 = a.n_gen;
+	conv_answer_free(&a);
+	fix_close(&f);
+	T_CHECKF(t, rc == SEKV_EINTR, "rc %d", rc);
+	T_CHECK(t, stopped && n_gen == 0);
+	T_CHECKF(t, n_eval == 1, "%lld forward positions after the stop", n_eval);
+	T_CHECKF(t, rc2 == 0 && n_gen2 > 0, "rc %d, %d tokens: %s", rc2, n_gen2, err);
+}
+
+/* A KV method (here a recorder over full KV) whose budget holds about two
+ * turns: later turns evict the oldest whole turns, at turn starts. */
+struct recorder {
+	int n_tail;       /* rows the conversation decoded (mirrors conv) */
+	int first_held;   /* position of the first held row */
+	int n_start;
+	int evict_pos[16];
+	int n_evict;
+};
+
+static int rec_tail(const void *ctx)
+{
+	const struct recorder *r = ctx;
+	return r->n_start + r->n_tail - r->first_held;
+}
+
+static int rec_evict(void *ctx, int pos)
+{
+	struct recorder *r = ctx;
+	if (pos < r->first_held || r->n_evict == 16)
+		return SEKV_EINVAL;
+	r->evict_pos[r->n_evict++] = pos;
+	r->first_held = pos;
+	return 0;
+}
+
+static int rec_step(void *ud, const struct conv_step *st)
+{
+	struct recorder *r = ud;
+	(void)st;
+	r->n_tail++;
+	return 0;
+}
+
+static void conv_evicts_oldest_turns(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0};
+	struct session_info in;
+	struct model_state *ms = NULL;
+	struct conv *c = NULL;
+	struct conv_params cp;
+	struct conv_kv kv;
+	struct recorder r = {0};
+	char err[1024];
+	int rc, evicted = 0, turn_start[4];
+
+	if (fix_open(t, &f, 1))
+		return;
+	session_get_info(f.s, &in);
+	const struct model_hparams *hp = model_hparams(f.m);
+	conv_default_params(&cp);
+	cp.n_predict = 8;
+	conv_kv_full(&kv);
+	kv.name = "recorder";
+	kv.ctx = &r;
+	kv.tail_rows = rec_tail;
+	kv.evict = rec_evict;
+	/* room for 2 x 40 rows: question (~12) + answer (8) fits twice */
+	kv.budget_bytes = 2 * 40 * model_kv_bytes(1, hp->n_global, hp->n_head_kv, hp->d_head);
+	rc = model_state_new(&ms, f.m, 512, 64, 1, err, sizeof err);
+	if (!rc)
+		rc = conv_new(&c, f.m, f.tk, ms, &kv, &cp, err, sizeof err);
+	for (int i = 0; i < 4 && !rc; i++) {
+		turn_start[i] = r.n_start + r.n_tail;
+		rc = conv_ask(c, "Name one thing the bakery sells.", rec_step, &r, &a, err, sizeof err);
+		evicted += a.n_evicted_turns;
+		conv_answer_free(&a);
+	}
+	conv_free(c);
+	model_state_free(ms);
+	fix_close(&f);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, evicted > 0 && r.n_evict == evicted, "%d turns evicted, %d calls", evicted, r.n_evict);
+	for (int i = 0; i < r.n_evict; i++)
+		T_CHECKF(t, r.evict_pos[i] == turn_start[i + 1], "eviction %d at %d, turn %d starts at %d",
+			 i, r.evict_pos[i], i + 1, turn_start[i + 1]);
+}
+
+const struct test_case test_conv[] = {
+	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
+	{ "conv_stop_during_question", conv_stop_during_question },
+	{ "conv_evicts_oldest_turns", conv_evicts_oldest_turns },
+	{ NULL, NULL },
+};
