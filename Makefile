@@ -36,7 +36,7 @@ $(BIN)/sekv-bench: $(BUILD)/bench/engine_bench.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 
-$(BIN)/sekv-membw: $(BUILD)/bench/membw.o
+$(BIN)/sekv-membw: $(BUILD)/bench/membw.o $(BUILD)/engine/clock.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^
 

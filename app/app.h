@@ -55,7 +55,7 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
  * by app_ingest_meter_init (one per ingest). */
 struct app_ingest_meter {
 	char stage[16];   /* stage being shown */
-	double last;      /* seconds (app_now) of the last line */
+	double last;      /* seconds (clk_now) of the last line */
 	int last_tenth;   /* tenth of the stage last printed, -1 none */
 	int tty;          /* stderr is a terminal */
 };
@@ -84,11 +84,5 @@ int cmd_ls(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
-
-/* Old names of clk_now and clk_peak_rss (engine/clock.h), still defined
- * in app/ingest.c for app/ingest.c, app/session.c and cmd_generate; new
- * code calls clk_* and these go once those callers are switched. */
-double app_now(void);
-size_t app_peak_rss(void);
 
 #endif

@@ -14,33 +14,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "app/extract.h"
+#include "engine/clock.h"
 #include "engine/err.h"
+#include "engine/fmt.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
 #include "store/store.h"
 
 #define INGEST_COUNT_PIECE ((size_t)64 << 10) /* bytes tokenized per counting step */
-
-double app_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-size_t app_peak_rss(void)
-{
-	struct rusage ru;
-	if (getrusage(RUSAGE_SELF, &ru) != 0)
-		return 0;
-	return (size_t)ru.ru_maxrss * 1024;
-}
 
 int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	     char *err, size_t errlen)
@@ -132,7 +117,7 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 {
 	if (!g->fn)
 		return;
-	double el = app_now() - t0, rate = el > 0 ? done / el : 0;
+	double el = clk_now() - t0, rate = el > 0 ? done / el : 0;
 	struct app_ingest_progress p = { stage, g->path, done, total, rate,
 					 rate > 0 ? (total - done) / rate : 0, final };
 	g->fn(g->ud, &p);
@@ -152,19 +137,8 @@ static int stage_extract(struct ingest *g, char *err, size_t errlen)
 		return rc;
 	if (n_bad && !g->o->quiet)
 		fprintf(stderr, "ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
-	report(g, "extract", (long long)g->text_len, (long long)g->text_len, app_now(), 1);
+	report(g, "extract", (long long)g->text_len, (long long)g->text_len, clk_now(), 1);
 	return 0;
-}
-
-static void human_size(double b, char *buf, size_t cap)
-{
-	const char *u[] = { "B", "KiB", "MiB", "GiB" };
-	int i = 0;
-	while (b >= 1024 && i < 3) {
-		b /= 1024;
-		i++;
-	}
-	snprintf(buf, cap, i ? "%.1f %s" : "%.0f %s", b, u[i]);
 }
 
 /* Counts tokens piece by piece (cut after a newline) and stops as soon as
@@ -175,7 +149,7 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 {
 	long long n_ctx = g->hp->n_ctx_train, count = 0;
 	size_t pos = 0;
-	double t0 = app_now();
+	double t0 = clk_now();
 
 	if (n_ctx <= 0 || g->text_len <= INGEST_COUNT_PIECE)
 		return 0;
@@ -195,8 +169,8 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 	if (count <= n_ctx)
 		return 0;
 	char seen[32], all[32];
-	human_size((double)pos, seen, sizeof seen);
-	human_size((double)g->text_len, all, sizeof all);
+	fmt_bytes((size_t)pos, seen, sizeof seen);
+	fmt_bytes((size_t)g->text_len, all, sizeof all);
 	return sekv_errf(err, errlen, SEKV_EINVAL,
 			 "%s: document is longer than the model's context: more than %lld tokens "
 			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens "
@@ -267,13 +241,13 @@ static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 	}
 	if (!ok)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-	double t0 = app_now();
+	double t0 = clk_now();
 	for (int pos = 0; pos < n_tok; pos += n_batch) {
 		int n = n_tok - pos < n_batch ? n_tok - pos : n_batch;
-		double c0 = app_now();
+		double c0 = clk_now();
 		if ((rc = model_prefill(g->m, g->ms, g->tv.ids + pos, n, g->surprisal + pos, err, errlen)))
 			return rc;
-		double dt = app_now() - c0;
+		double dt = clk_now() - c0;
 		g->prefill_s += dt;
 		for (int l = 0; l < hp->n_global; l++) {
 			ck[l] = g->glob_k[l] + (size_t)pos * row;
@@ -344,15 +318,16 @@ static int stage_build(struct ingest *g, char *err, size_t errlen)
 	sp.budget = o->budget;
 	sp.n_recent = o->n_recent;
 	sp.n_threads = o->n_threads;
+	sp.be = model_backend(g->m);
 	sp.q_scale = hp->q_scale;
 	for (int l = 0; l < hp->n_global; l++) {
 		ck[l] = g->glob_k[l];
 		cv[l] = g->glob_v[l];
 	}
-	double b0 = app_now();
+	double b0 = clk_now();
 	int rc = sekv_build(&g->mem, &sp, g->tv.n, g->tv.ids, g->surprisal, hp->n_global,
 			    hp->global_layer, hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen);
-	g->build_s = app_now() - b0;
+	g->build_s = clk_now() - b0;
 	return rc;
 }
 
@@ -369,7 +344,7 @@ static void print_summary(const struct ingest *g)
 	fprintf(stderr, "ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
 		mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,
 		100.0 * mem->static_bytes / (double)mem->full_kv_bytes,
-		mem->host_bytes / 1048576.0, app_peak_rss() / 1048576.0);
+		mem->host_bytes / 1048576.0, clk_peak_rss() / 1048576.0);
 }
 
 static void ingest_free(struct ingest *g)
@@ -426,13 +401,13 @@ void app_ingest_meter_init(struct app_ingest_meter *mt)
 void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 {
 	struct app_ingest_meter *mt = ud;
-	double now = app_now();
+	double now = clk_now();
 	long long total = p->total > 0 ? p->total : 1;
 	int tenth = (int)(p->done * 10 / total);
 
 	if (strcmp(p->stage, "extract") == 0) {
 		char sz[32];
-		human_size((double)p->done, sz, sizeof sz);
+		fmt_bytes((size_t)p->done, sz, sizeof sz);
 		fprintf(stderr, "ingest: %s: %s of text\n", p->path, sz);
 		return;
 	}

@@ -14,10 +14,12 @@
 
 #include "app/app.h"
 #include "engine/conv.h"
+#include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
+#include "engine/utf8.h"
 #include "store/store.h"
 
 #define SESSION_BATCH 64
@@ -148,6 +150,7 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 				 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
 				 s->mem->r_max, s->sp.r_use);
 		s->sp.n_threads = s->o.n_threads;
+		s->sp.be = model_backend(s->m);
 		if ((rc = check_budget(s, err, errlen)))
 			return rc;
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen);
@@ -227,10 +230,10 @@ int session_open(struct session **out, const struct model *m, const struct tok *
 	s->m = m;
 	s->tk = tk;
 	s->hp = model_hparams(m);
-	double t0 = app_now();
+	double t0 = clk_now();
 	if ((rc = read_doc(s, doc_id, err, errlen)) || (rc = open_memory(s, err, errlen)))
 		goto fail;
-	s->resume_s = app_now() - t0;
+	s->resume_s = clk_now() - t0;
 	if ((rc = start_conv(s, err, errlen)))
 		goto fail;
 	*out = s;
@@ -304,6 +307,6 @@ void session_span_text(const struct session *s, int32_t start, int32_t len,
 		if (n > 0)
 			o += (size_t)n;
 	}
-	o = tok_utf8_complete(buf, o);
+	o = utf8_complete(buf, o);
 	buf[o] = 0;
 }

@@ -15,10 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
 #include "engine/conv.h"
+#include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
@@ -45,23 +44,6 @@ static const char usage_text[] =
 	"                  [--ctx C] [--batch B] [--verify]\n"
 	"  FILE: token ids separated by whitespace (decode needs C+N of them)\n"
 	"  prints: tok_s X peak_rss_mib Y bytes_per_token Z\n";
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static double peak_rss_mib(void)
-{
-	struct rusage ru;
-
-	if (getrusage(RUSAGE_SELF, &ru))
-		return 0.0;
-	return ru.ru_maxrss / 1024.0; /* Linux: KiB */
-}
 
 /* Parses a positive int option value; 0 or a message in err. */
 static int parse_int(const char *opt, const char *s, int lo, int *out,
@@ -218,14 +200,14 @@ static int run_prefill(const struct model *m, struct model_state *s,
 {
 	for (int pos = 0; pos < n; pos += n_batch) {
 		int k = n - pos < n_batch ? n - pos : n_batch;
-		double t0 = now_s();
+		double t0 = clk_now();
 		int rc = model_prefill(m, s, tokens + pos, k,
 				       surprisal ? surprisal + pos : NULL, err, errlen);
 
 		if (rc)
 			return rc;
 		if (secs)
-			*secs += now_s() - t0;
+			*secs += clk_now() - t0;
 	}
 	return 0;
 }
@@ -251,10 +233,10 @@ static int run_decode(const struct bench_opts *o, const struct model *m,
 	    (rc = conv_prefill(c, tokens, o->n_ctx, err, errlen)))
 		goto out;
 	for (int i = 0; i < o->n && !rc; i++) {
-		double t0 = now_s();
+		double t0 = clk_now();
 
 		rc = conv_feed(c, &tokens[o->n_ctx + i], 1, err, errlen);
-		*secs += now_s() - t0;
+		*secs += clk_now() - t0;
 		if (!rc && o->verify && i + 1 < o->n)
 			nll += model_state_lse(s) - conv_logits(c)[tokens[o->n_ctx + i + 1]];
 	}
@@ -353,7 +335,7 @@ int main(int argc, char **argv)
 	if (run_bench(&o, m, tokens, &tok_s, &bpt, err, sizeof err))
 		goto fail;
 	printf("tok_s %.3f peak_rss_mib %.1f bytes_per_token %.0f\n",
-	       tok_s, peak_rss_mib(), bpt);
+	       tok_s, clk_peak_rss() / 1048576.0, bpt);
 	ret = 0;
 	goto out;
 fail:

@@ -7,13 +7,14 @@
  * Buffers are touched by their threads before timing; best of 5 passes.
  * Prints `copy_gb_s X` and `read_gb_s X` (GB = 1e9 bytes).
  */
+#include "engine/clock.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MEMBW_BYTES ((size_t)1 << 30)
@@ -64,19 +65,11 @@ static void *membw_worker(void *arg)
 	return NULL;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Runs op on all threads; returns the wall seconds or -1 on a thread error. */
 static double membw_run(struct membw_job *jobs, int n_threads, enum membw_op op)
 {
 	pthread_t tid[MEMBW_MAX_THREADS];
-	double t0 = now_s();
+	double t0 = clk_now();
 	int started = 0, rc = 0;
 
 	for (int i = 0; i < n_threads; i++)
@@ -91,7 +84,7 @@ static double membw_run(struct membw_job *jobs, int n_threads, enum membw_op op)
 		fprintf(stderr, "sekv-membw: pthread_create: %s\n", strerror(rc));
 		return -1.0;
 	}
-	return now_s() - t0;
+	return clk_now() - t0;
 }
 
 int main(int argc, char **argv)

@@ -12,13 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "engine/chat.h"
+#include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
+#include "engine/utf8.h"
 
 #define CONV_MAX_TURNS 1024
 #define CONV_PEND_CAP 256 /* bytes held back for an incomplete UTF-8 sequence */
@@ -47,13 +48,6 @@ struct conv {
 	conv_warn_fn warn;
 	void *warn_ud;
 };
-
-static double conv_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- KV methods ----------------------------------------------------- */
 
@@ -401,7 +395,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 
 	if ((rc = append_text(a, &cap, "", 0)))
 		return sekv_errf(err, errlen, rc, "conversation: out of memory");
-	double g0 = conv_now();
+	double g0 = clk_now();
 	sampler_reset_recent(&c->smp);
 	for (;;) {
 		int32_t id = sampler_sample(&c->smp, c->logits);
@@ -421,12 +415,12 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 		int n = tok_token_text(c->tk, id, pend + n_pend, (int)(sizeof pend - n_pend));
 		if (n > 0)
 			n_pend += (size_t)n;
-		size_t ok = tok_utf8_complete(pend, n_pend);
+		size_t ok = utf8_complete(pend, n_pend);
 		if (n_pend >= sizeof pend - 8)
 			ok = n_pend; /* never stall on garbage */
 		if ((rc = append_text(a, &cap, pend, ok)))
 			return sekv_errf(err, errlen, rc, "conversation: out of memory");
-		double el = conv_now() - g0;
+		double el = clk_now() - g0;
 		struct conv_step ev = {
 			.piece = pend, .piece_len = (int)ok, .token = id, .n_gen = a->n_gen,
 			.tps = el > 0 ? a->n_gen / el : 0, .stats = st,
@@ -442,7 +436,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	}
 	memcpy(a->rest, pend, n_pend);
 	a->n_rest = (int)n_pend;
-	a->decode_s = conv_now() - g0;
+	a->decode_s = clk_now() - g0;
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
 	if (a->n_gen > 0)
 		a->zoom_per_token /= a->n_gen;
@@ -478,10 +472,10 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 		evict_turns(c, c->turn.n, a);
 	remember_turn(c);
 
-	double t0 = conv_now();
+	double t0 = clk_now();
 	rc = feed_turn(c, fn, ud, a, err, errlen);
 	a->n_question = c->turn.n;
-	a->question_s = conv_now() - t0;
+	a->question_s = clk_now() - t0;
 	a->peak_resident_bytes = resident_now(c);
 	if (!rc)
 		rc = answer_loop(c, fn, ud, a, err, errlen);

@@ -5,11 +5,11 @@
  */
 #include "engine/backend_cpu_int.h"
 
+#include "engine/clock.h"
 #include "engine/err.h"
 
 #include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 
 struct worker_arg {
 	struct cpu *c;
@@ -21,14 +21,6 @@ void cpu_chunk(int n_items, int n_parts, int part, int *i0, int *i1)
 	int base = n_items / n_parts, rem = n_items % n_parts;
 	*i0 = part * base + (part < rem ? part : rem);
 	*i1 = *i0 + base + (part < rem);
-}
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static inline void cpu_relax(void)
@@ -55,7 +47,7 @@ static inline void cpu_backoff(unsigned spins)
  * the new gen under the mutex. */
 static unsigned long worker_wait(struct cpu *c, unsigned long seen)
 {
-	long long t0 = now_ns();
+	double t0 = clk_now();
 	unsigned long g;
 
 	for (unsigned spins = 0;; spins++) {
@@ -63,7 +55,7 @@ static unsigned long worker_wait(struct cpu *c, unsigned long seen)
 		if (g != seen || atomic_load(&c->quit))
 			return g;
 		cpu_backoff(spins);
-		if ((spins & 63) == 63 && now_ns() - t0 > POOL_SPIN_NS)
+		if ((spins & 63) == 63 && clk_now() - t0 > POOL_SPIN_NS * 1e-9)
 			break;
 	}
 	pthread_mutex_lock(&c->mu);

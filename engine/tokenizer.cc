@@ -792,8 +792,3 @@ extern "C" char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n)
 	*w = '\0';
 	return s;
 }
-
-extern "C" size_t tok_utf8_complete(const char *s, size_t n)
-{
-	return utf8_complete(s, n);
-}

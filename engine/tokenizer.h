@@ -83,9 +83,5 @@ const char *tok_piece(const struct tok *t, int32_t id);
  * x for valid UTF-8. Byte pieces are copied raw (no U+FFFD). NULL when an
  * id is out of range or memory runs out. */
 char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n);
-/* utf8_complete (engine/utf8.h), kept for callers not yet switched to it
- * (app/session.c, cmd_generate in app/cmd_misc.c): the leading bytes of
- * s[0..n) that do not end inside a cut-off multi-byte sequence. */
-size_t tok_utf8_complete(const char *s, size_t n);
 
 #endif

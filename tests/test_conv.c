@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
+#include "engine/utf8.h"
 #include "store/store.h"
 #include "tests/test.h"
 
@@ -94,7 +95,7 @@ static int on_step(void *ud, const struct conv_step *st)
 		s->n_question++;
 		return s->stop_question;
 	}
-	if (tok_utf8_complete(st->piece, (size_t)st->piece_len) != (size_t)st->piece_len)
+	if (utf8_complete(st->piece, (size_t)st->piece_len) != (size_t)st->piece_len)
 		s->bad_piece = 1;
 	if (s->len + (size_t)st->piece_len < sizeof s->text) {
 		memcpy(s->text + s->len, st->piece, (size_t)st->piece_len);

@@ -13,6 +13,7 @@
 #include "app/app.h"
 #include "app/session.h"
 #include "engine/conv.h"
+#include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -399,7 +400,7 @@ static void integration_budget_below_fixed_part_refused(struct test_ctx *t)
 }
 
 struct first_report {
-	double t0, first; /* seconds (app_now) */
+	double t0, first; /* seconds (clk_now) */
 	long long counted; /* bytes counted at the last report */
 };
 
@@ -407,7 +408,7 @@ static void on_progress(void *ud, const struct app_ingest_progress *p)
 {
 	struct first_report *r = ud;
 	if (r->first == 0)
-		r->first = app_now();
+		r->first = clk_now();
 	if (!strcmp(p->stage, "count"))
 		r->counted = p->done;
 }
@@ -436,9 +437,9 @@ static void ingest_refuses_document_longer_than_context(struct test_ctx *t)
 	T_CHECK(t, fclose(f) == 0);
 	base_opts(&o);
 	snprintf(o.db, sizeof o.db, "%s", dbp);
-	r.t0 = app_now();
+	r.t0 = clk_now();
 	int rc = app_ingest(&o, path, on_progress, &r, &id, err, sizeof err);
-	double took = app_now() - r.t0;
+	double took = clk_now() - r.t0;
 	T_CHECKF(t, rc == SEKV_EINVAL, "rc %d: %s", rc, err);
 	T_CHECKF(t, strstr(err, "longer than the model's context") && strstr(err, "32768") &&
 		 strstr(err, "4.0 MiB"), "%s", err);

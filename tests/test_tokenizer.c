@@ -373,19 +373,6 @@ static void test_encode_cap_and_bos(struct test_ctx *t)
 	tok_close(tk);
 }
 
-static void test_utf8_complete(struct test_ctx *t)
-{
-	T_CHECK(t, tok_utf8_complete("abc", 3) == 3);
-	T_CHECK(t, tok_utf8_complete("", 0) == 0);
-	T_CHECK(t, tok_utf8_complete("a\xc3", 2) == 1);             /* é cut */
-	T_CHECK(t, tok_utf8_complete("a\xc3\xa9", 3) == 3);
-	T_CHECK(t, tok_utf8_complete("a\xe2\x96", 3) == 1);         /* U+2581 cut */
-	T_CHECK(t, tok_utf8_complete("\xf0\x9f\x98", 3) == 0);      /* 😀 cut */
-	T_CHECK(t, tok_utf8_complete("\xf0\x9f\x98\x80", 4) == 4);
-	T_CHECK(t, tok_utf8_complete("x\x80\x80\x80\x80", 5) == 5); /* stray */
-	T_CHECK(t, tok_utf8_complete("x\xff", 2) == 2);             /* never valid */
-}
-
 /* ---- malformed vocabularies ---------------------------------------------- */
 
 /* What to break in the tiny vocabulary. */
@@ -518,7 +505,6 @@ const struct test_case test_tokenizer[] = {
 	{"tok_round_trip", test_round_trip},
 	{"tok_token_text_pieces", test_token_text_pieces},
 	{"tok_encode_cap_and_bos", test_encode_cap_and_bos},
-	{"tok_utf8_complete", test_utf8_complete},
 	{"tok_malformed_vocab", test_malformed_vocab},
 	{"tok_open_file_errors", test_open_file_errors},
 	{NULL, NULL},

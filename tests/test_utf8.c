@@ -167,6 +167,19 @@ static void utf8_repair_counts_invalid_bytes(struct test_ctx *t)
 	T_CHECK(t, utf8_repair("", 0, NULL, &bad) == 0 && bad == 0);
 }
 
+static void utf8_complete_cases(struct test_ctx *t)
+{
+	T_CHECK(t, utf8_complete("abc", 3) == 3);
+	T_CHECK(t, utf8_complete("", 0) == 0);
+	T_CHECK(t, utf8_complete("a\xc3", 2) == 1);             /* é cut */
+	T_CHECK(t, utf8_complete("a\xc3\xa9", 3) == 3);
+	T_CHECK(t, utf8_complete("a\xe2\x96", 3) == 1);         /* U+2581 cut */
+	T_CHECK(t, utf8_complete("\xf0\x9f\x98", 3) == 0);      /* 😀 cut */
+	T_CHECK(t, utf8_complete("\xf0\x9f\x98\x80", 4) == 4);
+	T_CHECK(t, utf8_complete("x\x80\x80\x80\x80", 5) == 5); /* stray */
+	T_CHECK(t, utf8_complete("x\xff", 2) == 2);             /* never valid */
+}
+
 static void utf8_complete_every_cut(struct test_ctx *t)
 {
 	static const char *const seq[] = {
@@ -207,5 +220,6 @@ const struct test_case test_utf8[] = {
 	{ "utf8_decode_matches_reference_exhaustive", utf8_decode_matches_reference_exhaustive },
 	{ "utf8_repair_counts_invalid_bytes", utf8_repair_counts_invalid_bytes },
 	{ "utf8_complete_every_cut", utf8_complete_every_cut },
+	{ "utf8_complete_cases", utf8_complete_cases },
 	{ NULL, NULL },
 };
