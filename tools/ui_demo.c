@@ -20,6 +20,7 @@
 
 #include "engine/clock.h"
 #include "engine/err.h"
+#include "engine/model.h"
 #include "ui/ui.h"
 
 #define N_TOK_DOC 120000
@@ -137,7 +138,7 @@ static int demo_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 		f.zoom_count = d->full ? NULL : d->zoom_count;
 		f.zoom = d->zoom;
 		f.n_tok_doc = N_TOK_DOC;
-		f.full_kv_bytes = (size_t)N_TOK_DOC * (size_t)d->n_layer * 1 * 256 * 2 * 2;
+		f.full_kv_bytes = model_kv_bytes(N_TOK_DOC, d->n_layer, 1, 256);
 		f.resident_bytes = d->full ? f.full_kv_bytes
 					   : (size_t)(14.5 * 1048576) + (size_t)(f.n_zoom * 48 * 1024);
 		f.peak_resident_bytes = (size_t)(21.3 * 1048576);

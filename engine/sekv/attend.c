@@ -13,6 +13,7 @@
 #include "engine/arena.h"
 #include "engine/backend.h"
 #include "engine/err.h"
+#include "engine/model.h"
 #include "engine/vec.h"
 
 #include <math.h>
@@ -158,7 +159,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	budget = p->budget > 0 && p->budget < 1 ? (size_t)(p->budget * (double)m->full_kv_bytes) : 0;
 	if (budget) {
 		/* the largest per-layer allowance (one tail row) bounds the rows */
-		size_t fixed = m->static_bytes + (size_t)m->n_layer * m->n_head_kv * m->d_h * 4;
+		size_t fixed = m->static_bytes + model_kv_bytes(1, m->n_layer, m->n_head_kv, m->d_h);
 		size_t allow = budget > fixed ? (budget - fixed) / m->n_layer : 0;
 		if (allow / (2 * es) < n_rec)
 			n_rec = allow / (2 * es);
@@ -193,7 +194,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->comp_tok = comp_tok;
 	c->n_row = m->n_exact + tail_cap + m->n_comp + comp_tok;
 	c->n_blk = 2 + 2 * m->n_comp;
-	c->row_bytes = (size_t)m->n_head_kv * m->d_h * 2 * sizeof(uint16_t);
+	c->row_bytes = model_kv_bytes(1, 1, m->n_head_kv, m->d_h);
 	c->kappa = (float *)((char *)a + o_kap);
 	c->n_tail = (int *)((char *)a + o_nt);
 	c->recon_layer = (size_t *)((char *)a + o_rl);

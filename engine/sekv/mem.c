@@ -8,6 +8,7 @@
 #include "engine/sekv/sekv.h"
 #include "engine/arena.h"
 #include "engine/err.h"
+#include "engine/model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,66 @@ static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
 	return 1;
 }
 
+/* Checks the shapes, spans and ranks given to sekv_mem_alloc; counts the
+ * compressed spans (*n_comp) and, with ranks, the factors' singular values
+ * (*n_fs) and u, v elements (*n_fuv). 0 or SEKV_EINVAL. */
+static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d_h,
+			int n_span, const struct sekv_span *span, int n_exact,
+			const int32_t *ranks, int factor_f16, int *n_comp,
+			size_t *n_fs, size_t *n_fuv)
+{
+	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
+	    n_head % n_head_kv || d_h < 1 || n_span < 0 || n_exact < 0 ||
+	    n_exact > n_tok || (n_span > 0 && !span) ||
+	    !check_spans(n_tok, n_span, span) || (factor_f16 != 0 && factor_f16 != 1))
+		return SEKV_EINVAL;
+	for (int i = 0; i < n_span; i++)
+		*n_comp += !span[i].full;
+	/* factor f of (layer l, compressed span c, KV head, K/V) is
+	 * ((l * n_comp + c) * n_head_kv + kv) * 2 + K/V: spans in order */
+	if (ranks) {
+		const int32_t *r = ranks;
+		for (int l = 0; l < n_layer; l++)
+			for (int i = 0; i < n_span; i++) {
+				if (span[i].full)
+					continue;
+				for (int j = 0; j < n_head_kv * 2; j++, r++) {
+					if (*r < 0 || *r > span[i].len || *r > d_h)
+						return SEKV_EINVAL;
+					*n_fs += (size_t)*r;
+					*n_fuv += (size_t)*r * ((size_t)span[i].len + (size_t)d_h);
+				}
+			}
+	}
+	return SEKV_OK;
+}
+
+/* Points every factor of m at its s in the fp32 run fs and its u, v in the
+ * run fuv of es-byte elements, in factor order; sets rank and r_max. */
+static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs,
+			  char *fuv, size_t es)
+{
+	const struct sekv_span *span = m->span;
+	struct sekv_factor *fc = m->fac;
+
+	for (int l = 0; l < m->n_layer; l++)
+		for (int i = 0; i < m->n_span; i++) {
+			if (span[i].full)
+				continue;
+			for (int j = 0; j < m->n_head_kv * 2; j++, fc++) {
+				fc->rank = ranks[fc - m->fac];
+				fc->s = fs;
+				fs += fc->rank;
+				fc->u = fuv;
+				fuv += (size_t)span[i].len * fc->rank * es;
+				fc->v = fuv;
+				fuv += (size_t)m->d_h * fc->rank * es;
+				if (fc->rank > m->r_max)
+					m->r_max = fc->rank;
+			}
+		}
+}
+
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
 		   int n_exact, const int32_t *ranks, int factor_f16)
@@ -59,30 +120,11 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	int rc;
 
 	*out = NULL;
-	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
-	    n_head % n_head_kv || d_h < 1 || n_span < 0 || n_exact < 0 ||
-	    n_exact > n_tok || (n_span > 0 && !span) ||
-	    !check_spans(n_tok, n_span, span) || (factor_f16 != 0 && factor_f16 != 1))
-		return SEKV_EINVAL;
-	for (int i = 0; i < n_span; i++)
-		n_comp += !span[i].full;
+	rc = check_counts(n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
+			  ranks, factor_f16, &n_comp, &n_fs, &n_fuv);
+	if (rc)
+		return rc;
 	n_fac = (size_t)n_layer * n_comp * n_head_kv * 2;
-	/* factor f of (layer l, compressed span c, KV head, K/V) is
-	 * ((l * n_comp + c) * n_head_kv + kv) * 2 + K/V: spans in order */
-	if (ranks) {
-		const int32_t *r = ranks;
-		for (int l = 0; l < n_layer; l++)
-			for (int i = 0; i < n_span; i++) {
-				if (span[i].full)
-					continue;
-				for (int j = 0; j < n_head_kv * 2; j++, r++) {
-					if (*r < 0 || *r > span[i].len || *r > d_h)
-						return SEKV_EINVAL;
-					n_fs += (size_t)*r;
-					n_fuv += (size_t)*r * ((size_t)span[i].len + (size_t)d_h);
-				}
-			}
-	}
 	if (!arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_exact, &n_row) ||
 	    !arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_comp, &n_bar) ||
 	    !arena_mul((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw))
@@ -136,28 +178,9 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->fac = (struct sekv_factor *)(a + o_fac);
 	m->route_w = (float *)(a + o_rw);
 	m->tau = (float *)(a + o_tau);
-	if (ranks) {
-		/* s of every factor in one fp32 run, u and v in one run of es */
-		float *fs = (float *)(a + o_fs);
-		char *fuv = a + o_fuv;
-		struct sekv_factor *fc = m->fac;
-		for (int l = 0; l < n_layer; l++)
-			for (int i = 0; i < n_span; i++) {
-				if (span[i].full)
-					continue;
-				for (int j = 0; j < n_head_kv * 2; j++, fc++) {
-					fc->rank = ranks[fc - m->fac];
-					fc->s = fs;
-					fs += fc->rank;
-					fc->u = fuv;
-					fuv += (size_t)span[i].len * fc->rank * es;
-					fc->v = fuv;
-					fuv += (size_t)d_h * fc->rank * es;
-					if (fc->rank > m->r_max)
-						m->r_max = fc->rank;
-				}
-			}
-	}
+	/* s of every factor in one fp32 run, u and v in one run of es */
+	if (ranks)
+		place_factors(m, ranks, (float *)(a + o_fs), a + o_fuv, es);
 	sekv_mem_update_counts(m);
 	*out = m;
 	return SEKV_OK;
@@ -178,8 +201,8 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 	for (int i = 0; i < m->n_span; i++)
 		if (!m->span[i].full)
 			m->comp_span[m->n_comp++] = i;
-	m->full_kv_bytes = (size_t)m->n_tok * row * 2 * 2;
-	m->static_bytes = (size_t)m->n_exact * row * 2 * 2 +
+	m->full_kv_bytes = model_kv_bytes(m->n_tok, m->n_layer, m->n_head_kv, m->d_h);
+	m->static_bytes = model_kv_bytes(m->n_exact, m->n_layer, m->n_head_kv, m->d_h) +
 			  (size_t)m->n_comp * row * 2 * sizeof(float);
 	for (int l = 0; l < m->n_layer; l++)
 		for (int c = 0; c < m->n_comp; c++)

@@ -7,6 +7,7 @@
  */
 #include "engine/sekv/sekv_int.h"
 #include "engine/err.h"
+#include "engine/model.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -75,7 +76,9 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 }
 
 /* Device-tier static bytes of a segmentation (DESIGN.md section 4): exact
- * rows fp16 + one fp32 (k_bar, v_bar) per compressed span, per layer/KV head. */
+ * rows fp16 + one fp32 (k_bar, v_bar) per compressed span, per layer/KV head.
+ * model_kv_bytes(n, 1, 1, 1) * row_elems is full KV of n positions with the
+ * row_elems = n_layer * n_head_kv * d_h elements of a position as one. */
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
 			     size_t row_elems, int *n_exact_out, int *n_comp_out)
 {
@@ -88,7 +91,7 @@ size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
 		}
 	*n_exact_out = n_exact;
 	*n_comp_out = n_comp;
-	return (size_t)n_exact * row_elems * 2 * 2 +
+	return model_kv_bytes(n_exact, 1, 1, 1) * row_elems +
 	       (size_t)n_comp * row_elems * 2 * sizeof(float);
 }
 
@@ -115,7 +118,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		 size_t row_elems, uint8_t *is_anchor, struct sekv_span *span,
 		 int *n_span, float *alpha_used, char *note, size_t note_len)
 {
-	size_t full = (size_t)n * row_elems * 2 * 2, cap = 0, bytes;
+	size_t full = model_kv_bytes(n, 1, 1, 1) * row_elems, cap = 0, bytes;
 	double b = p->budget;
 	int n_exact, n_comp, ns;
 	float lo = p->alpha, hi, a;
