@@ -1,6 +1,7 @@
 /* cmd_chat.c - `sekv chat [DOC]`: the terminal UI over a session. Without
  * DOC, the newest ready document is opened. The UI sees the engine only
- * through struct ui_frame, filled here from the SeKV live statistics. */
+ * through struct ui_frame: this step's SeKV live statistics (their zoom
+ * records as they are) and the document's span list. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,20 +17,16 @@
 #include "store/store.h"
 #include "ui/ui.h"
 
-#define CHAT_MAX_ZOOM 256
-
 struct chat_app {
 	struct session *s;
 	struct session_info info;
 	struct ui_chat *ui;
-	struct ui_zoom zoom[CHAT_MAX_ZOOM];
 };
 
 static int on_step(void *ud, const struct conv_step *st)
 {
 	struct chat_app *c = ud;
 	struct ui_frame f;
-	int n = 0;
 
 	if (st->question) /* no piece yet: only Ctrl-C is looked at */
 		return ui_chat_on_token(c->ui, NULL);
@@ -49,19 +46,10 @@ static int on_step(void *ud, const struct conv_step *st)
 	f.host_bytes = c->info.host_bytes;
 	f.mode = c->info.kv_full ? "full" : "sekv";
 	if (st->stats && c->info.mem) {
-		const struct sekv_mem *mem = c->info.mem;
-		f.zoom_count = st->stats->zoom_count;
-		f.budget_bytes = st->stats->budget_bytes;
-		for (int i = 0; i < st->stats->n_zoom && n < CHAT_MAX_ZOOM; i++) {
-			const struct sekv_zoom *z = &st->stats->zoom[i];
-			if (z->span < 0 || z->span >= mem->n_span)
-				continue;
-			c->zoom[n++] = (struct ui_zoom){ z->span, z->layer, z->head,
-				mem->span[z->span].start, mem->span[z->span].len, z->alpha };
-		}
+		f.stats = st->stats;
+		f.n_span = c->info.mem->n_span;
+		f.span = c->info.mem->span;
 	}
-	f.n_zoom = n;
-	f.zoom = c->zoom;
 	return ui_chat_on_token(c->ui, &f);
 }
 

@@ -324,28 +324,34 @@ static void t_transcript_split_pieces(struct test_ctx *t)
 
 static void t_snap_ranks_spans(struct test_ctx *t)
 {
-	struct ui_zoom z[5] = {
-		{.span = 7, .layer = 0, .head = 0, .start = 700, .len = 10, .alpha = 0.6f},
-		{.span = 3, .layer = 0, .head = 1, .start = 300, .len = 10, .alpha = 0.7f},
-		{.span = 7, .layer = 1, .head = 2, .start = 700, .len = 10, .alpha = 0.9f},
-		{.span = 3, .layer = 1, .head = 0, .start = 300, .len = 10, .alpha = 0.8f},
-		{.span = 3, .layer = 2, .head = 3, .start = 300, .len = 10, .alpha = 0.5f},
+	/* Span 3 zoomed three times, span 7 twice with the higher alpha, and a
+	 * zoom of span 9, outside the span list, left out. */
+	struct sekv_zoom z[6] = {
+		{.span = 7, .layer = 0, .head = 0, .alpha = 0.6f},
+		{.span = 3, .layer = 0, .head = 1, .alpha = 0.7f},
+		{.span = 7, .layer = 1, .head = 2, .alpha = 0.9f},
+		{.span = 9, .layer = 1, .head = 3, .alpha = 0.95f},
+		{.span = 3, .layer = 1, .head = 0, .alpha = 0.8f},
+		{.span = 3, .layer = 2, .head = 3, .alpha = 0.5f},
 	};
+	struct sekv_span spans[8] = {[3] = {300, 10, 0}, [7] = {700, 12, 0}};
 	int counts[12] = {1, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1};
 	int32_t lid[3] = {5, 11, 17};
-	struct ui_frame f = {.n_layer = 3, .n_head = 4, .layer_id = lid, .zoom_count = counts,
-			     .n_zoom = 5, .zoom = z, .n_tok_doc = 1000, .mode = "sekv"};
+	struct sekv_stats st = {.zoom_count = counts, .n_zoom = 6, .zoom = z, .budget_bytes = 4096};
+	struct ui_frame f = {.n_layer = 3, .n_head = 4, .layer_id = lid, .stats = &st,
+			     .n_span = 8, .span = spans, .n_tok_doc = 1000, .mode = "sekv"};
 	struct ui_snap s;
 
 	memset(&s, 0, sizeof s);
 	T_CHECK(t, ui_snap_set(&s, &f) == 0);
-	T_CHECKF(t, s.n_span == 2 && s.span[0].span == 3 && s.span[0].n_zoom == 3,
-		 "n_span %d first %d", s.n_span, s.n_span ? s.span[0].span : -1);
-	T_CHECK(t, s.span[0].alpha_max > 0.79f && s.span[1].alpha_max > 0.89f);
-	T_CHECK(t, s.has_grid && s.zoom_count[11] == 1 && s.layer_id[2] == 17);
-	f.zoom_count = NULL;
-	f.n_zoom = 0;
-	T_CHECK(t, ui_snap_set(&s, &f) == 0 && !s.has_grid && s.n_span == 0);
+	T_CHECKF(t, s.n_zoom == 5 && s.n_span == 2 && s.span[0].best.span == 3 && s.span[0].n_zoom == 3,
+		 "n_zoom %d n_span %d first %d", s.n_zoom, s.n_span, s.n_span ? s.span[0].best.span : -1);
+	T_CHECK(t, s.span[0].best.alpha > 0.79f && s.span[0].best.layer == 1 && s.span[0].best.head == 0);
+	T_CHECK(t, s.span[1].best.span == 7 && s.span[1].best.alpha > 0.89f);
+	T_CHECK(t, s.span[0].pos.start == 300 && s.span[1].pos.start == 700 && s.span[1].pos.len == 12);
+	T_CHECK(t, s.has_grid && s.zoom_count[11] == 1 && s.layer_id[2] == 17 && s.budget_bytes == 4096);
+	f.stats = NULL;
+	T_CHECK(t, ui_snap_set(&s, &f) == 0 && !s.has_grid && s.n_span == 0 && s.budget_bytes == 0);
 	ui_snap_free(&s);
 }
 

@@ -1,8 +1,8 @@
 /* ui_demo.c - dev tool, not part of the product build: runs the real chat
  * screen (ui/) against a synthetic engine, to look at the layout and try
  * the keys (e.g. in tmux). Answers are canned word streams; every token
- * carries a frame with a fixed fake span list and zoom counts that move
- * from step to step. A question containing "fail" returns an error,
+ * carries a frame with a fixed fake span list and SeKV statistics (zoom
+ * counts and zoom records) that move from step to step. A question containing "fail" returns an error,
  * "long" streams a long answer.
  *
  * Build:  cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o /tmp/ui_demo
@@ -21,12 +21,14 @@
 #include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/model.h"
+#include "engine/sekv/sekv.h"
 #include "ui/ui.h"
 
 #define N_TOK_DOC 120000
 #define MAX_LAYER 64
 #define MAX_HEAD 64
 #define N_FAKE 12
+#define N_SPAN 4000 /* fake span list: ids 0..N_SPAN-1 */
 
 static const char fake_doc[] =
 	"Chapter 4. The treaty was signed in Vienna on 3 May 1815 by the "
@@ -62,7 +64,9 @@ struct demo {
 	size_t budget;
 	int32_t layer_id[MAX_LAYER];
 	int zoom_count[MAX_LAYER * MAX_HEAD];
-	struct ui_zoom zoom[MAX_LAYER * MAX_HEAD * 3];
+	struct sekv_zoom zoom[MAX_LAYER * MAX_HEAD * 3];
+	struct sekv_stats stats;
+	struct sekv_span span[N_SPAN];
 };
 
 static unsigned hash(unsigned x)
@@ -97,12 +101,10 @@ static int fake_step(struct demo *d, int t)
 			for (int k = 0; k < c; k++) {
 				unsigned q = hash(r + (unsigned)k * 17u);
 				int s = (q % 3 == 0) ? (int)(q % N_FAKE) : (int)((t / 8 + k) % 4) + 4;
-				struct ui_zoom *z = &d->zoom[n++];
+				struct sekv_zoom *z = &d->zoom[n++];
 				z->span = fake_span[s].span;
 				z->layer = l;
 				z->head = h;
-				z->start = fake_span[s].start;
-				z->len = fake_span[s].len;
 				z->alpha = 0.5f + (float)(q % 50) / 100.0f;
 			}
 		}
@@ -134,17 +136,22 @@ static int demo_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 		f.n_layer = d->n_layer;
 		f.n_head = d->n_head;
 		f.layer_id = d->layer_id;
-		f.n_zoom = d->full ? 0 : fake_step(d, t);
-		f.zoom_count = d->full ? NULL : d->zoom_count;
-		f.zoom = d->zoom;
+		if (!d->full) {
+			d->stats.n_zoom = fake_step(d, t);
+			d->stats.zoom_count = d->zoom_count;
+			d->stats.zoom = d->zoom;
+			d->stats.budget_bytes = d->budget;
+			f.stats = &d->stats;
+			f.n_span = N_SPAN;
+			f.span = d->span;
+		}
 		f.n_tok_doc = N_TOK_DOC;
 		f.full_kv_bytes = model_kv_bytes(N_TOK_DOC, d->n_layer, 1, 256);
 		f.resident_bytes = d->full ? f.full_kv_bytes
-					   : (size_t)(14.5 * 1048576) + (size_t)(f.n_zoom * 48 * 1024);
+					   : (size_t)(14.5 * 1048576) + (size_t)(d->stats.n_zoom * 48 * 1024);
 		f.peak_resident_bytes = (size_t)(21.3 * 1048576);
 		if (f.peak_resident_bytes < f.resident_bytes)
 			f.peak_resident_bytes = f.resident_bytes;
-		f.budget_bytes = d->full ? 0 : d->budget;
 		f.host_bytes = d->full ? 0 : (size_t)(310.4 * 1048576);
 		f.mode = d->full ? "full" : "sekv";
 		if (ui_chat_on_token(ui, &f))
@@ -209,6 +216,10 @@ int main(int argc, char **argv)
 	}
 	for (int l = 0; l < d.n_layer; l++)
 		d.layer_id[l] = d.n_layer <= 8 ? 6 * l + 5 : l;
+	for (int i = 0; i < N_SPAN; i++)
+		d.span[i] = (struct sekv_span){i * (N_TOK_DOC / N_SPAN), N_TOK_DOC / N_SPAN, 0};
+	for (int i = 0; i < N_FAKE; i++)
+		d.span[fake_span[i].span] = (struct sekv_span){fake_span[i].start, fake_span[i].len, 0};
 	rc = ui_chat_run(&ops, &info, err, sizeof err);
 	if (rc) {
 		fprintf(stderr, "ui_demo: %s\n", err);

@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/sekv/sekv.h"
 #include "ui/text.h"
 #include "ui/ui.h"
 
@@ -102,11 +103,12 @@ struct ui_input {
 	char draft[UI_INPUT_MAX];
 };
 
-/* One zoomed span aggregated over the layers and heads that zoom it. */
+/* A panel row: one zoomed span this step, as the engine's highest-alpha
+ * zoom of it plus what the panel shows beside it. */
 struct ui_span_row {
-	int32_t span, start, len;
-	int n_zoom;         /* (layer, head) pairs zooming it this step */
-	float alpha_max;
+	struct sekv_zoom best;  /* the zoom of this span with the highest alpha */
+	int n_zoom;             /* zooms of this span this step (all layers) */
+	struct sekv_span pos;   /* where it lies in the document (start, len) */
 };
 
 /* Owned copy of the last frame, so a resize can redraw between tokens. */
@@ -119,12 +121,14 @@ struct ui_snap {
 	int32_t *layer_id;          /* [n_layer], cap_layer allocated */
 	int *zoom_count;            /* [n_layer][n_head], cap_grid allocated */
 	int cap_layer, cap_grid;
-	struct ui_zoom *zoom;       /* [n_zoom] sort scratch, cap_zoom allocated */
+	struct sekv_zoom *zoom;     /* [n_zoom] this step's zooms of known spans,
+	                               sort scratch, cap_zoom allocated */
 	int n_zoom, cap_zoom;
 	struct ui_span_row *span;   /* [n_span] best first, cap_span allocated */
 	int n_span, cap_span;
 	int n_tok_doc;
-	size_t resident_bytes, peak_resident_bytes, budget_bytes;
+	size_t resident_bytes, peak_resident_bytes;
+	size_t budget_bytes;        /* 0 = no cap (or no stats) */
 	size_t full_kv_bytes, host_bytes;
 	char mode[8];
 };
@@ -250,7 +254,9 @@ void ui_grid_fit(int n_layer, int n_head, int w, int h, struct ui_grid_fit *g);
  * by tokens [start, start+len). Pure. */
 void ui_pos_cells(int32_t start, int32_t len, int n_tok, int width, int *lo, int *hi);
 /* Copies frame f into the snapshot (growing its arrays when needed) and
- * ranks the zoomed spans. 0 or SEKV_ENOMEM. */
+ * ranks the zoomed spans: by zooms this step, then best alpha, then start.
+ * Zooms of a span outside f->span[0..n_span) are left out. 0 or
+ * SEKV_ENOMEM. */
 int ui_snap_set(struct ui_snap *s, const struct ui_frame *f);
 void ui_snap_free(struct ui_snap *s);
 void ui_zoom_panel_draw(WINDOW *w, struct ui_chat *ui);

@@ -12,23 +12,6 @@
 
 #include "engine/utf8.h"
 
-/* The three ui_utf8_* wrappers serve the panels not yet switched to
- * engine/utf8.h (transcript.c, zoom_panel.c). */
-int ui_utf8_decode(const char *s, int len, uint32_t *cp)
-{
-	return utf8_decode(s, len > 0 ? (size_t)len : 0, cp, NULL);
-}
-
-int ui_utf8_encode(uint32_t cp, char out[4])
-{
-	return utf8_encode(cp, out);
-}
-
-int ui_utf8_complete(const char *s, int len)
-{
-	return (int)utf8_complete(s, len > 0 ? (size_t)len : 0);
-}
-
 struct range {
 	uint32_t lo, hi;
 };

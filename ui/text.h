@@ -13,14 +13,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Wrappers over engine/utf8.h for panels not yet switched to it
- * (transcript.c, zoom_panel.c); to be removed once they are. decode:
- * utf8_decode (0 when len <= 0), encode: utf8_encode, complete:
- * utf8_complete, with int lengths. */
-int ui_utf8_decode(const char *s, int len, uint32_t *cp);
-int ui_utf8_encode(uint32_t cp, char out[4]);
-int ui_utf8_complete(const char *s, int len);
-
 /* Terminal columns of one code point: 0 for combining marks, zero-width
  * characters and controls, 2 for East Asian wide/fullwidth and emoji,
  * else 1. */

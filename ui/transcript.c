@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/err.h"
+#include "engine/utf8.h"
 
 #define GUTTER 2   /* columns before the text: role mark + space */
 
@@ -88,7 +89,7 @@ int ui_transcript_append(struct ui_transcript *t, const char *piece, int len)
 		int take = len < 4 ? len : 4;
 		memcpy(buf, t->pend, (size_t)t->n_pend);
 		memcpy(buf + t->n_pend, piece, (size_t)take);
-		k = ui_utf8_complete(buf, t->n_pend + take);
+		k = (int)utf8_complete(buf, (size_t)(t->n_pend + take));
 		if (k <= t->n_pend) {
 			/* Still incomplete (a 4-byte char fed byte by byte). */
 			memcpy(t->pend + t->n_pend, piece, (size_t)take);
@@ -97,7 +98,7 @@ int ui_transcript_append(struct ui_transcript *t, const char *piece, int len)
 		}
 		{
 			uint32_t c;
-			int n = ui_utf8_decode(buf, t->n_pend + take, &c);
+			int n = utf8_decode(buf, (size_t)(t->n_pend + take), &c, NULL);
 			rc = append_clean(e, buf, n);
 			if (rc)
 				return rc;
@@ -106,7 +107,7 @@ int ui_transcript_append(struct ui_transcript *t, const char *piece, int len)
 			t->n_pend = 0;
 		}
 	}
-	k = ui_utf8_complete(piece, len);
+	k = (int)utf8_complete(piece, (size_t)len);
 	rc = append_clean(e, piece, k);
 	if (rc)
 		return rc;

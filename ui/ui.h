@@ -2,7 +2,8 @@
  *
  * The UI knows nothing about models or SQLite: the app hands it a table of
  * operations (ask a question, quote a span) and, while an answer streams,
- * calls ui_chat_on_token with a view of the current decode step. Panels:
+ * calls ui_chat_on_token with a view of the current decode step, whose
+ * zooms are the engine's own records (struct sekv_zoom in sekv_stats). Panels:
  * transcript + input line, zoom panel (global layers x heads grid of zoom
  * counts, zoomed spans quoted), memory gauge, status line (tokens/s).
  * Ctrl-C once stops an answer; twice within 2 s quits, terminal restored.
@@ -14,16 +15,8 @@
 #include <stdint.h>
 
 struct ui_chat;
-
-/* One zoomed span for display. */
-struct ui_zoom {
-	int32_t span;      /* span id */
-	int32_t layer;     /* global layer index */
-	int32_t head;      /* query head */
-	int32_t start;     /* first token position in the document */
-	int32_t len;       /* tokens */
-	float alpha;       /* router score alpha_S */
-};
+struct sekv_span;
+struct sekv_stats;
 
 /* What the screen shows about the current decode step (borrowed: valid for
  * the duration of the ui_chat_on_token call). */
@@ -35,13 +28,16 @@ struct ui_frame {
 	int n_layer;              /* global layers */
 	int n_head;               /* query heads */
 	const int32_t *layer_id;  /* [n_layer] model layer indices */
-	const int *zoom_count;    /* [n_layer][n_head] zooms this step; NULL for --kv full */
-	int n_zoom;
-	const struct ui_zoom *zoom; /* [n_zoom] */
+	/* the engine's live counters (engine/sekv/sekv.h): zoom_count
+	 * [n_layer][n_head], this step's zoom[n_zoom] and budget_bytes
+	 * (0 = no cap); NULL for --kv full */
+	const struct sekv_stats *stats;
+	int n_span;
+	const struct sekv_span *span; /* [n_span] the document's spans, which
+	                                 stats->zoom[].span indexes (start, len) */
 	int n_tok_doc;            /* document tokens */
 	size_t resident_bytes;    /* device tier now */
 	size_t peak_resident_bytes;
-	size_t budget_bytes;      /* 0 = no cap */
 	size_t full_kv_bytes;
 	size_t host_bytes;
 	const char *mode;         /* "sekv" or "full" */

@@ -5,7 +5,8 @@
  *
  * The frame is borrowed only during ui_chat_on_token, so ui_snap_set copies
  * it (arrays grow, never shrink: no allocation per token once warm) and
- * ranks the spans by how many (layer, head) pairs zoom them. Span text
+ * groups the engine's zoom records (struct sekv_zoom) by span, ranking the
+ * spans by how many zooms they got this step. Span text
  * comes from ops->span_text through a small cache, so a span that stays
  * zoomed across tokens is read once. A grid too big for the panel sums
  * neighbouring heads (and layers) into one cell.
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "engine/err.h"
+#include "engine/utf8.h"
 
 #define MAP_MAX 512   /* widest document map, columns */
 
@@ -104,12 +106,15 @@ static int grow(void **p, int *cap, int need, size_t size)
 	return 0;
 }
 
+/* Groups a span's zooms together, its best (highest alpha) first. */
 static int by_span(const void *a, const void *b)
 {
-	const struct ui_zoom *x = a, *y = b;
+	const struct sekv_zoom *x = a, *y = b;
 
 	if (x->span != y->span)
 		return x->span < y->span ? -1 : 1;
+	if (x->alpha != y->alpha)
+		return x->alpha > y->alpha ? -1 : 1;
 	return 0;
 }
 
@@ -119,23 +124,25 @@ static int by_rank(const void *a, const void *b)
 
 	if (x->n_zoom != y->n_zoom)
 		return x->n_zoom > y->n_zoom ? -1 : 1;
-	if (x->alpha_max != y->alpha_max)
-		return x->alpha_max > y->alpha_max ? -1 : 1;
-	return x->start < y->start ? -1 : x->start > y->start;
+	if (x->best.alpha != y->best.alpha)
+		return x->best.alpha > y->best.alpha ? -1 : 1;
+	return x->pos.start < y->pos.start ? -1 : x->pos.start > y->pos.start;
 }
 
 int ui_snap_set(struct ui_snap *s, const struct ui_frame *f)
 {
+	const struct sekv_stats *st = f->stats;
 	int n_layer = f->n_layer > 0 && f->n_layer <= 4096 ? f->n_layer : 0;
 	int n_head = f->n_head > 0 && f->n_head <= 4096 ? f->n_head : 0;
-	int n_zoom = f->zoom && f->n_zoom > 0 ? f->n_zoom : 0;
+	int n_span = f->span && f->n_span > 0 ? f->n_span : 0;
+	int n_in = st && st->zoom && st->n_zoom > 0 ? st->n_zoom : 0;
 
 	s->n_gen = f->n_gen;
 	s->tps = f->tps;
 	s->n_tok_doc = f->n_tok_doc;
 	s->resident_bytes = f->resident_bytes;
 	s->peak_resident_bytes = f->peak_resident_bytes;
-	s->budget_bytes = f->budget_bytes;
+	s->budget_bytes = st ? st->budget_bytes : 0;
 	s->full_kv_bytes = f->full_kv_bytes;
 	s->host_bytes = f->host_bytes;
 	snprintf(s->mode, sizeof s->mode, "%s", f->mode && *f->mode ? f->mode : "sekv");
@@ -146,32 +153,29 @@ int ui_snap_set(struct ui_snap *s, const struct ui_frame *f)
 	s->n_head = n_head;
 	for (int l = 0; l < n_layer; l++)
 		s->layer_id[l] = f->layer_id ? f->layer_id[l] : l;
-	s->has_grid = f->zoom_count && n_layer > 0 && n_head > 0;
+	s->has_grid = st && st->zoom_count && n_layer > 0 && n_head > 0;
 	if (s->has_grid)
-		memcpy(s->zoom_count, f->zoom_count, (size_t)n_layer * n_head * sizeof *s->zoom_count);
+		memcpy(s->zoom_count, st->zoom_count, (size_t)n_layer * n_head * sizeof *s->zoom_count);
 
-	if (grow((void **)&s->zoom, &s->cap_zoom, n_zoom, sizeof *s->zoom) ||
-	    grow((void **)&s->span, &s->cap_span, n_zoom, sizeof *s->span))
+	if (grow((void **)&s->zoom, &s->cap_zoom, n_in, sizeof *s->zoom) ||
+	    grow((void **)&s->span, &s->cap_span, n_in, sizeof *s->span))
 		return SEKV_ENOMEM;
-	s->n_zoom = n_zoom;
-	if (n_zoom)
-		memcpy(s->zoom, f->zoom, (size_t)n_zoom * sizeof *s->zoom);
-	qsort(s->zoom, (size_t)n_zoom, sizeof *s->zoom, by_span);
+	s->n_zoom = 0;
+	for (int i = 0; i < n_in; i++)
+		if (st->zoom[i].span >= 0 && st->zoom[i].span < n_span)
+			s->zoom[s->n_zoom++] = st->zoom[i];
+	qsort(s->zoom, (size_t)s->n_zoom, sizeof *s->zoom, by_span);
 	s->n_span = 0;
-	for (int i = 0; i < n_zoom; i++) {
-		const struct ui_zoom *z = &s->zoom[i];
+	for (int i = 0; i < s->n_zoom; i++) {
+		const struct sekv_zoom *z = &s->zoom[i];
 		struct ui_span_row *r = s->n_span ? &s->span[s->n_span - 1] : NULL;
-		if (!r || r->span != z->span) {
+		if (!r || r->best.span != z->span) {
 			r = &s->span[s->n_span++];
-			r->span = z->span;
-			r->start = z->start;
-			r->len = z->len;
+			r->best = *z;
 			r->n_zoom = 0;
-			r->alpha_max = z->alpha;
+			r->pos = f->span[z->span];
 		}
 		r->n_zoom++;
-		if (z->alpha > r->alpha_max)
-			r->alpha_max = z->alpha;
 	}
 	qsort(s->span, (size_t)s->n_span, sizeof *s->span, by_rank);
 	s->valid = 1;
@@ -203,7 +207,7 @@ static const char *span_text(struct ui_chat *ui, int32_t start, int32_t len)
 	if (ui->ops && ui->ops->span_text)
 		ui->ops->span_text(ui->ops->ud, start, len, raw, sizeof raw);
 	raw[sizeof raw - 1] = '\0';
-	n = ui_utf8_complete(raw, (int)strlen(raw));
+	n = (int)utf8_complete(raw, strlen(raw));
 	ui_text_squash(raw, n, slot->text, (int)sizeof slot->text);
 	slot->start = start;
 	slot->len = len > 0 ? len : 1;
@@ -346,7 +350,7 @@ static void draw_map(WINDOW *w, struct ui_chat *ui, int y, int x, int wd)
 	if (width < 4)
 		return;
 	for (int i = 0; i < s->n_span; i++) {
-		ui_pos_cells(s->span[i].start, s->span[i].len, s->n_tok_doc, width, &lo, &hi);
+		ui_pos_cells(s->span[i].pos.start, s->span[i].pos.len, s->n_tok_doc, width, &lo, &hi);
 		for (int c = lo; c <= hi; c++)
 			cnt[c] += s->span[i].n_zoom;
 	}
@@ -399,20 +403,20 @@ static void draw_span_head(WINDOW *w, struct ui_chat *ui, int y, struct ui_rect 
 			   const struct ui_span_row *r)
 {
 	const struct ui_snap *s = &ui->snap;
-	double pct = s->n_tok_doc > 0 ? 100.0 * r->start / s->n_tok_doc : 0.0;
+	double pct = s->n_tok_doc > 0 ? 100.0 * r->pos.start / s->n_tok_doc : 0.0;
 	int x, bw, lo, hi, end = a.x + a.w;
 	char tail[64];
 
-	x = a.x + 1 + ui_putf(w, y, a.x + 1, 7, A_BOLD, "#%d", (int)r->span);
+	x = a.x + 1 + ui_putf(w, y, a.x + 1, 7, A_BOLD, "#%d", (int)r->best.span);
 	x = x < a.x + 8 ? a.x + 8 : x;
 	x += ui_putf(w, y, x, end - x, A_NORMAL, "%5.1f%%", pct) + 1;
 	snprintf(tail, sizeof tail, ui->term.utf8 ? " \xc3\x97%d \xce\xb1%.2f" : " x%d a%.2f",
-		 r->n_zoom, (double)r->alpha_max);
+		 r->n_zoom, (double)r->best.alpha);
 	bw = end - x - 3 - ui_text_width(tail, (int)strlen(tail));
 	if (bw > 24)
 		bw = 24;
 	if (bw >= 4) {
-		ui_pos_cells(r->start, r->len, s->n_tok_doc, bw, &lo, &hi);
+		ui_pos_cells(r->pos.start, r->pos.len, s->n_tok_doc, bw, &lo, &hi);
 		draw_pos_bar(w, ui, y, x, bw, lo, hi, heat_attr(ui, UI_HEAT_LEVELS - 1));
 		x += bw + 2;
 	}
@@ -444,7 +448,7 @@ static void draw_spans(WINDOW *w, struct ui_chat *ui, struct ui_rect a)
 		q = q < 1 ? 1 : q > 4 ? 4 : q;
 		if (q > bottom - y)
 			q = bottom - y;
-		y += draw_quote(w, ui, y, a.x, a.w, q, span_text(ui, s->span[i].start, s->span[i].len));
+		y += draw_quote(w, ui, y, a.x, a.w, q, span_text(ui, s->span[i].pos.start, s->span[i].pos.len));
 	}
 }
 
