@@ -104,7 +104,7 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 	char text[512];
 
 	for (int i = 0; i < a->n_zoom && i < ASK_MAX_SPANS_JSON; i++) {
-		const struct conv_zoom *z = &a->zoom[i];
+		const struct sekv_zoom *z = &a->zoom[i];
 		const struct sekv_span *sp = &in->mem->span[z->span];
 		cJSON *o = cJSON_CreateObject();
 		session_span_text(s, sp->start, sp->len, text, sizeof text);
@@ -114,7 +114,7 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 		cJSON_AddNumberToObject(o, "steps", z->steps);
 		cJSON_AddNumberToObject(o, "start", sp->start);
 		cJSON_AddNumberToObject(o, "len", sp->len);
-		cJSON_AddNumberToObject(o, "alpha", z->alpha_max);
+		cJSON_AddNumberToObject(o, "alpha", z->alpha);
 		json_add_text(o, "text", text);
 		cJSON_AddItemToArray(arr, o);
 	}

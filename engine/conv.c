@@ -43,7 +43,7 @@ struct conv {
 	int n_turn;                /* questions asked */
 	size_t pos_bytes;          /* one position over all global layers, fp16 K+V */
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
-	struct conv_zoom *agg;     /* [n_global * n_span] */
+	struct sekv_zoom *agg;     /* [n_global * n_span] */
 	struct chat_tokvec turn;   /* scratch: the turn being asked */
 	conv_warn_fn warn;
 	void *warn_ud;
@@ -345,12 +345,12 @@ static void agg_step(struct conv *c, const struct sekv_stats *st, struct conv_an
 		int32_t *slot = &c->agg_idx[(size_t)z->layer * n_span + z->span];
 		if (*slot < 0) {
 			*slot = (*n_agg)++;
-			c->agg[*slot] = (struct conv_zoom){ z->span, z->layer, z->head, 0, z->alpha };
+			c->agg[*slot] = (struct sekv_zoom){ z->span, z->layer, z->head, 0, z->alpha };
 		}
-		struct conv_zoom *g = &c->agg[*slot];
+		struct sekv_zoom *g = &c->agg[*slot];
 		g->steps++;
-		if (z->alpha > g->alpha_max) {
-			g->alpha_max = z->alpha;
+		if (z->alpha > g->alpha) {
+			g->alpha = z->alpha;
 			g->head = z->head;
 		}
 	}
@@ -358,7 +358,7 @@ static void agg_step(struct conv *c, const struct sekv_stats *st, struct conv_an
 
 static int cmp_zoom(const void *a, const void *b)
 {
-	const struct conv_zoom *x = a, *y = b;
+	const struct sekv_zoom *x = a, *y = b;
 	if (x->steps != y->steps)
 		return y->steps - x->steps;
 	if (x->layer != y->layer)

@@ -25,6 +25,7 @@ struct tok;
 struct sekv_ctx;
 struct sekv_mem;
 struct sekv_stats;
+struct sekv_zoom;
 
 #define CONV_TAIL_CAP 8192 /* default tokens a conversation adds (question + answer) */
 
@@ -74,17 +75,6 @@ struct conv_params {
  * sampler_default_params. */
 void conv_default_params(struct conv_params *p);
 
-/* A zoomed span aggregated over an answer: the one zoom record shared by
- * engine, app (--json) and ui. */
-struct conv_zoom {
-	int32_t span;      /* index into the memory's span list */
-	int32_t layer;     /* global layer index */
-	int32_t head;      /* query head with the highest alpha */
-	int32_t steps;     /* answer tokens during which it was zoomed (1 in a
-	                      single step's view) */
-	float alpha_max;   /* highest alpha_S seen */
-};
-
 /* One step as the caller sees it (borrowed for the callback). While the
  * question turn is decoded, question is 1 and there is no piece or token. */
 struct conv_step {
@@ -123,7 +113,8 @@ struct conv_answer {
 	size_t peak_resident_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
 	int n_zoom;
-	struct conv_zoom *zoom;  /* [n_zoom] by steps descending, malloc'ed */
+	struct sekv_zoom *zoom;  /* [n_zoom] aggregated (engine/sekv/sekv.h), by
+	                            steps descending, malloc'ed */
 };
 
 void conv_answer_free(struct conv_answer *a); /* NULL is a no-op */

@@ -105,6 +105,7 @@ static int fake_step(struct demo *d, int t)
 				z->span = fake_span[s].span;
 				z->layer = l;
 				z->head = h;
+				z->steps = 1;
 				z->alpha = 0.5f + (float)(q % 50) / 100.0f;
 			}
 		}

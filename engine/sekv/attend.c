@@ -394,7 +394,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 		rows += len;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
-		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1.0f / (1.0f + expf(-cd->alpha)) };
+		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1, 1.0f / (1.0f + expf(-cd->alpha)) };
 		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
 			st->zoom_count[(size_t)l * m->n_head + h]++;
 	}

@@ -169,12 +169,17 @@ void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
  * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
 
-/* One zoomed span at the current step (for the UI and --json). */
+/* A zoomed span: the one zoom record of engine, app (--json) and ui. In a
+ * step's list (sekv_stats.zoom) steps is 1; in an answer's aggregate
+ * (engine/conv.h, conv_answer.zoom) steps counts the answer tokens during
+ * which the span was zoomed, and head and alpha are those of the highest
+ * alpha seen. */
 struct sekv_zoom {
 	int32_t span;   /* index into mem->span */
 	int32_t layer;  /* global layer index */
 	int32_t head;   /* query head that routed it (highest alpha) */
-	float alpha;    /* alpha_S */
+	int32_t steps;  /* decode steps it was zoomed in (1 in a step's list) */
+	float alpha;    /* alpha_S (the highest seen, aggregated) */
 };
 
 /* Live counters of a decode stream, updated at every sekv_attend call. */
