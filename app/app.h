@@ -74,6 +74,10 @@ void app_print_inert(FILE *f, const char *s, size_t n);
  * caller frees; NULL when out of memory. */
 char *app_json_inert_dup(const char *json);
 
+/* printf to stderr through app_print_inert: every message that may hold a
+ * file name, a title or other outside text (at most 4,095 bytes are kept). */
+void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Sub-commands: argc/argv are the words after the sub-command name.
  * Each returns a process exit status. */
 int cmd_inspect(int argc, char **argv);

@@ -18,54 +18,8 @@
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
-#include "ui/text.h"
 
 #define ASK_MAX_SPANS_JSON 64 /* zoomed spans listed in --json */
-#define INERT_CHUNK 256       /* input bytes made inert per step */
-
-void app_print_inert(FILE *f, const char *s, size_t n)
-{
-	char out[3 * INERT_CHUNK + 1];
-
-	while (n > 0) {
-		/* whole characters per chunk: a cut one would become U+FFFD */
-		size_t take = n > INERT_CHUNK ? utf8_complete(s, INERT_CHUNK) : n;
-		int w = ui_text_inert(s, (int)take, out, (int)sizeof out);
-		fwrite(out, 1, (size_t)w, f);
-		s += take;
-		n -= take;
-	}
-}
-
-char *app_json_inert_dup(const char *json)
-{
-	const unsigned char *u = (const unsigned char *)json;
-	size_t n = strlen(json), extra = 0, o = 0;
-	char *out;
-
-	for (size_t i = 0; i < n; i++)
-		if (u[i] == 0x7f)
-			extra += 5;
-		else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f)
-			extra += 4;
-	if (!(out = malloc(n + extra + 1)))
-		return NULL;
-	/* Such bytes only occur inside strings (the rest is ASCII), where
-	 * \u00XX means the same character. */
-	for (size_t i = 0; i < n; i++) {
-		if (u[i] == 0x7f) {
-			memcpy(out + o, "\\u007f", 6);
-			o += 6;
-		} else if (u[i] == 0xc2 && i + 1 < n && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
-			o += (size_t)sprintf(out + o, "\\u00%02x", u[++i]);
-		} else {
-			out[o++] = (char)u[i];
-		}
-	}
-	out[o] = 0;
-	return out;
-}
-
 static int print_step(void *ud, const struct conv_step *st)
 {
 	(void)ud;
@@ -94,7 +48,7 @@ static void json_add_text(cJSON *o, const char *key, const char *s)
 static void warn_stderr(void *ud, const char *msg)
 {
 	(void)ud;
-	fprintf(stderr, "sekv ask: note: %s\n", msg);
+	app_errorf("sekv ask: note: %s\n", msg);
 }
 
 static cJSON *zooms_json(const struct session *s, const struct session_info *in,
@@ -186,32 +140,32 @@ int cmd_ask(int argc, char **argv)
 	int rc;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
-		fprintf(stderr, "sekv ask: %s\n", err);
+		app_errorf("sekv ask: %s\n", err);
 		return 2;
 	}
 	if (o.n_args != 2) {
-		fprintf(stderr, "usage: sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json]\n");
+		app_errorf("usage: sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json]\n");
 		return 2;
 	}
 	if (app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv ask: " APP_DOC_ID_BAD "\n", o.args[0]);
+		app_errorf("sekv ask: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (!o.args[1][strspn(o.args[1], " \t\r\n")]) {
-		fprintf(stderr, "sekv ask: the question is empty\n");
+		app_errorf("sekv ask: the question is empty\n");
 		return 2;
 	}
 	if (app_check_db(&o, err, sizeof err)) {
-		fprintf(stderr, "sekv ask: %s\n", err);
+		app_errorf("sekv ask: %s\n", err);
 		return 1;
 	}
 	if (access(o.db, F_OK) != 0) {
-		fprintf(stderr, "sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+		app_errorf("sekv ask: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;
 	}
 	if ((rc = app_load(&o, &m, &tk, err, sizeof err)) ||
 	    (rc = session_open(&s, m, tk, &o, id, err, sizeof err))) {
-		fprintf(stderr, "sekv ask: %s\n", err);
+		app_errorf("sekv ask: %s\n", err);
 		tok_close(tk);
 		model_close(m);
 		return 1;
@@ -220,13 +174,13 @@ int cmd_ask(int argc, char **argv)
 		struct session_info in;
 		session_get_info(s, &in);
 		if (in.note[0])
-			fprintf(stderr, "sekv ask: note: %s\n", in.note);
+			app_errorf("sekv ask: note: %s\n", in.note);
 	}
 	if (!o.quiet && !o.json)
 		conv_set_warn(session_conv(s), warn_stderr, NULL);
 	rc = conv_ask(session_conv(s), o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
 	if (rc && rc != SEKV_EINTR) {
-		fprintf(stderr, "sekv ask: %s\n", err);
+		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
 		rc = print_json(s, &o, &a);
 	} else {
@@ -235,7 +189,7 @@ int cmd_ask(int argc, char **argv)
 		if (!o.quiet) {
 			struct session_info in;
 			session_get_info(s, &in);
-			fprintf(stderr, "ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
+			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
 				"%.1f zoomed spans/token, resume %.3fs\n",
 				a.n_gen, a.decode_tps,
 				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),

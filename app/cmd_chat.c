@@ -106,32 +106,32 @@ int cmd_chat(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
-		fprintf(stderr, "sekv chat: %s\n", err);
+		app_errorf("sekv chat: %s\n", err);
 		return 2;
 	}
 	if (o.n_args == 1 && app_parse_doc_id(o.args[0], &id)) {
-		fprintf(stderr, "sekv chat: " APP_DOC_ID_BAD "\n", o.args[0]);
+		app_errorf("sekv chat: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
 	if (o.n_args > 1) {
-		fprintf(stderr, "usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
+		app_errorf("usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
 		return 2;
 	}
 	if (app_check_db(&o, err, sizeof err)) {
-		fprintf(stderr, "sekv chat: %s\n", err);
+		app_errorf("sekv chat: %s\n", err);
 		return 1;
 	}
 	if (access(o.db, F_OK) != 0) {
-		fprintf(stderr, "sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+		app_errorf("sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;
 	}
 	if (!id && !(id = newest_doc(&o, err, sizeof err))) {
-		fprintf(stderr, "sekv chat: no document in %s yet: run 'sekv ingest FILE' first\n", o.db);
+		app_errorf("sekv chat: no document in %s yet: run 'sekv ingest FILE' first\n", o.db);
 		return 1;
 	}
-	fprintf(stderr, "sekv chat: opening document %lld...\n", (long long)id);
+	app_errorf("sekv chat: opening document %lld...\n", (long long)id);
 	if (app_load(&o, &m, &tk, err, sizeof err) || session_open(&c.s, m, tk, &o, id, err, sizeof err)) {
-		fprintf(stderr, "sekv chat: %s\n", err);
+		app_errorf("sekv chat: %s\n", err);
 		tok_close(tk);
 		model_close(m);
 		return 1;
@@ -147,7 +147,7 @@ int cmd_chat(int argc, char **argv)
 	tok_close(tk);
 	model_close(m);
 	if (rc) {
-		fprintf(stderr, "sekv chat: %s\n", err);
+		app_errorf("sekv chat: %s\n", err);
 		return 1;
 	}
 	return 0;

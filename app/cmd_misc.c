@@ -17,14 +17,14 @@
 
 static int fail(const char *cmd, const char *err)
 {
-	fprintf(stderr, "sekv %s: %s\n", cmd, err);
+	app_errorf("sekv %s: %s\n", cmd, err);
 	return 1;
 }
 
 /* Usage errors exit 2, like every sub-command. */
 static int usage_fail(const char *cmd, const char *usage)
 {
-	fprintf(stderr, "sekv %s: %s\n", cmd, usage);
+	app_errorf("sekv %s: %s\n", cmd, usage);
 	return 2;
 }
 
@@ -147,7 +147,7 @@ int cmd_generate(int argc, char **argv)
 	fwrite(a.rest, 1, (size_t)a.n_rest, stdout);
 	printf("\n");
 	if (!o.quiet)
-		fprintf(stderr, "generate: %d tokens, %.1f tokens/s\n", a.n_gen, a.decode_tps);
+		app_errorf("generate: %d tokens, %.1f tokens/s\n", a.n_gen, a.decode_tps);
 	rc = 0;
 out:
 	conv_answer_free(&a);
@@ -193,7 +193,7 @@ int cmd_ls(int argc, char **argv)
 		return fail("ls", err);
 	if (access(o.db, F_OK) != 0) {
 		if (!o.quiet)
-			fprintf(stderr, "sekv ls: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
+			app_errorf("sekv ls: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 0;
 	}
 	if (store_open(&st, o.db, err, sizeof err) || store_doc_list(st, &docs, &n, err, sizeof err)) {
@@ -201,7 +201,7 @@ int cmd_ls(int argc, char **argv)
 		return fail("ls", err);
 	}
 	if (n == 0 && !o.quiet)
-		fprintf(stderr, "sekv ls: no documents in %s yet: add one with 'sekv ingest FILE'\n", o.db);
+		app_errorf("sekv ls: no documents in %s yet: add one with 'sekv ingest FILE'\n", o.db);
 	for (int i = 0; i < n; i++) {
 		time_t t = (time_t)docs[i].created;
 		/* one record per line, tab-separated: no control bytes in fields */
@@ -243,7 +243,7 @@ int cmd_rm(int argc, char **argv)
 	for (int i = 0; i < o.n_args; i++) {
 		int64_t id;
 		if (app_parse_doc_id(o.args[i], &id)) {
-			fprintf(stderr, "sekv rm: " APP_DOC_ID_BAD "\n", o.args[i]);
+			app_errorf("sekv rm: " APP_DOC_ID_BAD "\n", o.args[i]);
 			rc = 2;
 			continue;
 		}
@@ -253,7 +253,7 @@ int cmd_rm(int argc, char **argv)
 		if (drc)
 			rc = fail("rm", err);
 		else if (!o.quiet)
-			fprintf(stderr, "sekv rm: document %lld deleted\n", (long long)id);
+			app_errorf("sekv rm: document %lld deleted\n", (long long)id);
 	}
 	store_close(st);
 	return rc;

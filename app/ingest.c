@@ -136,7 +136,7 @@ static int stage_extract(struct ingest *g, char *err, size_t errlen)
 	if (rc)
 		return rc;
 	if (n_bad && !g->o->quiet)
-		fprintf(stderr, "ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
+		app_errorf("ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
 	report(g, "extract", (long long)g->text_len, (long long)g->text_len, clk_now(), 1);
 	return 0;
 }
@@ -191,7 +191,7 @@ static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 				 "context %d tokens (splitting a long document, --max-tokens/--split, "
 				 "comes with the library)", g->path, g->tv.n, n_ctx);
 	if (!g->o->quiet)
-		fprintf(stderr, "ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
+		app_errorf("ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
 			g->tv.n, g->hp->arch);
 	return 0;
 }
@@ -336,12 +336,12 @@ static void print_summary(const struct ingest *g)
 	const struct sekv_mem *mem = g->mem;
 	int n_tok = g->tv.n;
 
-	fprintf(stderr, "ingest: prefill %.1fs (%.1f tokens/s), memory built in %.1fs\n",
+	app_errorf("ingest: prefill %.1fs (%.1f tokens/s), memory built in %.1fs\n",
 		g->prefill_s, n_tok / (g->prefill_s > 0 ? g->prefill_s : 1), g->build_s);
-	fprintf(stderr, "ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
+	app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
 		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
 		mem->note[0] ? ": " : "", mem->note);
-	fprintf(stderr, "ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
+	app_errorf("ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
 		mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,
 		100.0 * mem->static_bytes / (double)mem->full_kv_bytes,
 		mem->host_bytes / 1048576.0, clk_peak_rss() / 1048576.0);
@@ -408,7 +408,7 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 	if (strcmp(p->stage, "extract") == 0) {
 		char sz[32];
 		fmt_bytes((size_t)p->done, sz, sizeof sz);
-		fprintf(stderr, "ingest: %s: %s of text\n", p->path, sz);
+		app_errorf("ingest: %s: %s of text\n", p->path, sz);
 		return;
 	}
 	if (strcmp(p->stage, mt->stage) != 0) {

@@ -72,7 +72,7 @@ int main(int argc, char **argv)
 			cmd_usage(stdout, c);
 			return 0;
 		}
-		fprintf(stderr, "sekv help: unknown command '%s'\n\n", argv[2]);
+		app_errorf("sekv help: unknown command '%s'\n\n", argv[2]);
 		usage(stderr);
 		return 2;
 	}
@@ -91,7 +91,7 @@ int main(int argc, char **argv)
 	}
 	if (c)
 		return c->fn(argc - 2, argv + 2);
-	fprintf(stderr, "sekv: unknown command '%s'\n\n", argv[1]);
+	app_errorf("sekv: unknown command '%s'\n\n", argv[1]);
 	usage(stderr);
 	return 2;
 }

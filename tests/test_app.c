@@ -291,6 +291,21 @@ static void cli_rm_rejects_bad_document_id(struct test_ctx *t)
 	free(out);
 }
 
+/* A file name is outside text too: errors that quote it stay inert. */
+static void cli_error_messages_inert(struct test_ctx *t)
+{
+	char args[1024];
+	int status;
+
+	snprintf(args, sizeof args, "ingest --db %s/inert.db '%s/no\033]0;pwned\007\033[2J.txt'",
+		 test_tmpdir(), test_tmpdir());
+	char *out = sekv_run(args, &status);
+	T_CHECK(t, out != NULL);
+	int ok = status == 1 && strstr(out, "]0;pwned") && !test_has_controls(out, strlen(out));
+	T_CHECKF(t, ok, "exit %d: %s", status, out);
+	free(out);
+}
+
 static void app_print_inert_keeps_text_drops_controls(struct test_ctx *t)
 {
 	static const char in[] = "a\x1b]52;c;SGk=\x07" "b\tc\n\xc2\x9b" "31m\x7f";
@@ -385,6 +400,7 @@ const struct test_case test_app[] = {
 	{ "app_parse_doc_id_positive_only", app_parse_doc_id_positive_only },
 	{ "cli_help_from_option_table", cli_help_from_option_table },
 	{ "cli_rm_rejects_bad_document_id", cli_rm_rejects_bad_document_id },
+	{ "cli_error_messages_inert", cli_error_messages_inert },
 	{ "app_print_inert_keeps_text_drops_controls", app_print_inert_keeps_text_drops_controls },
 	{ "app_json_inert_escapes_del_and_c1", app_json_inert_escapes_del_and_c1 },
 	{ "extract_repairs_utf8_and_crlf", extract_repairs_utf8_and_crlf },
