@@ -80,8 +80,13 @@ int extract_text_file(const char *path, char **text, size_t *len,
 		goto out;
 	}
 	*text = extract_clean_dup(raw, (size_t)size, len, n_replaced);
-	if (!*text)
+	if (!*text) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "read: %s: out of memory", path);
+	} else if (strspn(*text, " \t\n\v\f") == *len) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "read: %s: no text (only white space)", path);
+		free(*text);
+		*text = NULL;
+	}
 out:
 	free(raw);
 	fclose(f);

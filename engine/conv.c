@@ -41,6 +41,8 @@ struct conv {
 	int turn_pos[CONV_MAX_TURNS]; /* start of each turn still held, positions */
 	int n_turn_held;
 	int n_turn;                /* questions asked */
+	int n_answer_max;          /* answer tokens allowed in this answer: n_predict,
+	                              or less where the model's context ends */
 	size_t pos_bytes;          /* one position over all global layers, fp16 K+V */
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
 	struct sekv_zoom *agg;     /* [n_global * n_span] */
@@ -399,7 +401,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	sampler_reset_recent(&c->smp);
 	for (;;) {
 		int32_t id = sampler_sample(&c->smp, c->logits);
-		if (chat_is_end(&c->ct, id) || a->n_gen >= c->p.n_predict)
+		if (chat_is_end(&c->ct, id) || a->n_gen >= c->n_answer_max)
 			break;
 		if ((rc = decode_one(c, id, 1, err, errlen)))
 			return rc;
@@ -450,6 +452,33 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	return 0;
 }
 
+/* Positions past the model's training context (hparams n_ctx_train) are
+ * never decoded: a question that would cross it is refused, an answer
+ * that would is capped where the context ends (and a->warn says so). */
+static int fit_context(struct conv *c, struct conv_answer *a, char *err, size_t errlen)
+{
+	long long n_ctx = c->hp->n_ctx_train;
+	long long at = (long long)c->n_start + c->n_tail + c->turn.n;
+
+	c->n_answer_max = c->p.n_predict;
+	if (n_ctx <= 0)
+		return 0;
+	if (at >= n_ctx)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "this question would end at position %lld, past the model's context of %lld "
+				 "tokens (document and conversation so far: %lld): start a new conversation "
+				 "or ask a shorter question", at, n_ctx, at - c->turn.n);
+	if (at + c->p.n_predict > n_ctx) {
+		c->n_answer_max = (int)(n_ctx - at);
+		snprintf(a->warn, sizeof a->warn,
+			 "the model's context of %lld tokens ends %d tokens into this answer: "
+			 "it stops there (-n %d asked)", n_ctx, c->n_answer_max, c->p.n_predict);
+		if (c->warn)
+			c->warn(c->warn_ud, a->warn);
+	}
+	return 0;
+}
+
 int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	     struct conv_answer *a, char *err, size_t errlen)
 {
@@ -464,10 +493,16 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 		return rc;
 	if (c->agg_idx)
 		memset(c->agg_idx, 0xff, (size_t)c->hp->n_global * c->kv.n_span * sizeof *c->agg_idx);
+	if (c->p.n_predict >= c->p.tail_cap)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "-n %d is too large: a question and its answer may take at most %d tokens",
+				 c->p.n_predict, c->p.tail_cap);
 	if ((long long)c->turn.n + c->p.n_predict > c->p.tail_cap)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "question of %d tokens is too long: a question and its answer (-n %d) may take "
 				 "at most %d tokens", c->turn.n, c->p.n_predict, c->p.tail_cap);
+	if ((rc = fit_context(c, a, err, errlen)))
+		return rc;
 	if (c->kv.evict)
 		evict_turns(c, c->turn.n, a);
 	remember_turn(c);

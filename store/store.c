@@ -241,10 +241,11 @@ int store_default_path(char *buf, size_t cap)
 	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
 	int n;
 
-	/* XDG: a relative XDG_DATA_HOME is invalid and ignored */
+	/* XDG: a relative XDG_DATA_HOME is invalid and ignored; so is a
+	 * relative HOME (it would put the library under the working directory) */
 	if (xdg && xdg[0] == '/')
 		n = snprintf(buf, cap, "%s/sekv/library.db", xdg);
-	else if (home && *home)
+	else if (home && home[0] == '/')
 		n = snprintf(buf, cap, "%s/.local/share/sekv/library.db", home);
 	else
 		return SEKV_EINVAL;

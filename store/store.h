@@ -26,7 +26,8 @@ void store_close(struct store *s); /* NULL is a no-op */
 /* Path of the open database file (borrowed). */
 const char *store_path(const struct store *s);
 /* Default library path into buf: $XDG_DATA_HOME/sekv/library.db, or
- * $HOME/.local/share/sekv/library.db. Returns 0 or SEKV_EINVAL. */
+ * $HOME/.local/share/sekv/library.db; relative values of either are
+ * ignored. Returns 0, or SEKV_EINVAL (neither usable, or cap too small). */
 int store_default_path(char *buf, size_t cap);
 
 enum store_doc_state { STORE_DOC_PREFILL = 0, STORE_DOC_READY = 1 };

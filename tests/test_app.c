@@ -383,6 +383,10 @@ static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 	snprintf(path, sizeof path, "%s/empty.txt", test_tmpdir());
 	T_CHECK(t, test_write_file(path, "", 0) == 0);
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EINVAL);
+	snprintf(path, sizeof path, "%s/blank.txt", test_tmpdir());
+	T_CHECK(t, test_write_file(path, "\n\n  \r\n\t\n", 8) == 0);
+	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EINVAL && !text);
+	T_CHECK(t, strstr(err, "blank.txt") && strstr(err, "white space"));
 	snprintf(path, sizeof path, "%s/none.txt", test_tmpdir());
 	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EIO);
 	T_CHECK(t, strstr(err, "none.txt") != NULL);

@@ -268,9 +268,59 @@ static void conv_evicts_oldest_turns(struct test_ctx *t)
 			 i, r.evict_pos[i], i + 1, turn_start[i + 1]);
 }
 
+/* Nothing is decoded past the model's training context: an answer that
+ * would cross it stops where it ends (and says so), a question that would
+ * is refused. The state starts near the end of the context over zero rows
+ * (what the rows hold does not matter here). */
+static void conv_stops_at_model_context(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	struct model_state *ms = NULL;
+	struct conv *c = NULL;
+	struct conv_params cp;
+	struct conv_kv kv;
+	struct conv_answer a = {0}, b = {0};
+	char err[1024], err2[1024] = "";
+	int rc, rc2 = -1, n_ctx = 0;
+
+	app_opts_parse(&o, 0, NULL, err, sizeof err);
+	snprintf(o.model, sizeof o.model, "%s", test_model_path());
+	rc = app_load(&o, &m, &tk, err, sizeof err);
+	if (!rc) {
+		n_ctx = model_hparams(m)->n_ctx_train;
+		rc = model_state_new(&ms, m, n_ctx + 64, 64, 1, err, sizeof err);
+	}
+	conv_kv_full(&kv);
+	conv_default_params(&cp);
+	cp.n_predict = 64;
+	if (!rc && !(rc = model_state_resume(ms, n_ctx - 40)) &&
+	    !(rc = conv_new(&c, m, tk, ms, &kv, &cp, err, sizeof err)))
+		rc = conv_ask(c, "Why?", NULL, NULL, &a, err, sizeof err);
+	conv_free(c);
+	c = NULL;
+	if (!rc && !model_state_resume(ms, n_ctx - 2) &&
+	    !conv_new(&c, m, tk, ms, &kv, &cp, err2, sizeof err2))
+		rc2 = conv_ask(c, "Why?", NULL, NULL, &b, err2, sizeof err2);
+	int room = 40 - a.n_question, n_gen = a.n_gen, warned = strstr(a.warn, "context") != NULL;
+	conv_answer_free(&a);
+	conv_answer_free(&b);
+	conv_free(c);
+	model_state_free(ms);
+	tok_close(tk);
+	model_close(m);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, n_gen > 0 && n_gen <= room && warned, "%d answer tokens with room for %d, warned %d",
+		 n_gen, room, warned);
+	T_CHECKF(t, rc2 == SEKV_EINVAL && strstr(err2, "context"), "rc %d: %s", rc2, err2);
+	T_CHECKF(t, n_gen == room, "%d answer tokens, room for %d", n_gen, room);
+}
+
 const struct test_case test_conv[] = {
 	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
 	{ "conv_stop_during_question", conv_stop_during_question },
 	{ "conv_evicts_oldest_turns", conv_evicts_oldest_turns },
+	{ "conv_stops_at_model_context", conv_stops_at_model_context },
 	{ NULL, NULL },
 };

@@ -40,6 +40,9 @@ static void store_default_path_xdg_and_home(struct test_ctx *t)
 	setenv("HOME", "/home/someone", 1);
 	r_home = store_default_path(home_path, sizeof home_path);
 	r_small = store_default_path(home_path + 900, 10);
+	setenv("HOME", "relative-home", 1);
+	char rel[512];
+	int r_rel_home = store_default_path(rel, sizeof rel);
 	if (old_xdg)
 		setenv("XDG_DATA_HOME", sx, 1);
 	else
@@ -54,6 +57,7 @@ static void store_default_path_xdg_and_home(struct test_ctx *t)
 	T_CHECKF(t, r_home == 0 && strcmp(home_path, "/home/someone/.local/share/sekv/library.db") == 0,
 		 "home path %s", home_path);
 	T_CHECK(t, r_small == SEKV_EINVAL);
+	T_CHECK(t, r_rel_home == SEKV_EINVAL);
 }
 
 static void store_open_creates_parent_dirs(struct test_ctx *t)
