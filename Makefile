@@ -1,5 +1,5 @@
 # sekv - one non-recursive Makefile. Objects under build/, binaries under bin/.
-# make | make test | make asan | make bench | make bench-compare | make bench-deps
+# make | make test | make asan | make bench | make bench-compare | make bench-qa | make bench-deps
 # make deps | make model | make run | make clean
 
 CC      ?= cc
@@ -19,7 +19,7 @@ LIB_CC  = $(wildcard engine/*.cc)
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
-.PHONY: all test asan bench bench-compare bench-deps deps model run clean check-model
+.PHONY: all test asan bench bench-compare bench-qa bench-deps deps model run clean check-model
 all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw
 	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
 
@@ -80,6 +80,14 @@ bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 # llama.cpp (e.g. the build before a change).
 bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	MODEL=$(MODEL) RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh
+
+# QA benchmark (bench/qa/): 69 questions over licences and manuals of this
+# Debian machine, full KV vs SeKV at 10%: answer accuracy, evidence
+# recall@1/@3 and a BM25 baseline; records in build/bench-qa.jsonl. About
+# 7 minutes on 2 cores; not part of `make test` or CI. BENCH_THREADS
+# (default 2); QA_ARGS passes options (e.g. QA_ARGS="--limit 10").
+bench-qa: all model
+	python3 bench/qa/run_qa.py --model $(MODEL) $(QA_ARGS)
 
 # llama.cpp through its Python binding, for bench-compare (builds llama.cpp
 # from source; not used by CI).
