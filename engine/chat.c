@@ -11,10 +11,13 @@
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 
-/* The completion format's words (chat.h), chosen by measurement (README). */
+/* The completion format's words (chat.h), chosen by measurement (README:
+ * 6 of 12 licence questions with the quote cue, 5 without it, 5 with a
+ * one-shot exemplar before the document). A question that starts the
+ * stream (no document) has no cue. */
 #define CHAT_DOC_OPEN "Context:\n"
 #define CHAT_Q_OPEN "Question: "
-#define CHAT_Q_SEP "\n\n"
+#define CHAT_Q_SEP "\n\nAnswer with a quote from the context.\n"
 #define CHAT_A_OPEN "\nAnswer:"
 #define CHAT_STOP_WORD "Question:"
 

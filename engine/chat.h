@@ -7,7 +7,8 @@
  * instruction-tuned model (it has tokenizer.chat_template) gets its chat
  * template; a pre-trained one gets a completion format a base model
  * continues:
- *   <bos>Context:\n{document}\n\nQuestion: {q}\nAnswer:{answer}\n\nQuestion: ...
+ *   <bos>Context:\n{document}\n\nAnswer with a quote from the context.\n
+ *   Question: {q}\nAnswer:{answer}\n\nAnswer with a quote ...\nQuestion: ...
  *
  * Gemma 3 (the model's own template): <bos><start_of_turn>user\n{text}
  * <end_of_turn>\n<start_of_turn>model\n{answer}<end_of_turn>\n ...
@@ -89,8 +90,9 @@ enum chat_turn_start {
  * `answer` is 1, the user turn's closing and the model turn's opening (the
  * model answers next). COMPLETION: sep is not used; a document (answer 0)
  * is BOS + the tokens of "Context:\n{text}"; a question (answer 1) is the
- * tokens of "\n\nQuestion: {text}\nAnswer:" ("Question: ..." after BOS
- * when it starts the stream), each string tokenized whole. 0 or a negative
+ * tokens of "\n\nAnswer with a quote from the context.\nQuestion: {text}
+ * \nAnswer:" (BOS + "Question: {text}\nAnswer:" when it starts the
+ * stream), each string tokenized whole. 0 or a negative
  * code (v keeps what was appended). */
 int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, enum chat_turn_start start, const char *sep,
