@@ -47,6 +47,8 @@ struct conv {
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
 	struct sekv_zoom *agg;     /* [n_global * n_span] */
 	struct chat_tokvec turn;   /* scratch: the turn being asked */
+	int32_t *hist;             /* [tail_cap] ids decoded since conv_new, the
+	                              first tail_cap of them */
 	conv_warn_fn warn;
 	void *warn_ud;
 };
@@ -153,12 +155,13 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 		goto fail;
 	}
 	c->logits = malloc((size_t)c->hp->n_vocab * sizeof *c->logits);
+	c->hist = malloc((size_t)p->tail_cap * sizeof *c->hist);
 	size_t n_agg = kv->stats && kv->n_span > 0 ? (size_t)c->hp->n_global * kv->n_span : 0;
 	if (n_agg) {
 		c->agg_idx = malloc(n_agg * sizeof *c->agg_idx);
 		c->agg = malloc(n_agg * sizeof *c->agg);
 	}
-	if (!c->logits || (n_agg && (!c->agg_idx || !c->agg))) {
+	if (!c->logits || !c->hist || (n_agg && (!c->agg_idx || !c->agg))) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 		goto fail;
 	}
@@ -177,6 +180,7 @@ void conv_free(struct conv *c)
 	free(c->logits);
 	free(c->agg_idx);
 	free(c->agg);
+	free(c->hist);
 	chat_tokvec_free(&c->turn);
 	free(c);
 }
@@ -190,6 +194,12 @@ void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud)
 const struct model *conv_model(const struct conv *c)
 {
 	return c->m;
+}
+
+const int32_t *conv_tokens(const struct conv *c, int *n)
+{
+	*n = c->n_tail < c->p.tail_cap ? c->n_tail : c->p.tail_cap;
+	return c->hist;
 }
 
 const float *conv_logits(const struct conv *c)
@@ -222,6 +232,8 @@ static int decode_one(struct conv *c, int32_t id, int need_logits, char *err, si
 	if (rc)
 		return rc;
 	c->have_logits = need_logits;
+	if (c->n_tail < c->p.tail_cap)
+		c->hist[c->n_tail] = id;
 	c->n_tail++;
 	return 0;
 }
@@ -238,6 +250,8 @@ int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t er
 		int rc = model_prefill(c->m, c->ms, ids + pos, k, NULL, err, errlen);
 		if (rc)
 			return rc;
+		for (int i = 0; i < k && c->n_tail + i < c->p.tail_cap; i++)
+			c->hist[c->n_tail + i] = ids[pos + i];
 		c->n_tail += k;
 	}
 	if (n > 0) {

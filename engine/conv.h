@@ -160,6 +160,11 @@ int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t er
  * against tail_cap. 0 or a negative code (SEKV_EINVAL past tail_cap). */
 int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen);
 
+/* The token ids decoded (or prefilled) since conv_new, oldest first: turns
+ * and answers as the model saw them; *n of them (the first tail_cap when
+ * more were decoded). Borrowed, valid until the next call on c. */
+const int32_t *conv_tokens(const struct conv *c, int *n);
+
 /* Logits [n_vocab] after the last fed token, or NULL (borrowed, valid
  * until the next call on c). */
 const float *conv_logits(const struct conv *c);
