@@ -218,6 +218,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	s = NULL;
 	v1_ok = rc == 0 &&
 		fixture_raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
+			 " ALTER TABLE documents DROP COLUMN prompt_format;"
 			 " PRAGMA user_version = 1") == SQLITE_OK &&
 		fixture_raw_int(path, "SELECT count(*) FROM pragma_table_info('mem')"
 			" WHERE name = 'factor_f16'") == 0;
