@@ -83,6 +83,7 @@ static int print_json(const struct session *s, const struct app_opts *o,
 
 	session_get_info(s, &in);
 	json_add_text(j, "answer", a->text ? a->text : "");
+	cJSON_AddStringToObject(j, "stopped", conv_stop_name(a->stopped));
 	if (a->warn[0])
 		json_add_text(j, "warning", a->warn);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
@@ -186,6 +187,9 @@ int cmd_ask(int argc, char **argv)
 	} else {
 		printf("\n");
 		fflush(stdout);
+		if (a.stopped == CONV_STOP_LENGTH)
+			app_errorf("ask: answer cut at %d tokens (%s)\n", a.n_gen,
+				   a.n_cap < o.n_predict ? "the model's context ends there" : "-n");
 		if (!o.quiet) {
 			struct session_info in;
 			session_get_info(s, &in);

@@ -60,6 +60,11 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 
 	c->ui = ui;
 	int rc = conv_ask(session_conv(c->s), q, on_step, c, &a, err, errlen);
+	if (rc == 0 && a.stopped == CONV_STOP_LENGTH) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "… (answer cut at %d tokens)", a.n_gen);
+		ui_chat_note(ui, msg);
+	}
 	if (a.warn[0])
 		ui_chat_note(ui, a.warn);
 	if (a.n_evicted_turns > 0) {

@@ -124,7 +124,8 @@ int cmd_generate(int argc, char **argv)
 	if (app_load(&o, &m, &tk, err, sizeof err))
 		return fail("generate", err);
 	/* the turn is built here once to size the state */
-	if (chat_template_init(&ct, model_hparams(m)->arch, tk, err, sizeof err) ||
+	if (chat_template_init(&ct, model_hparams(m)->arch,
+			       chat_format_of_gguf(model_gguf(m)), tk, err, sizeof err) ||
 	    chat_build_turn(&v, &ct, tk, CHAT_START_STREAM, NULL, o.prompt, strlen(o.prompt), 1,
 			    err, sizeof err) ||
 	    model_state_new(&ms, m, v.n + o.n_predict + 1, o.n_batch, 1, err, sizeof err)) {

@@ -212,6 +212,7 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	free(abs);
 	snprintf(d->model_fp, sizeof d->model_fp, "%s", hp->fingerprint);
 	snprintf(d->model_name, sizeof d->model_name, "%.127s", base_name(o->model));
+	snprintf(d->prompt_format, sizeof d->prompt_format, "%s", chat_format_name(g->ct.fmt));
 	d->n_layer_global = hp->n_global;
 	d->n_layer_swa = hp->n_layer - hp->n_global;
 	d->n_head_kv = hp->n_head_kv;
@@ -372,7 +373,8 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
 	if ((rc = stage_extract(&g, err, errlen)) || (rc = app_load(o, &g.m, &g.tk, err, errlen)))
 		goto out;
 	g.hp = model_hparams(g.m);
-	if ((rc = chat_template_init(&g.ct, g.hp->arch, g.tk, err, errlen)))
+	if ((rc = chat_template_init(&g.ct, g.hp->arch, chat_format_of_gguf(model_gguf(g.m)),
+				     g.tk, err, errlen)))
 		goto out;
 	if (g.hp->n_global <= 0) {
 		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer", o->model);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "engine/chat.h"
 #include "engine/conv.h"
 #include "engine/clock.h"
 #include "engine/err.h"
@@ -171,9 +172,17 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	struct conv_params cp;
 	struct conv_kv kv;
 
+	enum chat_format fmt;
+
+	/* the format the document was ingested with, never guessed again */
+	if (chat_format_parse(s->doc.prompt_format, &fmt))
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "document %lld: prompt format '%s' unknown to this build: ingest it again",
+				 (long long)s->doc.id, s->doc.prompt_format);
 	conv_default_params(&cp);
 	cp.n_predict = s->o.n_predict;
 	cp.in_user_turn = 1;
+	cp.format = (int)fmt;
 	cp.sampler.temperature = s->o.temperature;
 	cp.sampler.seed = s->o.seed;
 	cp.sampler.repeat_penalty = s->o.repeat_penalty;

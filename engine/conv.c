@@ -47,6 +47,8 @@ struct conv {
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
 	struct sekv_zoom *agg;     /* [n_global * n_span] */
 	struct chat_tokvec turn;   /* scratch: the turn being asked */
+	int32_t *hist;             /* [tail_cap] ids decoded since conv_new, the
+	                              first tail_cap of them */
 	conv_warn_fn warn;
 	void *warn_ud;
 };
@@ -96,9 +98,15 @@ void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem
 
 /* ---- life cycle ----------------------------------------------------- */
 
+const char *conv_stop_name(enum conv_stop s)
+{
+	return s == CONV_STOP_LENGTH ? "length" : s == CONV_STOP_USER ? "user" : "stop";
+}
+
 void conv_default_params(struct conv_params *p)
 {
 	memset(p, 0, sizeof *p);
+	p->format = -1;
 	p->n_predict = 256;
 	p->tail_cap = CONV_TAIL_CAP;
 	sampler_default_params(&p->sampler);
@@ -122,9 +130,11 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	int rc;
 
 	*out = NULL;
-	if (p->n_predict < 0 || p->tail_cap < 1 || p->n_batch < 0)
+	if (p->n_predict < 0 || p->tail_cap < 1 || p->n_batch < 0 || p->format < -1 ||
+	    p->format > CHAT_FORMAT_COMPLETION)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: n_predict %d, tail_cap %d, "
-				 "n_batch %d: out of range", p->n_predict, p->tail_cap, p->n_batch);
+				 "n_batch %d, format %d: out of range", p->n_predict, p->tail_cap,
+				 p->n_batch, p->format);
 	if (!(c = calloc(1, sizeof *c)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 	c->m = m;
@@ -136,19 +146,22 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	c->attn = (struct model_attn){ kv->ctx, kv->attend };
 	c->n_start = model_state_n_past(ms);
 	c->pos_bytes = model_kv_bytes(1, c->hp->n_global, c->hp->n_head_kv, c->hp->d_head);
-	if (tk && (rc = chat_template_init(&c->ct, c->hp->arch, tk, err, errlen)))
+	enum chat_format fmt = p->format >= 0 ? (enum chat_format)p->format
+		: chat_format_of_gguf(model_gguf(m));
+	if (tk && (rc = chat_template_init(&c->ct, c->hp->arch, fmt, tk, err, errlen)))
 		goto fail;
 	if (sampler_init(&c->smp, &p->sampler, c->hp->n_vocab)) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: sampler: out of memory");
 		goto fail;
 	}
 	c->logits = malloc((size_t)c->hp->n_vocab * sizeof *c->logits);
+	c->hist = malloc((size_t)p->tail_cap * sizeof *c->hist);
 	size_t n_agg = kv->stats && kv->n_span > 0 ? (size_t)c->hp->n_global * kv->n_span : 0;
 	if (n_agg) {
 		c->agg_idx = malloc(n_agg * sizeof *c->agg_idx);
 		c->agg = malloc(n_agg * sizeof *c->agg);
 	}
-	if (!c->logits || (n_agg && (!c->agg_idx || !c->agg))) {
+	if (!c->logits || !c->hist || (n_agg && (!c->agg_idx || !c->agg))) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 		goto fail;
 	}
@@ -167,6 +180,7 @@ void conv_free(struct conv *c)
 	free(c->logits);
 	free(c->agg_idx);
 	free(c->agg);
+	free(c->hist);
 	chat_tokvec_free(&c->turn);
 	free(c);
 }
@@ -180,6 +194,12 @@ void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud)
 const struct model *conv_model(const struct conv *c)
 {
 	return c->m;
+}
+
+const int32_t *conv_tokens(const struct conv *c, int *n)
+{
+	*n = c->n_tail < c->p.tail_cap ? c->n_tail : c->p.tail_cap;
+	return c->hist;
 }
 
 const float *conv_logits(const struct conv *c)
@@ -212,6 +232,8 @@ static int decode_one(struct conv *c, int32_t id, int need_logits, char *err, si
 	if (rc)
 		return rc;
 	c->have_logits = need_logits;
+	if (c->n_tail < c->p.tail_cap)
+		c->hist[c->n_tail] = id;
 	c->n_tail++;
 	return 0;
 }
@@ -228,6 +250,8 @@ int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t er
 		int rc = model_prefill(c->m, c->ms, ids + pos, k, NULL, err, errlen);
 		if (rc)
 			return rc;
+		for (int i = 0; i < k && c->n_tail + i < c->p.tail_cap; i++)
+			c->hist[c->n_tail + i] = ids[pos + i];
 		c->n_tail += k;
 	}
 	if (n > 0) {
@@ -325,7 +349,7 @@ static int feed_turn(struct conv *c, conv_step_fn fn, void *ud, struct conv_answ
 					.resident_bytes = resident_now(c) };
 		ev.peak_resident_bytes = ev.resident_bytes;
 		if (fn && fn(ud, &ev)) {
-			a->stopped = 1;
+			a->stopped = CONV_STOP_USER;
 			return SEKV_EINTR;
 		}
 	}
@@ -386,70 +410,98 @@ static int append_text(struct conv_answer *a, size_t *cap, const char *p, size_t
 	return 0;
 }
 
+static void trim_end(struct conv_answer *a)
+{
+	while (a->text_len > 0 && strchr(" \t\r\n", a->text[a->text_len - 1]))
+		a->text[--a->text_len] = 0;
+}
+
+/* Copies the per-answer zoom aggregate out, by steps descending. */
+static int finish_zoom(struct conv *c, struct conv_answer *a, int n_agg, char *err, size_t errlen)
+{
+	if (a->n_gen > 0)
+		a->zoom_per_token /= a->n_gen;
+	if (n_agg <= 0)
+		return 0;
+	if (!(a->zoom = malloc((size_t)n_agg * sizeof *a->zoom)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+	memcpy(a->zoom, c->agg, (size_t)n_agg * sizeof *a->zoom);
+	qsort(a->zoom, (size_t)n_agg, sizeof *a->zoom, cmp_zoom);
+	a->n_zoom = n_agg;
+	return 0;
+}
+
 /* Samples, decodes and streams the answer; pend holds back an incomplete
- * UTF-8 sequence until a later token completes it. */
+ * UTF-8 sequence until a later token completes it, the stop rules (sr)
+ * what they have not decided. The text of a token is judged before the
+ * token is decoded, so the token that ends the answer never is. */
 static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_answer *a,
 		       char *err, size_t errlen)
 {
-	char pend[CONV_PEND_CAP];
+	char pend[CONV_PEND_CAP], shown[CONV_PEND_CAP + CHAT_STOP_HOLD];
 	size_t n_pend = 0, cap = 0;
 	int rc, n_agg = 0;
+	struct chat_stop sr;
 
 	if ((rc = append_text(a, &cap, "", 0)))
 		return sekv_errf(err, errlen, rc, "conversation: out of memory");
+	chat_stop_init(&sr, c->ct.fmt);
+	a->n_cap = c->n_answer_max;
 	double g0 = clk_now();
 	sampler_reset_recent(&c->smp);
 	for (;;) {
 		int32_t id = sampler_sample(&c->smp, c->logits);
-		if (chat_is_end(&c->ct, id) || a->n_gen >= c->n_answer_max)
+		if (chat_is_end(&c->ct, id))
 			break;
-		if ((rc = decode_one(c, id, 1, err, errlen)))
-			return rc;
-		a->ids[a->n_gen++] = id;
-		sampler_accept(&c->smp, id);
-		const struct sekv_stats *st = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
-		if (st && c->agg)
-			agg_step(c, st, a, &n_agg);
-		size_t res = resident_now(c);
-		if (res > a->peak_resident_bytes)
-			a->peak_resident_bytes = res;
-
+		if (a->n_gen >= c->n_answer_max) {
+			a->stopped = CONV_STOP_LENGTH;
+			break;
+		}
 		int n = tok_token_text(c->tk, id, pend + n_pend, (int)(sizeof pend - n_pend));
 		if (n > 0)
 			n_pend += (size_t)n;
 		size_t ok = utf8_complete(pend, n_pend);
 		if (n_pend >= sizeof pend - 8)
 			ok = n_pend; /* never stall on garbage */
-		if ((rc = append_text(a, &cap, pend, ok)))
+		int n_shown = chat_stop_feed(&sr, pend, (int)ok, shown);
+		memmove(pend, pend + ok, n_pend - ok);
+		n_pend -= ok;
+		if ((rc = append_text(a, &cap, shown, (size_t)n_shown)))
 			return sekv_errf(err, errlen, rc, "conversation: out of memory");
+		if (sr.done && n_shown == 0)
+			break;
+		if (!sr.done && (rc = decode_one(c, id, 1, err, errlen)))
+			return rc;
+		a->ids[a->n_gen++] = id;
+		if (!sr.done)
+			sampler_accept(&c->smp, id);
+		const struct sekv_stats *st = c->kv.stats && !sr.done ? c->kv.stats(c->kv.ctx) : NULL;
+		if (st && c->agg)
+			agg_step(c, st, a, &n_agg);
+		size_t res = resident_now(c);
+		if (res > a->peak_resident_bytes)
+			a->peak_resident_bytes = res;
 		double el = clk_now() - g0;
 		struct conv_step ev = {
-			.piece = pend, .piece_len = (int)ok, .token = id, .n_gen = a->n_gen,
+			.piece = shown, .piece_len = n_shown, .token = id, .n_gen = a->n_gen,
 			.tps = el > 0 ? a->n_gen / el : 0, .stats = st,
 			.resident_bytes = res, .peak_resident_bytes = a->peak_resident_bytes,
 		};
-		int stop = fn ? fn(ud, &ev) : 0;
-		memmove(pend, pend + ok, n_pend - ok);
-		n_pend -= ok;
-		if (stop) {
-			a->stopped = 1;
+		if (fn && fn(ud, &ev)) {
+			a->stopped = CONV_STOP_USER;
 			break;
 		}
+		if (sr.done)
+			break;
 	}
-	memcpy(a->rest, pend, n_pend);
-	a->n_rest = (int)n_pend;
+	if (!sr.done) {
+		memcpy(a->rest, pend, n_pend);
+		a->n_rest = (int)n_pend;
+	}
+	trim_end(a);
 	a->decode_s = clk_now() - g0;
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
-	if (a->n_gen > 0)
-		a->zoom_per_token /= a->n_gen;
-	if (n_agg > 0) {
-		if (!(a->zoom = malloc((size_t)n_agg * sizeof *a->zoom)))
-			return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
-		memcpy(a->zoom, c->agg, (size_t)n_agg * sizeof *a->zoom);
-		qsort(a->zoom, (size_t)n_agg, sizeof *a->zoom, cmp_zoom);
-		a->n_zoom = n_agg;
-	}
-	return 0;
+	return finish_zoom(c, a, n_agg, err, errlen);
 }
 
 /* Positions past the model's training context (hparams n_ctx_train) are
@@ -517,5 +569,5 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	if (rc && rc != SEKV_EINTR)
 		return rc;
 	c->n_turn++;
-	return a->stopped ? SEKV_EINTR : 0;
+	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;
 }

@@ -68,11 +68,13 @@ struct conv_params {
 	int in_user_turn;    /* 1: the state ends inside an open user turn (a
 	                        document): the first question joins it after a
 	                        blank line; 0: the first turn starts the stream */
+	int format;          /* enum chat_format of the turns and stop rules;
+	                        -1: the model's own (chat_format_of_gguf) */
 	struct sampler_params sampler;
 };
 
 /* Defaults: 256 answer tokens, CONV_TAIL_CAP, token by token, new stream,
- * sampler_default_params. */
+ * the model's own format, sampler_default_params. */
 void conv_default_params(struct conv_params *p);
 
 /* One step as the caller sees it (borrowed for the callback). While the
@@ -94,16 +96,32 @@ typedef int (*conv_step_fn)(void *ud, const struct conv_step *st);
 /* A warning before an answer starts (msg borrowed for the call). */
 typedef void (*conv_warn_fn)(void *ud, const char *msg);
 
+/* Why an answer ended. */
+enum conv_stop {
+	CONV_STOP_STOP,    /* the model ended it (EOS, end of turn, a stop rule) */
+	CONV_STOP_LENGTH,  /* the length cap (-n, or where the context ends) */
+	CONV_STOP_USER,    /* the step callback stopped it */
+};
+
+/* "stop", "length", "user" (static storage). */
+const char *conv_stop_name(enum conv_stop s);
+
 struct conv_answer {
-	char *text;              /* malloc'ed, NUL-terminated (conv_answer_free) */
+	char *text;              /* malloc'ed, NUL-terminated (conv_answer_free):
+	                            what the stop rules let through (no leading
+	                            or trailing white space, no stop text) */
 	size_t text_len;
 	char rest[256];          /* bytes of a UTF-8 sequence left incomplete
 	                            at the end (not in text) */
 	int n_rest;
-	int32_t *ids;            /* [n_gen] answer token ids, malloc'ed */
+	int32_t *ids;            /* [n_gen] answer token ids, malloc'ed; when a
+	                            stop rule ended the answer inside a token
+	                            that also held answer text, that token is the
+	                            last and was not decoded */
 	int n_gen;
 	int n_question;          /* tokens decoded for the question turn */
-	int stopped;             /* 1 when the callback stopped it */
+	enum conv_stop stopped;  /* why it ended */
+	int n_cap;               /* the length cap it ran under, tokens */
 	char warn[256];          /* why this answer may exceed the budget, or "" */
 	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
 	int n_evicted_tokens;
@@ -142,6 +160,11 @@ int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t er
  * against tail_cap. 0 or a negative code (SEKV_EINVAL past tail_cap). */
 int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen);
 
+/* The token ids decoded (or prefilled) since conv_new, oldest first: turns
+ * and answers as the model saw them; *n of them (the first tail_cap when
+ * more were decoded). Borrowed, valid until the next call on c. */
+const int32_t *conv_tokens(const struct conv *c, int *n);
+
 /* Logits [n_vocab] after the last fed token, or NULL (borrowed, valid
  * until the next call on c). */
 const float *conv_logits(const struct conv *c);
@@ -149,7 +172,9 @@ const float *conv_logits(const struct conv *c);
 /* Asks text: builds the turn (chat_build_turn), evicts old turns when the
  * method needs room, decodes the turn (calling fn with question = 1 after
  * each token), then samples up to n_predict tokens until the model ends
- * its turn, calling fn for each. fn may be NULL. Returns 0, SEKV_EINTR
+ * its turn or a stop rule (chat_stop_feed) ends the answer, calling fn for
+ * each token (piece: the text the stop rules let through, maybe empty).
+ * The token that ends an answer is not decoded. fn may be NULL. Returns 0, SEKV_EINTR
  * when fn stopped it (ans filled with what was produced), or a negative
  * code. ans is always initialised (conv_answer_free it). */
 int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,

@@ -79,6 +79,10 @@ static const char *const store_migration[] = {
 	 * fp32 (fac_s is always fp32); version 1 memories were all fp32. Added
 	 * after the blobs, where ALTER TABLE puts it: it is read once per load. */
 	"ALTER TABLE mem ADD COLUMN factor_f16 INTEGER NOT NULL DEFAULT 0;",
+	/* 2 -> 3: documents.prompt_format: the prompt format the document turn
+	 * was built with ("template", "completion"); NULL for documents
+	 * ingested before, which were all built with the chat template. */
+	"ALTER TABLE documents ADD COLUMN prompt_format TEXT;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -25,15 +25,15 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_ROLLBACK_TO] = "ROLLBACK TO store_tx",
 	[ST_DOC_INSERT] = "INSERT INTO documents (title, source, model_fp, model_name,"
 		" state, n_tok, n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window,"
-		" prefill_s, created, budget, r_max, alpha_used)"
-		" VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?)",
+		" prefill_s, created, budget, r_max, alpha_used, prompt_format)"
+		" VALUES (?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?)",
 	[ST_TEXT_INSERT] = "INSERT INTO doc_text (doc, text) VALUES (?, ?)",
 	[ST_DOC_GET] = "SELECT id, title, source, model_fp, model_name, state, n_tok,"
 		" n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window, prefill_s,"
-		" created, budget, r_max, alpha_used FROM documents WHERE id = ?",
+		" created, budget, r_max, alpha_used, prompt_format FROM documents WHERE id = ?",
 	[ST_DOC_LIST] = "SELECT id, title, source, model_fp, model_name, state, n_tok,"
 		" n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window, prefill_s,"
-		" created, budget, r_max, alpha_used FROM documents ORDER BY id",
+		" created, budget, r_max, alpha_used, prompt_format FROM documents ORDER BY id",
 	[ST_DOC_DELETE] = "DELETE FROM documents WHERE id = ?",
 	[ST_TEXT_GET] = "SELECT text FROM doc_text WHERE doc = ?",
 	/* length() of a blob reads its size from the record header, not its
@@ -376,6 +376,8 @@ static int doc_from_row(sqlite3_stmt *st, struct store_doc *d, const char *what,
 	d->budget = sqlite3_column_double(st, 14);
 	d->r_max = sqlite3_column_int(st, 15);
 	d->alpha_used = (float)sqlite3_column_double(st, 16);
+	/* NULL: ingested before formats were stored, with the chat template */
+	copy_str(d->prompt_format, sizeof d->prompt_format, sqlite3_column_text(st, 17));
 	for (int c = 7; c <= 11; c++)
 		if (!in_range(sqlite3_column_int64(st, c), 0, c == 11 ? INT32_MAX : STORE_MAX_DIM))
 			return sekv_errf(err, errlen, SEKV_EFORMAT,
@@ -489,6 +491,9 @@ int store_doc_create(struct store *s, struct store_doc *doc, const char *text,
 	sqlite3_bind_double(st, 11, doc->budget);
 	sqlite3_bind_int(st, 12, doc->r_max);
 	sqlite3_bind_double(st, 13, doc->alpha_used);
+	if (doc->prompt_format[0])
+		sqlite3_bind_text(st, 14, doc->prompt_format,
+				  (int)strnlen(doc->prompt_format, sizeof doc->prompt_format), SQLITE_STATIC);
 	if ((rc = store_step(s, st)) != SQLITE_DONE) {
 		rc = store_dberr(s, rc, err, errlen, "store_doc_create", "documents");
 		goto fail;

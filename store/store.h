@@ -51,6 +51,9 @@ struct store_doc {
 	double budget;            /* budget the memory was built for */
 	int r_max;
 	float alpha_used;
+	char prompt_format[16];   /* chat_format_name of the turns it was
+	                             ingested with; "" (NULL in the file, rows
+	                             from before formats were stored): "template" */
 };
 
 /* Creates a document row in state PREFILL and stores its text (UTF-8).

@@ -15,6 +15,7 @@
 #define TABLE(name) extern const struct test_case name[] __attribute__((weak));
 TABLE(test_err)
 TABLE(test_utf8)
+TABLE(test_chat)
 TABLE(test_clock)
 TABLE(test_fmt)
 TABLE(test_file)
@@ -166,7 +167,7 @@ const char *test_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_utf8, test_clock, test_fmt, test_file, test_gguf, test_gguf_malformed,
+		test_err, test_utf8, test_chat, test_clock, test_fmt, test_file, test_gguf, test_gguf_malformed,
 		test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer,
 		test_model, test_sampler, test_sekv, test_sekv_attend, test_store_doc, test_store_mem,
 		test_store_format, test_store_fault, test_ui, test_app, test_conv,

@@ -11,6 +11,7 @@
 
 #include "app/app.h"
 #include "app/session.h"
+#include "engine/chat.h"
 #include "engine/conv.h"
 #include "engine/err.h"
 #include "engine/model.h"
@@ -18,6 +19,7 @@
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
 #include "store/store.h"
+#include "tests/store_fixtures.h"
 #include "tests/test.h"
 
 #define CONV_DOC "The Harbor Street bakery opened in 1998. Its owner, Mira Olsen, bakes rye " \
@@ -176,7 +178,7 @@ static void conv_stop_during_question(struct test_ctx *t)
 	long long e0 = model_n_eval(f.m);
 	int rc = conv_ask(session_conv(f.s), "Who owns the bakery?", on_step, &st, &a, err, sizeof err);
 	long long n_eval = model_n_eval(f.m) - e0;
-	int n_gen = a.n_gen, stopped = a.stopped;
+	int n_gen = a.n_gen, stopped = a.stopped == CONV_STOP_USER;
 	conv_answer_free(&a);
 	st.stop_question = 0;
 	int rc2 = conv_ask(session_conv(f.s), "Who owns the bakery?", on_step, &st, &a, err, sizeof err);
@@ -295,6 +297,7 @@ static void conv_stops_at_model_context(struct test_ctx *t)
 	conv_kv_full(&kv);
 	conv_default_params(&cp);
 	cp.n_predict = 64;
+	cp.format = CHAT_FORMAT_TEMPLATE; /* no newline stop before the context ends */
 	if (!rc && !(rc = model_state_resume(ms, n_ctx - 40)) &&
 	    !(rc = conv_new(&c, m, tk, ms, &kv, &cp, err, sizeof err)))
 		rc = conv_ask(c, "Why?", NULL, NULL, &a, err, sizeof err);
@@ -304,6 +307,7 @@ static void conv_stops_at_model_context(struct test_ctx *t)
 	    !conv_new(&c, m, tk, ms, &kv, &cp, err2, sizeof err2))
 		rc2 = conv_ask(c, "Why?", NULL, NULL, &b, err2, sizeof err2);
 	int room = 40 - a.n_question, n_gen = a.n_gen, warned = strstr(a.warn, "context") != NULL;
+	int cut = a.stopped == CONV_STOP_LENGTH;
 	conv_answer_free(&a);
 	conv_answer_free(&b);
 	conv_free(c);
@@ -315,6 +319,162 @@ static void conv_stops_at_model_context(struct test_ctx *t)
 		 n_gen, room, warned);
 	T_CHECKF(t, rc2 == SEKV_EINVAL && strstr(err2, "context"), "rc %d: %s", rc2, err2);
 	T_CHECKF(t, n_gen == room, "%d answer tokens, room for %d", n_gen, room);
+	T_CHECK(t, cut);
+}
+
+/* The text of ids[0..n) (tokens as the tokenizer spells them). */
+static void ids_text(const struct tok *tk, const int32_t *ids, int n, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	for (int i = 0; i < n && len + 64 < cap; i++) {
+		int k = tok_token_text(tk, ids[i], buf + len, (int)(cap - len - 1));
+		if (k > 0)
+			len += (size_t)k;
+	}
+	buf[len] = 0;
+}
+
+/* The completion format's document and question turns are the tokens of
+ * the exact strings (each tokenized whole). */
+static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
+{
+	struct fix f;
+	struct chat_template ct;
+	struct chat_tokvec d = {0}, q = {0}, wd = {0}, wq = {0};
+	char err[1024];
+	const char *doc = "The bakery opened in 1998.\nIt closes at noon.";
+	const char *exact_d = "Context:\nThe bakery opened in 1998.\nIt closes at noon.";
+	const char *exact_q = "\n\nAnswer with a quote from the context.\nQuestion: When does it close?\nAnswer:";
+	int rc;
+
+	memset(&f, 0, sizeof f);
+	app_opts_parse(&f.o, 0, NULL, err, sizeof err);
+	snprintf(f.o.model, sizeof f.o.model, "%s", test_model_path());
+	rc = app_load(&f.o, &f.m, &f.tk, err, sizeof err);
+	if (!rc)
+		rc = chat_template_init(&ct, model_hparams(f.m)->arch, CHAT_FORMAT_COMPLETION, f.tk,
+					err, sizeof err);
+	if (!rc)
+		rc = chat_build_turn(&d, &ct, f.tk, CHAT_START_STREAM, "ignored", doc, strlen(doc), 0,
+				     err, sizeof err);
+	if (!rc)
+		rc = chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When does it close?",
+				     19, 1, err, sizeof err);
+	if (!rc)
+		rc = chat_tokvec_push(&wd, ct.bos);
+	if (!rc)
+		rc = chat_push_text(&wd, f.tk, exact_d, strlen(exact_d), err, sizeof err);
+	if (!rc)
+		rc = chat_push_text(&wq, f.tk, exact_q, strlen(exact_q), err, sizeof err);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECK(t, ct.bos >= 0 && d.n == wd.n && !memcmp(d.ids, wd.ids, (size_t)d.n * sizeof *d.ids));
+	T_CHECK(t, q.n == wq.n && !memcmp(q.ids, wq.ids, (size_t)q.n * sizeof *q.ids));
+	chat_tokvec_free(&d);
+	chat_tokvec_free(&q);
+	chat_tokvec_free(&wd);
+	chat_tokvec_free(&wq);
+	fix_close(&f);
+}
+
+/* -n 2 cuts the answer (stopped: length); with room, the completion
+ * format's stop rules end it (stopped: stop) in one line without the stop
+ * text; a second question follows the first question and answer in the
+ * tokens the model saw. */
+static void conv_completion_stops_and_keeps_history(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0}, b = {0}, c2 = {0};
+	static char seen[8192];
+	char err[1024], want1[512];
+	int rc, rc2 = -1, n_hist = 0;
+
+	if (fix_open(t, &f, 1))
+		return;
+	f.o.n_predict = 2;
+	session_close(f.s);
+	f.s = NULL;
+	rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+	if (!rc)
+		rc = conv_ask(session_conv(f.s), "Who owns the bakery?", NULL, NULL, &a, err, sizeof err);
+	session_close(f.s);
+	f.o.n_predict = 48;
+	if (!rc)
+		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+	else
+		f.s = NULL;
+	if (!rc)
+		rc = conv_ask(session_conv(f.s), "Who owns the bakery?", NULL, NULL, &b, err, sizeof err);
+	if (!rc)
+		rc2 = conv_ask(session_conv(f.s), "What is served next door?", NULL, NULL, &c2, err, sizeof err);
+	if (!rc) {
+		const int32_t *h = conv_tokens(session_conv(f.s), &n_hist);
+		ids_text(f.tk, h, n_hist, seen, sizeof seen);
+	}
+	snprintf(want1, sizeof want1, "Question: Who owns the bakery?\nAnswer: %s", b.text ? b.text : "?");
+	char *p1 = strstr(seen, want1);
+	char *p2 = p1 ? strstr(p1, "\n\nAnswer with a quote from the context.\nQuestion: What is served next door?\nAnswer:") : NULL;
+	T_CHECKF(t, rc == 0 && rc2 == 0, "%s", err);
+	T_CHECKF(t, a.stopped == CONV_STOP_LENGTH && a.n_gen == 2, "stopped %d, %d tokens", a.stopped, a.n_gen);
+	T_CHECKF(t, b.stopped == CONV_STOP_STOP && b.n_gen < 48 && b.text_len > 0 &&
+		 !strchr(b.text, '\n') && !strstr(b.text, "Question:"),
+		 "stopped %d, %d tokens: '%s'", b.stopped, b.n_gen, b.text ? b.text : "");
+	T_CHECKF(t, p1 && p2, "history: '%s'", seen);
+	conv_answer_free(&a);
+	conv_answer_free(&b);
+	conv_answer_free(&c2);
+	fix_close(&f);
+}
+
+/* A document row from before formats were stored (prompt_format NULL)
+ * still answers, with the chat-template turns it was ingested with; an
+ * unknown format is refused with "ingest it again". */
+static void conv_old_format_row_answers(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0};
+	struct store_doc d;
+	struct store *st = NULL;
+	char err[1024] = "", err2[1024] = "", sql[160];
+	int rc, rc2, n_hist = 0, has_turn = 0;
+	struct session *s2 = NULL;
+
+	if (fix_open(t, &f, 1))
+		return;
+	session_close(f.s);
+	f.s = NULL;
+	snprintf(sql, sizeof sql, "UPDATE documents SET prompt_format = NULL WHERE id = %lld",
+		 (long long)g_conv_doc);
+	rc = fixture_raw_exec(g_conv_db, sql) == 0 ? 0 : -1;
+	if (!rc)
+		rc = store_open(&st, g_conv_db, err, sizeof err);
+	if (!rc)
+		rc = store_doc_get(st, g_conv_doc, &d, err, sizeof err);
+	store_close(st);
+	if (!rc)
+		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+	if (!rc)
+		rc = conv_ask(session_conv(f.s), "Who owns the bakery?", NULL, NULL, &a, err, sizeof err);
+	if (!rc) {
+		const int32_t *h = conv_tokens(session_conv(f.s), &n_hist);
+		for (int i = 0; i < n_hist; i++)
+			has_turn |= h[i] == tok_piece_id(f.tk, "<start_of_turn>");
+	}
+	snprintf(sql, sizeof sql, "UPDATE documents SET prompt_format = 'sonnet' WHERE id = %lld",
+		 (long long)g_conv_doc);
+	fixture_raw_exec(g_conv_db, sql);
+	rc2 = session_open(&s2, f.m, f.tk, &f.o, g_conv_doc, err2, sizeof err2);
+	session_close(s2);
+	snprintf(sql, sizeof sql, "UPDATE documents SET prompt_format = 'completion' WHERE id = %lld",
+		 (long long)g_conv_doc);
+	int restored = fixture_raw_exec(g_conv_db, sql) == 0;
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECK(t, d.prompt_format[0] == 0);
+	T_CHECKF(t, a.n_gen > 0 && has_turn, "%d tokens, template turn %d", a.n_gen, has_turn);
+	T_CHECKF(t, rc2 == SEKV_EFORMAT && strstr(err2, "ingest it again"), "rc %d: %s", rc2, err2);
+	T_CHECK(t, restored);
+	conv_answer_free(&a);
+	fix_close(&f);
 }
 
 const struct test_case test_conv[] = {
@@ -322,5 +482,8 @@ const struct test_case test_conv[] = {
 	{ "conv_stop_during_question", conv_stop_during_question },
 	{ "conv_evicts_oldest_turns", conv_evicts_oldest_turns },
 	{ "conv_stops_at_model_context", conv_stops_at_model_context },
+	{ "conv_completion_turns_equal_exact_strings", conv_completion_turns_equal_exact_strings },
+	{ "conv_completion_stops_and_keeps_history", conv_completion_stops_and_keeps_history },
+	{ "conv_old_format_row_answers", conv_old_format_row_answers },
 	{ NULL, NULL },
 };

@@ -163,10 +163,12 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 	for (int i = 0; i < full.n_gen && i < sk.n_gen && first_diff < 0; i++)
 		if (full.ids[i] != sk.ids[i])
 			first_diff = i;
-	int n_full = full.n_gen, n_sk = sk.n_gen;
+	int n_full = full.n_gen, n_sk = sk.n_gen, same_end = full.stopped == sk.stopped;
 	conv_answer_free(&full);
 	conv_answer_free(&sk);
-	T_CHECKF(t, n_full == 32, "full answer has %d tokens", n_full);
+	/* the stop rules may end the answer before -n: enough tokens to compare */
+	T_CHECKF(t, n_full >= 8, "full answer has %d tokens", n_full);
+	T_CHECK(t, same_end);
 	T_CHECKF(t, same, "sekv (%d tokens) differs from full (%d) at token %d", n_sk, n_full, first_diff);
 }
 
