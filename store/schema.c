@@ -14,6 +14,13 @@
 
 #define STORE_APP_ID 0x73656b76 /* "sekv" */
 
+/* Retrieval heads of a model (evidence, engine/evidence.h): heads is
+ * "L:H,..." (model layer : query head), scores the calibration's report. */
+#define STORE_MIGRATION_EVIDENCE_HEADS \
+	"CREATE TABLE evidence_heads (" \
+	" model_fp TEXT PRIMARY KEY, heads TEXT NOT NULL, scores TEXT NOT NULL," \
+	" created REAL NOT NULL);"
+
 /* Migration i takes the file from version i to version i + 1. */
 static const char *const store_migration[] = {
 	/* 0 -> 1: documents, prefill chunks, SWA rows, SeKV memory */
@@ -79,6 +86,8 @@ static const char *const store_migration[] = {
 	 * fp32 (fac_s is always fp32); version 1 memories were all fp32. Added
 	 * after the blobs, where ALTER TABLE puts it: it is read once per load. */
 	"ALTER TABLE mem ADD COLUMN factor_f16 INTEGER NOT NULL DEFAULT 0;",
+	/* 2 -> 3 */
+	STORE_MIGRATION_EVIDENCE_HEADS,
 };
 
 #define STORE_SCHEMA_VERSION \
