@@ -78,6 +78,46 @@ char *app_json_inert_dup(const char *json);
  * file name, a title or other outside text (at most 4,095 bytes are kept). */
 void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Evidence passages of one answer (app/evidence.c; engine/evidence.h). */
+#include "engine/evidence.h"
+#define APP_EVIDENCE_TOP 3
+struct session;
+struct cJSON;
+struct app_evidence {
+	int on;                       /* probing (not --no-evidence) */
+	int n_head;
+	struct evidence_head head[EVIDENCE_MAX_HEADS];
+	struct model_probe probe;
+	float *mass;                  /* [n_head][n_pos] */
+	int n_pos;                    /* document tokens */
+	char *text;                   /* the document's text (after _end) */
+	size_t text_len;
+	int exact;                    /* 1: exact character ranges */
+	int n_pas;
+	struct evidence_passage pas[APP_EVIDENCE_TOP];
+};
+/* Chooses the heads (--evidence-heads; else stored for the model; else a
+ * calibration, stored) and probes the session's conversation for the next
+ * answer. With --no-evidence only clears ev. 0 or a negative code. */
+int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct session *s,
+		       const struct model *m, const struct tok *tk, char *err, size_t errlen);
+/* Stops the probe and ranks passages (ev->pas). 0 or a negative code. */
+int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
+		     char *err, size_t errlen);
+/* "Evidence:" block: rank, [start, end) bytes, score %, inert snippet. */
+void app_evidence_print(const struct app_evidence *ev, FILE *f);
+/* [{rank, start, end, text, score}] (a new cJSON array). */
+struct cJSON *app_evidence_json(const struct app_evidence *ev);
+void app_evidence_free(struct app_evidence *ev);
+/* Runs the needle calibration (engine/evidence.h) for m, picks the top 3
+ * heads into head [*n_head], reports scores on stderr unless quiet, and
+ * stores them for the model in st (when not NULL). */
+int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct store *st,
+			   int quiet, struct evidence_head *head, int *n_head,
+			   char *err, size_t errlen);
+/* Adds s to o as a JSON string, made valid UTF-8 first (cmd_ask.c). */
+void app_json_add_text(struct cJSON *o, const char *key, const char *s);
+
 /* Sub-commands: argc/argv are the words after the sub-command name.
  * Each returns a process exit status. */
 int cmd_inspect(int argc, char **argv);

@@ -30,7 +30,7 @@ static int print_step(void *ud, const struct conv_step *st)
 
 /* Adds s as a JSON string, made valid UTF-8 first: cJSON copies bytes as
  * they are, and app_json_inert_dup relies on well-formed text. */
-static void json_add_text(cJSON *o, const char *key, const char *s)
+void app_json_add_text(cJSON *o, const char *key, const char *s)
 {
 	size_t n = strlen(s), bad;
 	char *fixed;
@@ -69,23 +69,23 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 		cJSON_AddNumberToObject(o, "start", sp->start);
 		cJSON_AddNumberToObject(o, "len", sp->len);
 		cJSON_AddNumberToObject(o, "alpha", z->alpha);
-		json_add_text(o, "text", text);
+		app_json_add_text(o, "text", text);
 		cJSON_AddItemToArray(arr, o);
 	}
 	return arr;
 }
 
 static int print_json(const struct session *s, const struct app_opts *o,
-		      const struct conv_answer *a)
+		      const struct conv_answer *a, const struct app_evidence *ev)
 {
 	struct session_info in;
 	cJSON *j = cJSON_CreateObject();
 
 	session_get_info(s, &in);
-	json_add_text(j, "answer", a->text ? a->text : "");
+	app_json_add_text(j, "answer", a->text ? a->text : "");
 	cJSON_AddStringToObject(j, "stopped", conv_stop_name(a->stopped));
 	if (a->warn[0])
-		json_add_text(j, "warning", a->warn);
+		app_json_add_text(j, "warning", a->warn);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
@@ -105,7 +105,7 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
 	if (in.note[0])
-		json_add_text(j, "note", in.note);
+		app_json_add_text(j, "note", in.note);
 	if (!in.kv_full) {
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
@@ -117,6 +117,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	} else {
 		cJSON_AddItemToObject(j, "zoomed_spans", cJSON_CreateArray());
 	}
+	if (ev->on)
+		cJSON_AddItemToObject(j, "evidence", app_evidence_json(ev));
 	(void)o;
 	char *txt = cJSON_PrintUnformatted(j);
 	char *safe = txt ? app_json_inert_dup(txt) : NULL;
@@ -136,6 +138,7 @@ int cmd_ask(int argc, char **argv)
 	struct tok *tk = NULL;
 	struct session *s = NULL;
 	struct conv_answer a = {0};
+	struct app_evidence ev = {0};
 	char err[1024];
 	int64_t id;
 	int rc;
@@ -179,13 +182,21 @@ int cmd_ask(int argc, char **argv)
 	}
 	if (!o.quiet && !o.json)
 		conv_set_warn(session_conv(s), warn_stderr, NULL);
-	rc = conv_ask(session_conv(s), o.args[1], o.json ? NULL : print_step, NULL, &a, err, sizeof err);
+	if ((rc = app_evidence_begin(&ev, &o, s, m, tk, err, sizeof err)) == 0) {
+		rc = conv_ask(session_conv(s), o.args[1], o.json ? NULL : print_step, NULL, &a,
+			      err, sizeof err);
+		if (!rc || rc == SEKV_EINTR) {
+			int rc2 = app_evidence_end(&ev, s, tk, err, sizeof err);
+			rc = rc2 ? rc2 : rc;
+		}
+	}
 	if (rc && rc != SEKV_EINTR) {
 		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
-		rc = print_json(s, &o, &a);
+		rc = print_json(s, &o, &a, &ev);
 	} else {
 		printf("\n");
+		app_evidence_print(&ev, stdout);
 		fflush(stdout);
 		if (a.stopped == CONV_STOP_LENGTH)
 			app_errorf("ask: answer cut at %d tokens (%s)\n", a.n_gen,
@@ -201,6 +212,7 @@ int cmd_ask(int argc, char **argv)
 		}
 	}
 	conv_answer_free(&a);
+	app_evidence_free(&ev);
 	session_close(s);
 	tok_close(tk);
 	model_close(m);

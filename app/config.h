@@ -54,6 +54,8 @@ struct app_opts {
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
 	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */
+	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
+	int no_evidence;       /* --no-evidence */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

@@ -270,6 +270,11 @@ struct conv *session_conv(struct session *s)
 	return s->conv;
 }
 
+struct store *session_store(struct session *s)
+{
+	return s->st;
+}
+
 void session_get_info(const struct session *s, struct session_info *in)
 {
 	memset(in, 0, sizeof *in);

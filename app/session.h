@@ -20,6 +20,7 @@ struct sekv_mem;
 struct tok;
 struct model;
 struct conv;
+struct store;
 
 /* Opens document doc_id of the library o->db for model m and tokenizer tk
  * (borrowed: loaded once by the caller, they must outlive the session)
@@ -35,6 +36,9 @@ void session_close(struct session *s); /* NULL is a no-op */
 /* The conversation over the document (borrowed, valid until session_close):
  * ask with conv_ask (engine/conv.h). */
 struct conv *session_conv(struct session *s);
+
+/* The library the session reads (borrowed, valid until session_close). */
+struct store *session_store(struct session *s);
 
 /* Facts for display and JSON (all borrowed from the session). */
 struct session_info {

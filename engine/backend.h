@@ -53,6 +53,18 @@ struct backend_ws_size {
 	                         0: the workspace serves no SeKV operation */
 };
 
+/* Attention probe (evidence, engine/evidence.h): for each listed query
+ * head, the softmax weight every key receives is ADDED to that head's
+ * mass row; outputs are not touched (a probe is bit-neutral). What a key
+ * index means depends on the operation (see backend_attn, backend_mix). */
+#define BACKEND_PROBE_MAX 16
+struct backend_probe {
+	int n;                           /* probed query heads, 0..BACKEND_PROBE_MAX */
+	int head[BACKEND_PROBE_MAX];     /* query head of entry i (distinct) */
+	float *mass[BACKEND_PROBE_MAX];  /* [n_key] of entry i, accumulated */
+	int n_key;                       /* keys counted: index < n_key */
+};
+
 /* Attention of n queries at positions pos0..pos0+n-1 against fp16 rows
  * kept at row (p % cap): query i at position p sees keys
  * [max(0, p - window + 1), p] (window > 0) or [0, p] (window == 0), causal
@@ -73,6 +85,8 @@ struct backend_attn {
 	int cap;
 	int window;           /* 0: full causal */
 	float scale;          /* applied to q . k */
+	const struct backend_probe *probe; /* NULL: none. n == 1 only: key index
+	                         = key position (visible positions < n_key) */
 };
 
 /* One block of rows of a mixed attention (SeKV paper; DESIGN.md section 3
@@ -102,6 +116,9 @@ struct backend_mix {
 	float scale;          /* applied to q . k before the bias */
 	const struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
 	int n_blk;            /* blocks per KV head */
+	const struct backend_probe *probe; /* NULL: none. Key index = row number
+	                         among the unmasked rows of the head's KV head,
+	                         in block order (as mix_rows counts them) */
 };
 
 /* Low-rank reconstruction of a span's rows from its truncated SVD:

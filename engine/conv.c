@@ -81,6 +81,11 @@ static const struct sekv_stats *sekv_stats_of(const void *ctx)
 	return sekv_ctx_stats(ctx);
 }
 
+static void sekv_probe(void *ctx, const struct model_probe *p)
+{
+	sekv_ctx_set_probe(ctx, p);
+}
+
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem)
 {
 	memset(kv, 0, sizeof *kv);
@@ -94,6 +99,7 @@ void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem
 	kv->fixed_bytes = mem->static_bytes;
 	kv->budget_bytes = sekv_ctx_stats(sc)->budget_bytes;
 	kv->n_span = mem->n_span;
+	kv->set_probe = sekv_probe;
 }
 
 /* ---- life cycle ----------------------------------------------------- */
@@ -183,6 +189,14 @@ void conv_free(struct conv *c)
 	free(c->hist);
 	chat_tokvec_free(&c->turn);
 	free(c);
+}
+
+void conv_set_probe(struct conv *c, const struct model_probe *p)
+{
+	if (c->kv.set_probe)
+		c->kv.set_probe(c->kv.ctx, p);
+	else
+		model_state_set_probe(c->ms, p);
 }
 
 void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud)

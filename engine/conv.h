@@ -26,6 +26,7 @@ struct sekv_ctx;
 struct sekv_mem;
 struct sekv_stats;
 struct sekv_zoom;
+struct model_probe;
 
 #define CONV_TAIL_CAP 8192 /* default tokens a conversation adds (question + answer) */
 
@@ -52,6 +53,9 @@ struct conv_kv {
 	size_t fixed_bytes;  /* device bytes held whatever the tail (SeKV static part) */
 	size_t budget_bytes; /* device-tier budget, bytes; 0 = no cap */
 	int n_span;          /* spans zooms refer to (0: the method never zooms) */
+	/* attention probe of the method (engine/model.h, struct model_probe);
+	 * NULL: the state's exact rows are probed (model_state_set_probe) */
+	void (*set_probe)(void *ctx, const struct model_probe *p);
 };
 
 /* Full KV: exact rows in the model state (needs global_exact). */
@@ -147,6 +151,11 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	     struct model_state *ms, const struct conv_kv *kv,
 	     const struct conv_params *p, char *err, size_t errlen);
 void conv_free(struct conv *c); /* NULL is a no-op */
+
+/* Probes the attention of every later decode step (question and answer
+ * tokens) through the KV method: p borrowed until replaced; NULL: off.
+ * Bit-neutral: answers do not change. */
+void conv_set_probe(struct conv *c, const struct model_probe *p);
 
 void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud);
 const struct model *conv_model(const struct conv *c);

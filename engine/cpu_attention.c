@@ -275,6 +275,61 @@ static void attn1_merge(const struct attn1_job *j)
 	}
 }
 
+/* Probe (struct backend_probe) of part `part`: the scores of the probed
+ * heads are computed again for the part's keys and turned into softmax
+ * weights with the merged max M and sum L of each head (the output is
+ * final by then, so it cannot change). Parts own disjoint keys: no races. */
+static void attn1_probe_part(struct attn1_job *j, int part)
+{
+	const struct backend_attn *a = j->a;
+	const struct backend_probe *pr = a->probe;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, kvw = a->n_head_kv * d, group = a->n_head / a->n_head_kv;
+	float *kt = ws->pk + (size_t)part * ATTN_TILE * d;
+	float M[BACKEND_PROBE_MAX], invL[BACKEND_PROBE_MAX];
+	int k0, k1;
+
+	for (int i = 0; i < pr->n; i++) {
+		int h = pr->head[i];
+		float L = 0.0f;
+		M[i] = -INFINITY;
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * ws->ps_rows + h];
+			M[i] = m > M[i] ? m : M[i];
+		}
+		for (int p = 0; p < j->n_part; p++) {
+			float m = ws->pm[(size_t)p * ws->ps_rows + h];
+			if (m != -INFINITY)
+				L += exp_fast(m - M[i]) * ws->pl[(size_t)p * ws->ps_rows + h];
+		}
+		invL[i] = L > 0.0f ? 1.0f / L : 0.0f;
+	}
+	cpu_chunk(j->n_key, j->n_part, part, &k0, &k1);
+	for (int t = k0; t < k1; t++) {
+		int pos = j->lo + t, g_last = -1;
+		if (pos >= pr->n_key)
+			break;
+		for (int i = 0; i < pr->n; i++) {
+			int h = pr->head[i], g = h / group;
+			if (g != g_last) {
+				size_t row = (size_t)(pos % a->cap) * kvw + (size_t)g * d;
+				cpu_rows_f16_to_f32((const uint16_t *)a->k->host + row, kt, (size_t)d);
+				g_last = g;
+			}
+			float sc = a->scale * dot_lanes(a->q + (size_t)h * d, kt, d);
+			pr->mass[i][pos] += exp_fast(sc - M[i]) * invL[i];
+		}
+	}
+}
+
+static void attn1_probe_rows(void *ctx, int i0, int i1, int tid)
+{
+	(void)tid;
+
+	for (int p = i0; p < i1; p++)
+		attn1_probe_part(ctx, p);
+}
+
 /* One query at position pos0: cuts the visible keys into one part per
  * thread (parts of at least ATTN_TILE keys) and merges them. */
 static void attention_one(struct backend *b, struct backend_ws *ws,
@@ -294,6 +349,8 @@ static void attention_one(struct backend *b, struct backend_ws *ws,
 		j.n_part = ws->n_part;
 	cpu_parallel_for(b->impl, j.n_part, 1, attn1_rows, &j);
 	attn1_merge(&j);
+	if (a->probe && a->probe->n > 0)
+		cpu_parallel_for(b->impl, j.n_part, 1, attn1_probe_rows, &j);
 }
 
 /* ---- batch attention: (head, block of queries) items in parallel ------ */
@@ -381,6 +438,11 @@ int cpu_attention(struct backend *b, struct backend_ws *ws,
 	if (a->n < 1 || a->n > ws->sz.n_batch || a->n_head > ws->sz.n_head ||
 	    a->d_head > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
 		return SEKV_EINVAL;
+	if (a->probe && (a->probe->n < 0 || a->probe->n > BACKEND_PROBE_MAX))
+		return SEKV_EINVAL;
+	for (int i = 0; a->probe && i < a->probe->n; i++)
+		if (a->probe->head[i] < 0 || a->probe->head[i] >= a->n_head || !a->probe->mass[i])
+			return SEKV_EINVAL;
 	if (a->n == 1) {
 		attention_one(b, ws, a);
 		return 0;

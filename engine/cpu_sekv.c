@@ -102,6 +102,23 @@ static int mix_rows_of(const struct backend_mix *a, int g)
 	return n;
 }
 
+/* Probe: adds the softmax weights of the probed heads among [h0, h1)
+ * (n rows) to their mass rows; each head is on one thread, so no races. */
+static void mix_probe(const struct mix_job *j, int h0, int h1, int n)
+{
+	const struct backend_probe *pr = j->a->probe;
+	int nk = n < pr->n_key ? n : pr->n_key;
+
+	for (int i = 0; i < pr->n; i++) {
+		const float *p;
+		if (pr->head[i] < h0 || pr->head[i] >= h1)
+			continue;
+		p = j->ws->mix_logit + (size_t)pr->head[i] * j->ws->sz.mix_rows;
+		for (int r = 0; r < nk; r++)
+			pr->mass[i][r] += p[r];
+	}
+}
+
 /* Query heads [i0, i1): each KV head's rows are converted once per thread
  * for the heads of the group this thread holds. */
 static void mix_heads(void *ctx, int i0, int i1, int tid)
@@ -120,6 +137,8 @@ static void mix_heads(void *ctx, int i0, int i1, int tid)
 			memset(a->out + (size_t)h * d, 0, (size_t)d * sizeof(float));
 		}
 		mix_values(j, g, h0, h1, row);
+		if (a->probe)
+			mix_probe(j, h0, h1, n);
 		h0 = h1;
 	}
 }
@@ -133,6 +152,11 @@ int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct bac
 		return SEKV_EINVAL;
 	for (int g = 0; g < a->n_head_kv; g++)
 		if (mix_rows_of(a, g) > ws->sz.mix_rows)
+			return SEKV_EINVAL;
+	if (a->probe && (a->probe->n < 0 || a->probe->n > BACKEND_PROBE_MAX))
+		return SEKV_EINVAL;
+	for (int i = 0; a->probe && i < a->probe->n; i++)
+		if (a->probe->head[i] < 0 || a->probe->head[i] >= a->n_head || !a->probe->mass[i])
 			return SEKV_EINVAL;
 	cpu_parallel_for(b->impl, a->n_head, 1, mix_heads, &j);
 	return 0;

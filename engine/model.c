@@ -38,6 +38,7 @@ struct model_state {
 	double last_lse;    /* log-sum-exp of last_logits */
 	int have_last;      /* last_logits valid */
 	void *scratch;      /* struct model_scratch, sized at state_new */
+	const struct model_probe *probe; /* borrowed, NULL: none */
 };
 
 /* Per-state scratch; every buffer sized for n_batch tokens at state_new. */
@@ -262,6 +263,11 @@ void model_state_reset(struct model_state *s)
 	s->last_lse = 0.0;
 }
 
+void model_state_set_probe(struct model_state *s, const struct model_probe *p)
+{
+	s->probe = p;
+}
+
 int model_state_n_past(const struct model_state *s)
 {
 	return s->n_past;
@@ -310,6 +316,19 @@ static void rope_tables(const struct model *m, struct model_scratch *sc, int pos
 			}
 }
 
+/* The entries of p on model layer il as a backend probe; 0 when none. */
+static int probe_layer(const struct model_probe *p, int il, int n_head, struct backend_probe *pr)
+{
+	pr->n = 0;
+	pr->n_key = p->n_pos;
+	for (int i = 0; i < p->n && i < MODEL_PROBE_MAX; i++)
+		if (p->layer[i] == il && p->head[i] >= 0 && p->head[i] < n_head) {
+			pr->head[pr->n] = p->head[i];
+			pr->mass[pr->n++] = p->mass + (size_t)i * p->n_pos;
+		}
+	return pr->n > 0;
+}
+
 /* Attention block of layer il for n tokens at pos0: q, k, v projections,
  * per-head q/k RMSNorm, RoPE, attention (exact over the state's rows, or
  * the provider on global layers), output projection into sc->t. */
@@ -341,12 +360,15 @@ static int attn_block(const struct model *m, struct model_state *s, int il, int 
 		if (rc)
 			return rc < 0 ? rc : SEKV_EINVAL;
 	} else {
+		struct backend_probe pr;
 		struct backend_attn a = {
 			.q = sc->q, .out = sc->att, .n = n, .pos0 = pos0,
 			.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_head = hp->d_head,
 			.k = kv->k, .v = kv->v, .cap = kv->cap,
 			.window = glob ? 0 : hp->swa_window, .scale = hp->q_scale,
 		};
+		if (glob && n == 1 && s->probe && probe_layer(s->probe, il, hp->n_head, &pr))
+			a.probe = &pr;
 		op->kv_store(be, kv->k, kv->v, kv->cap, nkv, sc->k, sc->v, pos0, n);
 		if ((rc = op->attention(be, sc->ws, &a)))
 			return rc;

@@ -66,6 +66,20 @@ struct model_attn {
 		      const float *k, const float *v, float *out);
 };
 
+/* Attention probe (evidence, engine/evidence.h): while set on a state
+ * (or on an attention provider that takes one), every decode step adds,
+ * for each (model layer, query head) pair, the softmax weight each
+ * position p < n_pos receives into mass[i][p]. Prefill is never probed.
+ * Bit-neutral: outputs do not change. */
+#define MODEL_PROBE_MAX 16
+struct model_probe {
+	int n;                        /* pairs, 0..MODEL_PROBE_MAX */
+	int layer[MODEL_PROBE_MAX];   /* model layer (global attention) */
+	int head[MODEL_PROBE_MAX];    /* query head */
+	int n_pos;                    /* positions counted: [0, n_pos) */
+	float *mass;                  /* [n][n_pos], accumulated (caller zeroes) */
+};
+
 /* Opens a GGUF model. n_threads <= 0 means all cores. Errors name the file
  * and the missing/bad key or tensor (SEKV_EFORMAT, SEKV_EUNSUP for an
  * architecture this build lacks). *out owns the mapping.
@@ -90,6 +104,11 @@ int model_state_new(struct model_state **out, const struct model *m,
 		    int n_ctx, int n_batch, int global_exact,
 		    char *err, size_t errlen);
 void model_state_free(struct model_state *s);
+/* Probes the exact global attention of later decode steps (p borrowed
+ * until replaced; NULL: off). Pairs naming a sliding-window layer or a
+ * head outside the model are ignored. Not used by an attention provider:
+ * give it its own (sekv_ctx_set_probe). */
+void model_state_set_probe(struct model_state *s, const struct model_probe *p);
 /* Forgets all positions (n_past = 0). */
 void model_state_reset(struct model_state *s);
 

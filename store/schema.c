@@ -14,6 +14,13 @@
 
 #define STORE_APP_ID 0x73656b76 /* "sekv" */
 
+/* Retrieval heads of a model (evidence, engine/evidence.h): heads is
+ * "L:H,..." (model layer : query head), scores the calibration's report. */
+#define STORE_MIGRATION_EVIDENCE_HEADS \
+	"CREATE TABLE evidence_heads (" \
+	" model_fp TEXT PRIMARY KEY, heads TEXT NOT NULL, scores TEXT NOT NULL," \
+	" created REAL NOT NULL);"
+
 /* Migration i takes the file from version i to version i + 1. */
 static const char *const store_migration[] = {
 	/* 0 -> 1: documents, prefill chunks, SWA rows, SeKV memory */
@@ -83,6 +90,8 @@ static const char *const store_migration[] = {
 	 * was built with ("template", "completion"); NULL for documents
 	 * ingested before, which were all built with the chat template. */
 	"ALTER TABLE documents ADD COLUMN prompt_format TEXT;",
+	/* 3 -> 4: evidence_heads: retrieval heads per model fingerprint */
+	STORE_MIGRATION_EVIDENCE_HEADS,
 };
 
 #define STORE_SCHEMA_VERSION \

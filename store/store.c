@@ -35,6 +35,9 @@ static const char *const store_sql[ST_COUNT] = {
 		" n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window, prefill_s,"
 		" created, budget, r_max, alpha_used, prompt_format FROM documents ORDER BY id",
 	[ST_DOC_DELETE] = "DELETE FROM documents WHERE id = ?",
+	[ST_EVH_GET] = "SELECT heads FROM evidence_heads WHERE model_fp = ?",
+	[ST_EVH_PUT] = "INSERT OR REPLACE INTO evidence_heads (model_fp, heads, scores, created)"
+		" VALUES (?, ?, ?, ?)",
 	[ST_TEXT_GET] = "SELECT text FROM doc_text WHERE doc = ?",
 	/* length() of a blob reads its size from the record header, not its
 	 * overflow pages */

@@ -95,6 +95,15 @@ int store_doc_list(struct store *s, struct store_doc **out, int *n,
 /* Deletes a document and everything it owns in one transaction, then gives
  * the freed pages back to the file system. SEKV_ENOTFOUND when absent. */
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
+/* Retrieval heads stored for the model with fingerprint model_fp
+ * ("L:H,...", engine/evidence.h) into buf [cap] (NUL-terminated).
+ * 0, SEKV_ENOTFOUND (none stored), SEKV_EFORMAT (longer than cap), SEKV_EDB. */
+int store_evidence_heads_get(struct store *s, const char *model_fp, char *buf, size_t cap,
+			     char *err, size_t errlen);
+/* Stores (replaces) them with the calibration's scores (free text).
+ * 0 or SEKV_EDB. */
+int store_evidence_heads_put(struct store *s, const char *model_fp, const char *heads,
+			     const char *scores, char *err, size_t errlen);
 /* The document's text (malloc'ed, NUL-terminated, caller frees). */
 int store_doc_text_dup(struct store *s, int64_t doc, char **text,
 		       size_t *len, char *err, size_t errlen);

@@ -328,7 +328,7 @@ static void check_attention(struct test_ctx *t, struct backend *b, struct gguf *
 				 kv + (size_t)(pos0 + n) * w + (size_t)lo * w, lo, pos0 + n - lo);
 		b->ops->buf_read(b, kb, 0, kc, sizeof(uint16_t) * cap * w);
 		b->ops->buf_read(b, vb, 0, vc, sizeof(uint16_t) * cap * w);
-		struct backend_attn a = { q, out, n, pos0, NH, NKV, D, kb, vb, cap, win, 0.0625f };
+		struct backend_attn a = { q, out, n, pos0, NH, NKV, D, kb, vb, cap, win, 0.0625f, NULL };
 		T_CHECK(t, b->ops->attention(b, ws, &a) == 0);
 		attn_ref(q, kc, vc, cap, n, pos0, win, 0.0625f, ref);
 		T_CHECKF(t, max_rel(out, ref, (size_t)n * NH * D, 1e-2) < 1e-4,
@@ -400,7 +400,7 @@ static void check_attention_mix(struct test_ctx *t, struct backend *b, struct gg
 	}
 	/* each block's value rows are its key rows (k = v): the reference
 	 * reads the same rows for both */
-	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], NB };
+	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], NB, NULL };
 	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 	for (int h = 0; h < H; h++) {
 		int g2 = h / (H / KV);
@@ -697,7 +697,7 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 		T_CHECK(t, b->ops->buf_wrap(b, rows, sizeof(float) * ROWS * D, &src) == 0);
 		T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * D, &dst) == 0);
 		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0 };
-		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1 };
+		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL };
 		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1 };
 		T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 		T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);

@@ -68,6 +68,9 @@ struct sekv_ctx {
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
 	struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
 
+	const struct model_probe *probe; /* borrowed, NULL: none */
+	float *probe_row;           /* [n_head][n_row] mass per mixed row, one step */
+
 	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
 	void *arena;
 };
@@ -139,7 +142,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, n_tail, n_rec, es, budget, n_comp;
+	       o_blk, o_zc, o_z, o_pr, n_tail, n_rec, es, budget, n_comp;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -180,6 +183,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
 	o_z = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1,
 			    sizeof(struct sekv_zoom));
+	o_pr = arena_reserve(&ar, (size_t)m->n_head * ((size_t)m->n_exact + tail_cap + n_comp +
+						   (size_t)comp_tok), sizeof(float));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
 				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
@@ -208,6 +213,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
+	c->probe_row = (float *)((char *)a + o_pr);
 	c->st.budget_bytes = budget;
 	if ((rc = ctx_backend(c, p, n_tail, n_rec, es, err, errlen))) {
 		sekv_ctx_free(c);
@@ -430,6 +436,71 @@ static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_blo
 	}
 }
 
+void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p)
+{
+	c->probe = p;
+}
+
+/* Backend probe of model layer `layer`: one zeroed row of probe_row per
+ * distinct probed head. 0 when the layer has none. */
+static int probe_begin(struct sekv_ctx *c, int layer, struct backend_probe *pr)
+{
+	const struct model_probe *p = c->probe;
+	int n_head = c->m->n_head;
+
+	pr->n = 0;
+	pr->n_key = c->n_row;
+	for (int i = 0; p && i < p->n && i < MODEL_PROBE_MAX; i++) {
+		int h = p->head[i], dup = 0;
+		if (p->layer[i] != layer || h < 0 || h >= n_head)
+			continue;
+		for (int e = 0; e < pr->n; e++)
+			dup |= pr->head[e] == h;
+		if (dup)
+			continue;
+		pr->head[pr->n] = h;
+		pr->mass[pr->n] = c->probe_row + (size_t)h * c->n_row;
+		memset(pr->mass[pr->n++], 0, (size_t)c->n_row * sizeof(float));
+	}
+	return pr->n > 0;
+}
+
+/* Row mass -> document positions for every probe entry of this layer:
+ * exact and reconstructed rows to their positions, a coarse row's mass
+ * spread evenly over its span's tokens, tail rows (no document) dropped. */
+static void probe_end(struct sekv_ctx *c, int layer)
+{
+	const struct sekv_mem *m = c->m;
+	const struct model_probe *p = c->probe;
+
+	for (int i = 0; i < p->n && i < MODEL_PROBE_MAX; i++) {
+		int h = p->head[i], g, r = 0;
+		const struct backend_mix_block *blk;
+		const float *rm;
+		float *out = p->mass + (size_t)i * p->n_pos;
+		if (p->layer[i] != layer || h < 0 || h >= m->n_head)
+			continue;
+		g = h / c->group;
+		blk = c->blk + (size_t)g * c->n_blk;
+		rm = c->probe_row + (size_t)h * c->n_row;
+		for (int e = 0; e < m->n_exact; e++, r++)
+			if (m->exact_pos[e] < p->n_pos)
+				out[m->exact_pos[e]] += rm[r];
+		r += blk[1].n;
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			if (!blk[2 + 2 * s].masked) {
+				float each = rm[r++] / (float)sp->len;
+				for (int t = 0; t < sp->len && sp->start + t < p->n_pos; t++)
+					out[sp->start + t] += each;
+			}
+			for (int t = 0; t < blk[3 + 2 * s].n; t++, r++)
+				if (sp->start + t < p->n_pos)
+					out[sp->start + t] += rm[r];
+		}
+	}
+}
+
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		const float *k, const float *v, float *out)
 {
@@ -438,6 +509,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	struct sekv_stats *st;
 	const struct backend_ops *op;
 	struct backend_mix mx;
+	struct backend_probe pr;
 	size_t row, tail = 0, recon = 0;
 	int l = -1, idx, n_cand, rc;
 
@@ -469,8 +541,12 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,
 		.n_head_kv = m->n_head_kv, .d_head = m->d_h, .scale = c->q_scale,
 		.blk = c->blk, .n_blk = c->n_blk };
+	if (c->probe && probe_begin(c, layer, &pr))
+		mx.probe = &pr;
 	if ((rc = op->attention_mix(c->be, c->ws, &mx)))
 		return rc;
+	if (mx.probe)
+		probe_end(c, layer);
 
 	for (int i = 0; i < m->n_layer; i++) {
 		tail += (size_t)(c->n_tail[i] - c->tail_first) * c->row_bytes;

@@ -21,6 +21,7 @@
 #define SEKV_D_ROUTE 32  /* d' of the router (DESIGN.md section 3) */
 
 struct backend;          /* engine/backend.h */
+struct model_probe;      /* engine/model.h */
 
 struct sekv_params {
 	float alpha;         /* boundary threshold mu_t + alpha*sigma_t (1.0) */
@@ -233,6 +234,13 @@ void sekv_ctx_reset(struct sekv_ctx *c);
  * per ctx; several ctx may share one mem. */
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		const float *k, const float *v, float *out);
+
+/* Probes later sekv_attend calls (p borrowed until replaced; NULL: off):
+ * for each (model layer, query head) pair of p, the mixed softmax's
+ * weights go to document positions: exact and reconstructed rows to their
+ * own, a coarse row's weight spread evenly over its span's tokens, tail
+ * rows (question, answer) dropped. Bit-neutral. No allocation. */
+void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p);
 
 /* Evicts the tail rows (question and generated tokens) of positions before
  * pos: later attention no longer sees them (a conversation that outgrows

@@ -1,0 +1,198 @@
+/* evidence.c (app) - evidence passages for `ask` and `chat`: chooses the
+ * retrieval heads (--evidence-heads, else those stored for the model,
+ * else a calibration run once and stored), probes the conversation while
+ * it answers, ranks passages and prints them (plain text, inert) or adds
+ * them to --json. The ranking itself is engine/evidence.c.
+ * Answers are not stored in the library yet, so neither is evidence.
+ */
+#include "app/app.h"
+#include "app/session.h"
+#include "engine/conv.h"
+#include "engine/err.h"
+#include "engine/evidence.h"
+#include "engine/model.h"
+#include "store/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+/* The heads for o and model m: flag, stored, or calibrated (and stored). */
+static int pick_heads(struct app_evidence *ev, const struct app_opts *o, struct session *s,
+		      const struct model *m, const struct tok *tk, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = model_hparams(m);
+	char buf[512], e2[256];
+	int rc;
+
+	if (o->evidence_heads)
+		return evidence_heads_parse(o->evidence_heads, hp, ev->head, EVIDENCE_MAX_HEADS,
+					    &ev->n_head, err, errlen);
+	rc = store_evidence_heads_get(session_store(s), hp->fingerprint, buf, sizeof buf, e2, sizeof e2);
+	if (rc == 0 && evidence_heads_parse(buf, hp, ev->head, EVIDENCE_MAX_HEADS, &ev->n_head,
+					    e2, sizeof e2) == 0)
+		return 0;
+	if (rc && rc != SEKV_ENOTFOUND)
+		return sekv_errf(err, errlen, rc, "%s", e2);
+	return app_evidence_calibrate(m, tk, session_store(s), o->quiet, ev->head, &ev->n_head,
+				      err, errlen);
+}
+
+int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct store *st,
+			   int quiet, struct evidence_head *head, int *n_head,
+			   char *err, size_t errlen)
+{
+	const struct model_hparams *hp = model_hparams(m);
+	struct evidence_calib_params cp;
+	float score[MODEL_PROBE_MAX];
+	char heads[256], scores[1024];
+	size_t at = 0;
+	int rc, n_all = hp->n_global * hp->n_head;
+
+	if (!quiet)
+		app_errorf("sekv: finding this model's retrieval heads for evidence (once per model)...\n");
+	evidence_calib_default_params(&cp);
+	*n_head = n_all < 3 ? n_all : 3;
+	if ((rc = evidence_calibrate(m, tk, &cp, score, head, *n_head, err, errlen)))
+		return rc;
+	scores[0] = 0;
+	for (int i = 0; i < n_all && at < sizeof scores; i++)
+		at += (size_t)snprintf(scores + at, sizeof scores - at, "%s%d:%d=%.3f", i ? "," : "",
+				       hp->global_layer[i / hp->n_head], i % hp->n_head, score[i]);
+	evidence_heads_format(head, *n_head, heads, sizeof heads);
+	if (!quiet)
+		app_errorf("sekv: retrieval heads %s (needle mass share per head: %s)\n", heads, scores);
+	return st ? store_evidence_heads_put(st, hp->fingerprint, heads, scores, err, errlen) : 0;
+}
+
+int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct session *s,
+		       const struct model *m, const struct tok *tk, char *err, size_t errlen)
+{
+	struct session_info in;
+	int rc;
+
+	memset(ev, 0, sizeof *ev);
+	if (o->no_evidence)
+		return 0;
+	if ((rc = pick_heads(ev, o, s, m, tk, err, errlen)))
+		return rc;
+	session_get_info(s, &in);
+	ev->n_pos = in.n_tok;
+	if (!(ev->mass = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->mass)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+	ev->probe.n = ev->n_head;
+	for (int i = 0; i < ev->n_head; i++) {
+		ev->probe.layer[i] = ev->head[i].layer;
+		ev->probe.head[i] = ev->head[i].head;
+	}
+	ev->probe.n_pos = in.n_tok;
+	ev->probe.mass = ev->mass;
+	ev->on = 1;
+	conv_set_probe(session_conv(s), &ev->probe);
+	return 0;
+}
+
+int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
+		     char *err, size_t errlen)
+{
+	struct session_info in;
+	int32_t *start;
+	int rc;
+
+	if (!ev->on)
+		return 0;
+	conv_set_probe(session_conv(s), NULL);
+	session_get_info(s, &in);
+	if ((rc = store_doc_text_dup(session_store(s), in.doc_id, &ev->text, &ev->text_len,
+				     err, errlen)))
+		return rc;
+	if (!(start = malloc(((size_t)in.n_tok + 1) * sizeof *start)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+	rc = evidence_offsets(tk, in.tokens, in.n_tok, ev->text, ev->text_len, start,
+			      &ev->exact, err, errlen);
+	if (!rc) {
+		rc = evidence_rank(ev->mass, ev->n_head, ev->n_pos, start, in.n_tok, ev->text_len,
+				   EVIDENCE_PASSAGE, ev->pas, APP_EVIDENCE_TOP);
+		ev->n_pas = rc > 0 ? rc : 0;
+		rc = rc < 0 ? sekv_errf(err, errlen, rc, "evidence: ranking failed") : 0;
+	}
+	free(start);
+	return rc;
+}
+
+/* One line of at most max bytes of text[a, b): white space runs become
+ * one space, cut on a UTF-8 boundary ("..." when cut). */
+static void snippet(const char *text, int64_t a, int64_t b, char *out, size_t max)
+{
+	size_t n = 0;
+	int sp = 0;
+
+	for (int64_t i = a; i < b && n + 4 < max; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+			sp = n > 0;
+			continue;
+		}
+		if (sp)
+			out[n++] = ' ';
+		sp = 0;
+		out[n++] = (char)c;
+	}
+	if (n + 4 >= max) {
+		while (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0x80)
+			n--;
+		if (n > 0 && ((unsigned char)out[n - 1] & 0xC0) == 0xC0)
+			n--;
+		memcpy(out + n, "...", 3);
+		n += 3;
+	}
+	out[n] = 0;
+}
+
+void app_evidence_print(const struct app_evidence *ev, FILE *f)
+{
+	char line[160];
+
+	if (!ev->on || !ev->n_pas)
+		return;
+	fprintf(f, "Evidence%s:\n", ev->exact ? "" : " (approximate character ranges)");
+	for (int i = 0; i < ev->n_pas; i++) {
+		const struct evidence_passage *p = &ev->pas[i];
+		snippet(ev->text, p->start, p->end, line, 100);
+		fprintf(f, "  %d. [%lld, %lld) %4.1f%%  ", p->rank, (long long)p->start,
+			(long long)p->end, 100.0 * p->score);
+		app_print_inert(f, line, strlen(line));
+		fputc('\n', f);
+	}
+}
+
+cJSON *app_evidence_json(const struct app_evidence *ev)
+{
+	cJSON *arr = cJSON_CreateArray();
+
+	for (int i = 0; ev->on && i < ev->n_pas; i++) {
+		const struct evidence_passage *p = &ev->pas[i];
+		cJSON *o = cJSON_CreateObject();
+		char *t = malloc((size_t)(p->end - p->start) + 1);
+		cJSON_AddNumberToObject(o, "rank", p->rank);
+		cJSON_AddNumberToObject(o, "start", (double)p->start);
+		cJSON_AddNumberToObject(o, "end", (double)p->end);
+		if (t) {
+			memcpy(t, ev->text + p->start, (size_t)(p->end - p->start));
+			t[p->end - p->start] = 0;
+		}
+		app_json_add_text(o, "text", t ? t : "");
+		free(t);
+		cJSON_AddNumberToObject(o, "score", p->score);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+void app_evidence_free(struct app_evidence *ev)
+{
+	free(ev->mass);
+	free(ev->text);
+	memset(ev, 0, sizeof *ev);
+}
