@@ -104,6 +104,10 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 /* Stops the probe and ranks passages (ev->pas). 0 or a negative code. */
 int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
 		     char *err, size_t errlen);
+/* Passage i < ev->n_pas as one line into buf [cap] (NUL-terminated):
+ * "rank. [start, end) score%  snippet"; the snippet is raw document text
+ * (make it inert before showing it). */
+void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap);
 /* "Evidence:" block: rank, [start, end) bytes, score %, inert snippet. */
 void app_evidence_print(const struct app_evidence *ev, FILE *f);
 /* [{rank, start, end, text, score}] (a new cJSON array). */

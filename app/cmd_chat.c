@@ -21,7 +21,23 @@ struct chat_app {
 	struct session *s;
 	struct session_info info;
 	struct ui_chat *ui;
+	struct app_opts o;        /* quiet: nothing may reach stderr under curses */
+	const struct model *m;
+	const struct tok *tk;
+	int evidence;             /* retrieval heads known: list evidence */
 };
+
+/* Evidence passages of the answer as transcript notes (ui text is inert). */
+static void note_evidence(struct ui_chat *ui, const struct app_evidence *ev)
+{
+	char line[256], msg[300];
+
+	for (int i = 0; ev->on && i < ev->n_pas; i++) {
+		app_evidence_line(ev, i, line, sizeof line);
+		snprintf(msg, sizeof msg, "evidence %s", line);
+		ui_chat_note(ui, msg);
+	}
+}
 
 static int on_step(void *ud, const struct conv_step *st)
 {
@@ -58,8 +74,20 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 	struct chat_app *c = ud;
 	struct conv_answer a;
 
+	struct app_evidence ev = {0};
+	char e2[256];
+	int rc;
+
 	c->ui = ui;
-	int rc = conv_ask(session_conv(c->s), q, on_step, c, &a, err, errlen);
+	if (c->evidence && app_evidence_begin(&ev, &c->o, c->s, c->m, c->tk, e2, sizeof e2))
+		ev.on = 0;
+	rc = conv_ask(session_conv(c->s), q, on_step, c, &a, err, errlen);
+	if (ev.on && (rc == 0 || rc == SEKV_EINTR) &&
+	    app_evidence_end(&ev, c->s, c->tk, e2, sizeof e2) == 0)
+		note_evidence(ui, &ev);
+	else if (ev.on)
+		conv_set_probe(session_conv(c->s), NULL);
+	app_evidence_free(&ev);
 	if (rc == 0 && a.stopped == CONV_STOP_LENGTH) {
 		char msg[96];
 		snprintf(msg, sizeof msg, "… (answer cut at %d tokens)", a.n_gen);
@@ -98,6 +126,27 @@ static int64_t newest_doc(const struct app_opts *o, char *err, size_t errlen)
 	free(docs);
 	store_close(st);
 	return id;
+}
+
+/* Finds the retrieval heads before the screen opens (a first calibration
+ * reports on stderr and stores them), so each answer only probes. 1 when
+ * evidence can be listed; a failure is reported and only turns it off. */
+static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
+				  const struct model *m, const struct tok *tk)
+{
+	struct app_evidence ev;
+	char err[512];
+
+	if (o->no_evidence)
+		return 0;
+	if (app_evidence_begin(&ev, o, s, m, tk, err, sizeof err)) {
+		app_errorf("sekv chat: no evidence for answers: %s\n", err);
+		app_evidence_free(&ev);
+		return 0;
+	}
+	conv_set_probe(session_conv(s), NULL);
+	app_evidence_free(&ev);
+	return 1;
 }
 
 int cmd_chat(int argc, char **argv)
@@ -142,6 +191,11 @@ int cmd_chat(int argc, char **argv)
 		return 1;
 	}
 	session_get_info(c.s, &c.info);
+	c.o = o;
+	c.o.quiet = 1;
+	c.m = m;
+	c.tk = tk;
+	c.evidence = resolve_evidence_heads(&o, c.s, m, tk);
 	struct ui_chat_ops ops = { .ud = &c, .ask = chat_ask, .span_text = chat_span_text };
 	struct ui_doc_info di = {
 		.title = c.info.title, .doc_id = c.info.doc_id, .n_tok = c.info.n_tok,

@@ -150,18 +150,26 @@ static void snippet(const char *text, int64_t a, int64_t b, char *out, size_t ma
 	out[n] = 0;
 }
 
+void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap)
+{
+	const struct evidence_passage *p = &ev->pas[i];
+	char line[160];
+
+	snippet(ev->text, p->start, p->end, line, 100);
+	snprintf(buf, cap, "%d. [%lld, %lld) %4.1f%%  %s", p->rank, (long long)p->start,
+		 (long long)p->end, 100.0 * p->score, line);
+}
+
 void app_evidence_print(const struct app_evidence *ev, FILE *f)
 {
-	char line[160];
+	char line[256];
 
 	if (!ev->on || !ev->n_pas)
 		return;
 	fprintf(f, "Evidence%s:\n", ev->exact ? "" : " (approximate character ranges)");
 	for (int i = 0; i < ev->n_pas; i++) {
-		const struct evidence_passage *p = &ev->pas[i];
-		snippet(ev->text, p->start, p->end, line, 100);
-		fprintf(f, "  %d. [%lld, %lld) %4.1f%%  ", p->rank, (long long)p->start,
-			(long long)p->end, 100.0 * p->score);
+		app_evidence_line(ev, i, line, sizeof line);
+		fputs("  ", f);
 		app_print_inert(f, line, strlen(line));
 		fputc('\n', f);
 	}
