@@ -115,6 +115,9 @@ struct backend_ws {
 /* fp16 -> fp32 of n elements (F16C when built for it; exact either way). */
 void cpu_rows_f16_to_f32(const uint16_t *x, float *y, size_t n);
 
+/* 1 when probe p (NULL: none) names at most BACKEND_PROBE_MAX heads, each
+ * < n_head with a mass row; 0 otherwise (the op returns SEKV_EINVAL). */
+int cpu_probe_ok(const struct backend_probe *p, int n_head);
 int cpu_attention(struct backend *b, struct backend_ws *ws, const struct backend_attn *a);
 int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct backend_mix *a);
 int cpu_reconstruct(struct backend *b, struct backend_ws *ws,

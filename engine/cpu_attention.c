@@ -430,6 +430,18 @@ static void attnb_rows(void *ctx, int i0, int i1, int tid)
 	}
 }
 
+int cpu_probe_ok(const struct backend_probe *p, int n_head)
+{
+	if (!p)
+		return 1;
+	if (p->n < 0 || p->n > BACKEND_PROBE_MAX)
+		return 0;
+	for (int i = 0; i < p->n; i++)
+		if (p->head[i] < 0 || p->head[i] >= n_head || !p->mass[i])
+			return 0;
+	return 1;
+}
+
 int cpu_attention(struct backend *b, struct backend_ws *ws,
 			 const struct backend_attn *a)
 {
@@ -438,11 +450,8 @@ int cpu_attention(struct backend *b, struct backend_ws *ws,
 	if (a->n < 1 || a->n > ws->sz.n_batch || a->n_head > ws->sz.n_head ||
 	    a->d_head > ws->sz.d_head || group < 1 || a->n_head % a->n_head_kv)
 		return SEKV_EINVAL;
-	if (a->probe && (a->probe->n < 0 || a->probe->n > BACKEND_PROBE_MAX))
+	if (!cpu_probe_ok(a->probe, a->n_head))
 		return SEKV_EINVAL;
-	for (int i = 0; a->probe && i < a->probe->n; i++)
-		if (a->probe->head[i] < 0 || a->probe->head[i] >= a->n_head || !a->probe->mass[i])
-			return SEKV_EINVAL;
 	if (a->n == 1) {
 		attention_one(b, ws, a);
 		return 0;

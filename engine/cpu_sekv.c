@@ -153,11 +153,8 @@ int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct bac
 	for (int g = 0; g < a->n_head_kv; g++)
 		if (mix_rows_of(a, g) > ws->sz.mix_rows)
 			return SEKV_EINVAL;
-	if (a->probe && (a->probe->n < 0 || a->probe->n > BACKEND_PROBE_MAX))
+	if (!cpu_probe_ok(a->probe, a->n_head))
 		return SEKV_EINVAL;
-	for (int i = 0; a->probe && i < a->probe->n; i++)
-		if (a->probe->head[i] < 0 || a->probe->head[i] >= a->n_head || !a->probe->mass[i])
-			return SEKV_EINVAL;
 	cpu_parallel_for(b->impl, a->n_head, 1, mix_heads, &j);
 	return 0;
 }
