@@ -20,7 +20,7 @@ LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
 .PHONY: all test asan bench bench-compare bench-qa bench-deps deps model run clean check-model
-all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw
+all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw $(BIN)/sekv-attn-dump
 	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
 
 $(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
@@ -33,6 +33,11 @@ $(BIN)/sekv-tests: $(TEST_OBJ) $(BUILD)/libsekv.a
 
 # Benchmarks (bench/): our engine's tokens/s and the machine's memory bandwidth.
 $(BIN)/sekv-bench: $(BUILD)/bench/engine_bench.o $(BUILD)/libsekv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
+
+# bench/qa/attn_study.py: per-step attention mass of every global head.
+$(BIN)/sekv-attn-dump: $(BUILD)/bench/qa/attn_dump.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 

@@ -88,7 +88,8 @@ struct app_evidence {
 	int n_head;
 	struct evidence_head head[EVIDENCE_MAX_HEADS];
 	struct model_probe probe;
-	float *mass;                  /* [n_head][n_pos] */
+	float *mass;                  /* [n_head][n_pos] question text and answer */
+	float *base;                  /* [n_head][n_pos] the turn's fixed part */
 	int n_pos;                    /* document tokens */
 	char *text;                   /* the document's text (after _end) */
 	size_t text_len;

@@ -86,7 +86,7 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 	    app_evidence_end(&ev, c->s, c->tk, e2, sizeof e2) == 0)
 		note_evidence(ui, &ev);
 	else if (ev.on)
-		conv_set_probe(session_conv(c->s), NULL);
+		conv_set_probe(session_conv(c->s), NULL, NULL);
 	app_evidence_free(&ev);
 	if (rc == 0 && a.stopped == CONV_STOP_LENGTH) {
 		char msg[96];
@@ -144,7 +144,7 @@ static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
 		app_evidence_free(&ev);
 		return 0;
 	}
-	conv_set_probe(session_conv(s), NULL);
+	conv_set_probe(session_conv(s), NULL, NULL);
 	app_evidence_free(&ev);
 	return 1;
 }

@@ -127,7 +127,7 @@ int cmd_generate(int argc, char **argv)
 	if (chat_template_init(&ct, model_hparams(m)->arch,
 			       chat_format_of_gguf(model_gguf(m)), tk, err, sizeof err) ||
 	    chat_build_turn(&v, &ct, tk, CHAT_START_STREAM, NULL, o.prompt, strlen(o.prompt), 1,
-			    err, sizeof err) ||
+			    NULL, err, sizeof err) ||
 	    model_state_new(&ms, m, v.n + o.n_predict + 1, o.n_batch, 1, err, sizeof err)) {
 		fail("generate", err);
 		goto out;

@@ -62,7 +62,7 @@ int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct s
 				       hp->global_layer[i / hp->n_head], i % hp->n_head, score[i]);
 	evidence_heads_format(head, *n_head, heads, sizeof heads);
 	if (!quiet)
-		app_errorf("sekv: retrieval heads %s (needle mass share per head: %s)\n", heads, scores);
+		app_errorf("sekv: retrieval heads %s (needle score per head: question minus baseline share: %s)\n", heads, scores);
 	return st ? store_evidence_heads_put(st, hp->fingerprint, heads, scores, err, errlen) : 0;
 }
 
@@ -79,7 +79,8 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 		return rc;
 	session_get_info(s, &in);
 	ev->n_pos = in.n_tok;
-	if (!(ev->mass = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->mass)))
+	if (!(ev->mass = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->mass)) ||
+	    !(ev->base = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->base)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
 	ev->probe.n = ev->n_head;
 	for (int i = 0; i < ev->n_head; i++) {
@@ -89,7 +90,7 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 	ev->probe.n_pos = in.n_tok;
 	ev->probe.mass = ev->mass;
 	ev->on = 1;
-	conv_set_probe(session_conv(s), &ev->probe);
+	conv_set_probe(session_conv(s), &ev->probe, ev->base);
 	return 0;
 }
 
@@ -102,7 +103,7 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
 
 	if (!ev->on)
 		return 0;
-	conv_set_probe(session_conv(s), NULL);
+	conv_set_probe(session_conv(s), NULL, NULL);
 	session_get_info(s, &in);
 	if ((rc = store_doc_text_dup(session_store(s), in.doc_id, &ev->text, &ev->text_len,
 				     err, errlen)))
@@ -112,8 +113,8 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
 	rc = evidence_offsets(tk, in.tokens, in.n_tok, ev->text, ev->text_len, start,
 			      &ev->exact, err, errlen);
 	if (!rc) {
-		rc = evidence_rank(ev->mass, ev->n_head, ev->n_pos, start, in.n_tok, ev->text_len,
-				   EVIDENCE_PASSAGE, ev->pas, APP_EVIDENCE_TOP);
+		rc = evidence_rank(ev->mass, ev->base, ev->n_head, ev->n_pos, start, in.n_tok,
+				   ev->text_len, EVIDENCE_PASSAGE, ev->pas, APP_EVIDENCE_TOP);
 		ev->n_pas = rc > 0 ? rc : 0;
 		rc = rc < 0 ? sekv_errf(err, errlen, rc, "evidence: ranking failed") : 0;
 	}
@@ -156,7 +157,7 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 	char line[160];
 
 	snippet(ev->text, p->start, p->end, line, 100);
-	snprintf(buf, cap, "%d. [%lld, %lld) %4.1f%%  %s", p->rank, (long long)p->start,
+	snprintf(buf, cap, "%d. [%lld, %lld) %+5.1f%%  %s", p->rank, (long long)p->start,
 		 (long long)p->end, 100.0 * p->score, line);
 }
 
@@ -201,6 +202,7 @@ cJSON *app_evidence_json(const struct app_evidence *ev)
 void app_evidence_free(struct app_evidence *ev)
 {
 	free(ev->mass);
+	free(ev->base);
 	free(ev->text);
 	memset(ev, 0, sizeof *ev);
 }

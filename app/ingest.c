@@ -181,7 +181,7 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 {
 	int rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
-				 g->text, g->text_len, 0, err, errlen);
+				 g->text, g->text_len, 0, NULL, err, errlen);
 	if (rc)
 		return rc;
 	int n_ctx = g->hp->n_ctx_train;

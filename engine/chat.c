@@ -143,9 +143,12 @@ int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 
 /* COMPLETION: one string, tokenized whole, so the tokens equal those of
  * the text a reader sees. */
+/* The text starts where the tokens of the whole string stop agreeing
+ * with those of its opening alone (a word may join across the seam). */
 static int build_completion(struct chat_tokvec *v, const struct chat_template *ct,
 			    const struct tok *t, enum chat_turn_start start,
-			    const char *text, size_t len, int answer, char *err, size_t errlen)
+			    const char *text, size_t len, int answer, int *text_at,
+			    char *err, size_t errlen)
 {
 	const char *open = !answer ? CHAT_DOC_OPEN
 		: start == CHAT_START_STREAM ? CHAT_Q_OPEN : CHAT_Q_SEP CHAT_Q_OPEN;
@@ -161,19 +164,34 @@ static int build_completion(struct chat_tokvec *v, const struct chat_template *c
 	memcpy(s, open, n_open);
 	memcpy(s + n_open, text, len);
 	memcpy(s + n_open + len, close, n_close);
+	int at = v->n;
 	rc = chat_push_text(v, t, s, n_open + len + n_close, err, errlen);
 	free(s);
+	*text_at = at;
+	if (rc)
+		return rc;
+	struct chat_tokvec o = { 0 };
+	if ((rc = chat_push_text(&o, t, open, n_open, err, errlen)) == 0) {
+		int k = 0;
+		while (k < o.n && at + k < v->n && o.ids[k] == v->ids[at + k])
+			k++;
+		*text_at = at + k;
+	}
+	chat_tokvec_free(&o);
 	return rc;
 }
 
 int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, enum chat_turn_start start, const char *sep,
-		    const char *text, size_t len, int answer, char *err, size_t errlen)
+		    const char *text, size_t len, int answer, int *text_at,
+		    char *err, size_t errlen)
 {
-	int rc = 0;
+	int rc = 0, at_dummy;
 
+	if (!text_at)
+		text_at = &at_dummy;
 	if (ct->fmt == CHAT_FORMAT_COMPLETION)
-		return build_completion(v, ct, t, start, text, len, answer, err, errlen);
+		return build_completion(v, ct, t, start, text, len, answer, text_at, err, errlen);
 
 	if (start == CHAT_START_STREAM && ct->bos >= 0 && (rc = chat_tokvec_push(v, ct->bos)))
 		return sekv_errf(err, errlen, rc, "chat: out of memory");
@@ -183,6 +201,7 @@ int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		rc = chat_open_turn(v, ct, t, "user", err, errlen);
 	if (!rc && sep)
 		rc = chat_push_text(v, t, sep, strlen(sep), err, errlen);
+	*text_at = v->n;
 	if (!rc)
 		rc = chat_push_text(v, t, text, len, err, errlen);
 	if (!rc && answer)

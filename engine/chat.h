@@ -92,11 +92,15 @@ enum chat_turn_start {
  * is BOS + the tokens of "Context:\n{text}"; a question (answer 1) is the
  * tokens of "\n\nAnswer with a quote from the context.\nQuestion: {text}
  * \nAnswer:" (BOS + "Question: {text}\nAnswer:" when it starts the
- * stream), each string tokenized whole. 0 or a negative
+ * stream), each string tokenized whole. text_at (may be NULL) gets the
+ * index in v of the first token of text: what comes before it in the
+ * turn (opening, sep, instruction) is the turn's fixed part, whose
+ * attention is the evidence baseline (engine/evidence.h). 0 or a negative
  * code (v keeps what was appended). */
 int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, enum chat_turn_start start, const char *sep,
-		    const char *text, size_t len, int answer, char *err, size_t errlen);
+		    const char *text, size_t len, int answer, int *text_at,
+		    char *err, size_t errlen);
 
 /* 1 when id ends a model turn (<end_of_turn>, EOS, or <start_of_turn>:
  * a model that opens the next turn has ended its own). */

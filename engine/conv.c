@@ -47,6 +47,9 @@ struct conv {
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
 	struct sekv_zoom *agg;     /* [n_global * n_span] */
 	struct chat_tokvec turn;   /* scratch: the turn being asked */
+	int turn_text_at;          /* index in turn of the question's first token */
+	struct model_probe probe;  /* copy of the caller's probe, NULL mass: off */
+	struct model_probe probe_base; /* the same heads into the baseline */
 	int32_t *hist;             /* [tail_cap] ids decoded since conv_new, the
 	                              first tail_cap of them */
 	conv_warn_fn warn;
@@ -191,12 +194,33 @@ void conv_free(struct conv *c)
 	free(c);
 }
 
-void conv_set_probe(struct conv *c, const struct model_probe *p)
+/* Points the KV method's probe at p (NULL: off). */
+static void probe_use(struct conv *c, const struct model_probe *p)
 {
 	if (c->kv.set_probe)
 		c->kv.set_probe(c->kv.ctx, p);
 	else
 		model_state_set_probe(c->ms, p);
+}
+
+void conv_set_probe(struct conv *c, const struct model_probe *p, float *base)
+{
+	memset(&c->probe, 0, sizeof c->probe);
+	memset(&c->probe_base, 0, sizeof c->probe_base);
+	if (p) {
+		c->probe = *p;
+		c->probe_base = *p;
+		if (base)
+			c->probe_base.mass = base;
+	}
+	probe_use(c, p ? &c->probe : NULL);
+}
+
+/* The probe for turn token i: the baseline before the question's text. */
+static void probe_turn_token(struct conv *c, int i)
+{
+	if (c->probe.mass && (i == 0 || i == c->turn_text_at))
+		probe_use(c, i < c->turn_text_at ? &c->probe_base : &c->probe);
 }
 
 void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud)
@@ -335,7 +359,8 @@ static int build_turn(struct conv *c, const char *q, char *err, size_t errlen)
 		start = CHAT_START_STREAM;
 	}
 	c->turn.n = 0;
-	return chat_build_turn(&c->turn, &c->ct, c->tk, start, sep, q, strlen(q), 1, err, errlen);
+	return chat_build_turn(&c->turn, &c->ct, c->tk, start, sep, q, strlen(q), 1,
+			       &c->turn_text_at, err, errlen);
 }
 
 static void remember_turn(struct conv *c)
@@ -356,6 +381,7 @@ static int feed_turn(struct conv *c, conv_step_fn fn, void *ud, struct conv_answ
 	if (c->p.n_batch > 0 && !c->kv.attend)
 		return conv_prefill(c, v->ids, v->n, err, errlen);
 	for (int i = 0; i < v->n; i++) {
+		probe_turn_token(c, i);
 		int rc = decode_one(c, v->ids[i], i == v->n - 1, err, errlen);
 		if (rc)
 			return rc;

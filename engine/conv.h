@@ -152,10 +152,13 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	     const struct conv_params *p, char *err, size_t errlen);
 void conv_free(struct conv *c); /* NULL is a no-op */
 
-/* Probes the attention of every later decode step (question and answer
- * tokens) through the KV method: p borrowed until replaced; NULL: off.
- * Bit-neutral: answers do not change. */
-void conv_set_probe(struct conv *c, const struct model_probe *p);
+/* Probes the attention of every later decode step through the KV method
+ * (bit-neutral: answers do not change). The mass of each question's text
+ * and of the answer tokens accumulates into p->mass; that of each turn's
+ * fixed part before the text (opening and instruction: the baseline of
+ * engine/evidence.h) into base [p->n][p->n_pos], or into p->mass too when
+ * base is NULL. Both borrowed until replaced; p NULL: off. */
+void conv_set_probe(struct conv *c, const struct model_probe *p, float *base);
 
 void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud);
 const struct model *conv_model(const struct conv *c);

@@ -156,13 +156,36 @@ static int passage_cmp(const void *a, const void *b)
 	return (x->index > y->index) - (x->index < y->index);
 }
 
-int evidence_rank(const float *mass, int n_head, int n_pos, const int32_t *start,
-		  int n_tok, size_t text_len, int passage_tok,
+/* Sums the mass of positions [0, n) over heads into per-passage totals
+ * (pas[p].score), returning the total over document tokens. */
+static double passage_mass(const float *mass, int n_head, int n_pos, const int32_t *start,
+			   int n_tok, int passage_tok, struct evidence_passage *all)
+{
+	int n = n_tok < n_pos ? n_tok : n_pos;
+	double total = 0;
+
+	for (int i = 0, p = -1, in_pas = 0; i < n_tok; i++) {
+		double m = 0;
+		if (start[i] < 0)
+			continue;
+		if (in_pas == 0)
+			p++;
+		for (int h = 0; i < n && h < n_head; h++)
+			m += mass[(size_t)h * n_pos + i];
+		all[p].score += m;
+		total += m;
+		in_pas = (in_pas + 1) % passage_tok;
+	}
+	return total;
+}
+
+int evidence_rank(const float *mass, const float *base, int n_head, int n_pos,
+		  const int32_t *start, int n_tok, size_t text_len, int passage_tok,
 		  struct evidence_passage *out, int k)
 {
-	struct evidence_passage *all;
-	int n_doc = 0, n_pas = 0, n = n_tok < n_pos ? n_tok : n_pos;
-	double total = 0;
+	struct evidence_passage *all, *bp = NULL;
+	int n_doc = 0, n_pas = 0, cap;
+	double total, btotal = 0;
 
 	if (!mass || !start || n_head < 0 || n_pos < 0 || n_tok < 0 || passage_tok < 1 || k < 0)
 		return SEKV_EINVAL;
@@ -170,10 +193,12 @@ int evidence_rank(const float *mass, int n_head, int n_pos, const int32_t *start
 		n_doc += start[i] >= 0;
 	if (!n_doc)
 		return 0;
-	if (!(all = calloc((size_t)(n_doc + passage_tok - 1) / passage_tok, sizeof *all)))
+	cap = (n_doc + passage_tok - 1) / passage_tok;
+	if (!(all = calloc((size_t)cap, sizeof *all)) || (base && !(bp = calloc((size_t)cap, sizeof *bp)))) {
+		free(all);
 		return SEKV_ENOMEM;
+	}
 	for (int i = 0, in_pas = 0; i < n_tok; i++) {
-		double m = 0;
 		if (start[i] < 0)
 			continue;
 		if (in_pas == 0) {
@@ -183,15 +208,16 @@ int evidence_rank(const float *mass, int n_head, int n_pos, const int32_t *start
 				all[n_pas - 1].end = start[i];
 			n_pas++;
 		}
-		for (int h = 0; i < n && h < n_head; h++)
-			m += mass[(size_t)h * n_pos + i];
-		all[n_pas - 1].score += m;
 		all[n_pas - 1].n_tok++;
-		total += m;
 		in_pas = (in_pas + 1) % passage_tok;
 	}
-	for (int p = 0; p < n_pas; p++)
-		all[p].score = total > 0 ? all[p].score / total : 0;
+	total = passage_mass(mass, n_head, n_pos, start, n_tok, passage_tok, all);
+	if (bp)
+		btotal = passage_mass(base, n_head, n_pos, start, n_tok, passage_tok, bp);
+	for (int p = 0; p < n_pas; p++) {
+		double share = total > 0 ? all[p].score / total : 0;
+		all[p].score = share - (btotal > 0 ? bp[p].score / btotal : 0);
+	}
 	qsort(all, (size_t)n_pas, sizeof *all, passage_cmp);
 	if (k > n_pas)
 		k = n_pas;
@@ -200,5 +226,6 @@ int evidence_rank(const float *mass, int n_head, int n_pos, const int32_t *start
 		out[p].rank = p + 1;
 	}
 	free(all);
+	free(bp);
 	return k;
 }

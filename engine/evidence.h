@@ -59,37 +59,49 @@ struct evidence_passage {
 	int n_tok;       /* document tokens in it */
 	int64_t start;   /* byte range [start, end) of the text */
 	int64_t end;
-	double score;    /* share of the probe mass on document tokens, 0..1 */
+	double score;    /* share of the question's mass on document tokens
+	                    minus that of the baseline, -1..1 (evidence_rank) */
 };
 
 /* Ranks passages of passage_tok document tokens (start[i] >= 0, from
- * evidence_offsets) by the mass summed over the n_head rows of mass
- * [n_head][n_pos] (position i < n_pos; positions past n_tok ignored).
+ * evidence_offsets) by the attention of the question over that of the
+ * prompt's fixed instruction: mass and base are [n_head][n_pos] (position
+ * i < n_pos; positions past n_tok ignored), the mass summed over the
+ * question's text and answer tokens and over the turn's fixed part
+ * (conv_set_probe). A passage's score is its share of mass minus its
+ * share of base, both over document tokens: attention the question gives
+ * a passage beyond where the model looks whatever the question (the
+ * instruction tokens see the same document), which removes the pull of
+ * attention sinks and of the document's end. Measured on bench/qa
+ * (bench/qa/attn_study.py): recall@3 0.80 -> 0.90 with the default heads.
+ * base NULL: the score is the share of mass alone.
  * Passage byte ranges tile [0, text_len): the first starts at 0, each
  * ends where the next starts, the last at text_len. Writes the best
- * min(k, passages) into out, by mass descending (ties: document order).
- * Returns that count (0 without document tokens) or SEKV_EINVAL. */
-int evidence_rank(const float *mass, int n_head, int n_pos, const int32_t *start,
-		  int n_tok, size_t text_len, int passage_tok,
+ * min(k, passages) into out, by score descending (ties: document order).
+ * Returns that count (0 without document tokens), SEKV_EINVAL or
+ * SEKV_ENOMEM. */
+int evidence_rank(const float *mass, const float *base, int n_head, int n_pos,
+		  const int32_t *start, int n_tok, size_t text_len, int passage_tok,
 		  struct evidence_passage *out, int k);
 
 /* Calibration on synthetic needle documents: n_doc documents of about
- * doc_tok filler tokens (built-in sentences), each with the sentence "The
- * secret passphrase is <word>." at depth (d + 0.5) / n_doc, in a
- * completion prompt ending "Question: What is the secret
- * passphrase?\nAnswer:". Each is prefilled with exact attention (in
- * memory, nothing stored), then the question and n_answer greedy tokens
- * are decoded with every query head of every global layer probed. A
- * head's score is its mass on the needle's tokens over its mass on the
- * document, averaged over documents. Deterministic for a model.
+ * doc_tok filler tokens (built-in sentences), document d with built-in
+ * fact d (of 8) at depth (d + 0.5) / n_doc, then a question about the
+ * fact in other words, in the completion format (chat_build_turn). Each
+ * is prefilled with exact attention (in memory, nothing stored), then the
+ * question turn and n_answer greedy tokens are decoded with every query
+ * head of every global layer probed. A head's score is the needle's share
+ * of its document mass from the question's text and answer minus its
+ * share from the turn's fixed part (the contrast of evidence_rank),
+ * averaged over documents. Deterministic for a model.
  * score [n_global][n_head] out (hp->global_layer order); best [n_best]
  * out, highest score first (ties: lower layer, then lower head).
  * n_global * n_head must be <= MODEL_PROBE_MAX.
  * 0, SEKV_EINVAL, SEKV_EUNSUP (too many heads), SEKV_ENOMEM, or the
  * model's code. Not thread-safe on m with other streams running. */
 struct evidence_calib_params {
-	int n_doc;       /* documents (4) */
-	int doc_tok;     /* filler tokens per document (1200) */
+	int n_doc;       /* documents (8) */
+	int doc_tok;     /* filler tokens per document (1000) */
 	int n_answer;    /* greedy answer tokens decoded after the question (4) */
 	int n_batch;     /* prefill chunk (256) */
 };

@@ -5,6 +5,7 @@
  * forgets whole turns under its budget, and a stop during the question
  * ends the turn at once. */
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -336,7 +337,8 @@ static void ids_text(const struct tok *tk, const int32_t *ids, int n, char *buf,
 }
 
 /* The completion format's document and question turns are the tokens of
- * the exact strings (each tokenized whole). */
+ * the exact strings (each tokenized whole), and text_at splits the
+ * question turn where the question's own tokens start. */
 static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 {
 	struct fix f;
@@ -346,7 +348,8 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	const char *doc = "The bakery opened in 1998.\nIt closes at noon.";
 	const char *exact_d = "Context:\nThe bakery opened in 1998.\nIt closes at noon.";
 	const char *exact_q = "\n\nAnswer with a quote from the context.\nQuestion: When does it close?\nAnswer:";
-	int rc;
+	char fixed[256], rest[256];
+	int rc, at = -1;
 
 	memset(&f, 0, sizeof f);
 	app_opts_parse(&f.o, 0, NULL, err, sizeof err);
@@ -357,10 +360,10 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 					err, sizeof err);
 	if (!rc)
 		rc = chat_build_turn(&d, &ct, f.tk, CHAT_START_STREAM, "ignored", doc, strlen(doc), 0,
-				     err, sizeof err);
+				     NULL, err, sizeof err);
 	if (!rc)
 		rc = chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When does it close?",
-				     19, 1, err, sizeof err);
+				     19, 1, &at, err, sizeof err);
 	if (!rc)
 		rc = chat_tokvec_push(&wd, ct.bos);
 	if (!rc)
@@ -370,6 +373,21 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	T_CHECK(t, ct.bos >= 0 && d.n == wd.n && !memcmp(d.ids, wd.ids, (size_t)d.n * sizeof *d.ids));
 	T_CHECK(t, q.n == wq.n && !memcmp(q.ids, wq.ids, (size_t)q.n * sizeof *q.ids));
+	/* text_at: the fixed part ends where the question's own tokens start */
+	ids_text(f.tk, q.ids, at, fixed, sizeof fixed);
+	ids_text(f.tk, q.ids + at, q.n - at, rest, sizeof rest);
+	T_CHECKF(t, !strcmp(fixed, "\n\nAnswer with a quote from the context.\nQuestion:") &&
+		 !strcmp(rest, " When does it close?\nAnswer:"), "fixed \"%s\" rest \"%s\"", fixed, rest);
+	/* and in the chat-template format, after the user turn's opening */
+	q.n = 0;
+	if (chat_template_init(&ct, model_hparams(f.m)->arch, CHAT_FORMAT_TEMPLATE, f.tk, err, sizeof err) == 0 &&
+	    chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When?", 5, 1, &at,
+			    err, sizeof err) == 0) {
+		ids_text(f.tk, q.ids + at, q.n - at, rest, sizeof rest);
+		T_CHECKF(t, !strncmp(rest, "When?", 5) && at >= 3, "at %d rest \"%s\"", at, rest);
+	} else {
+		T_CHECKF(t, 0, "%s", err);
+	}
 	chat_tokvec_free(&d);
 	chat_tokvec_free(&q);
 	chat_tokvec_free(&wd);
@@ -477,6 +495,58 @@ static void conv_old_format_row_answers(struct test_ctx *t)
 	fix_close(&f);
 }
 
+/* The probe's baseline: the question turn's fixed part (opening and
+ * instruction) lands in base, the question's text and the answer in mass,
+ * and together they equal one probe without a baseline (SeKV and full). */
+static void conv_probe_splits_fixed_part(struct test_ctx *t)
+{
+	for (int kv_full = 1; kv_full >= 0; kv_full--) {
+		struct fix f;
+		struct session_info in;
+		struct conv_answer a = {0}, b = {0};
+		struct model_probe pr = { .n = 1, .layer = { 5 }, .head = { 1 } };
+		float *mass = NULL, *base = NULL, *all = NULL;
+		char err[1024];
+		double sm = 0, sb = 0, diff = 0;
+		int rc;
+
+		if (fix_open(t, &f, kv_full))
+			return;
+		session_get_info(f.s, &in);
+		pr.n_pos = in.n_tok;
+		mass = calloc((size_t)in.n_tok, sizeof *mass);
+		base = calloc((size_t)in.n_tok, sizeof *base);
+		all = calloc((size_t)in.n_tok, sizeof *all);
+		pr.mass = mass;
+		conv_set_probe(session_conv(f.s), &pr, base);
+		rc = conv_ask(session_conv(f.s), "Who owns the bakery?", NULL, NULL, &a, err, sizeof err);
+		session_close(f.s);
+		f.s = NULL;
+		if (!rc)
+			rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+		pr.mass = all;
+		if (!rc) {
+			conv_set_probe(session_conv(f.s), &pr, NULL);
+			rc = conv_ask(session_conv(f.s), "Who owns the bakery?", NULL, NULL, &b, err, sizeof err);
+		}
+		T_CHECKF(t, rc == 0, "%s", err);
+		for (int i = 0; rc == 0 && i < in.n_tok; i++) {
+			sm += mass[i];
+			sb += base[i];
+			diff = fmax(diff, fabs(mass[i] + base[i] - all[i]));
+		}
+		T_CHECKF(t, sm > 0 && sb > 0 && diff < 1e-5, "kv %s: mass %g base %g diff %g",
+			 kv_full ? "full" : "sekv", sm, sb, diff);
+		T_CHECK(t, a.text && b.text && !strcmp(a.text, b.text));
+		conv_answer_free(&a);
+		conv_answer_free(&b);
+		free(mass);
+		free(base);
+		free(all);
+		fix_close(&f);
+	}
+}
+
 const struct test_case test_conv[] = {
 	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
 	{ "conv_stop_during_question", conv_stop_during_question },
@@ -485,5 +555,6 @@ const struct test_case test_conv[] = {
 	{ "conv_completion_turns_equal_exact_strings", conv_completion_turns_equal_exact_strings },
 	{ "conv_completion_stops_and_keeps_history", conv_completion_stops_and_keeps_history },
 	{ "conv_old_format_row_answers", conv_old_format_row_answers },
+	{ "conv_probe_splits_fixed_part", conv_probe_splits_fixed_part },
 	{ NULL, NULL },
 };

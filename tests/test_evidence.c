@@ -159,7 +159,7 @@ static void rank_passages_tile_text(struct test_ctx *t)
 				    { 0, 0, 1, 0, 2, 2, 1, 0, 0, 0, 0 } };
 	struct evidence_passage pas[5];
 	double sum = 0;
-	int n = evidence_rank(&mass[0][0], 2, 11, start, 11, 50, 3, pas, 5);
+	int n = evidence_rank(&mass[0][0], NULL, 2, 11, start, 11, 50, 3, pas, 5);
 
 	T_CHECKF(t, n == 3, "%d passages", n);
 	/* passages: {1,2,3} [0,12) mass 2, {4,5,6} [12,31) mass 5, {7,9,10} [31,50) mass 4 */
@@ -169,7 +169,30 @@ static void rank_passages_tile_text(struct test_ctx *t)
 	for (int i = 0; i < n; i++)
 		sum += pas[i].score;
 	T_CHECKF(t, fabs(sum - 1) < 1e-9 && fabs(pas[0].score - 5.0 / 11) < 1e-9, "sum %g", sum);
-	T_CHECK(t, evidence_rank(&mass[0][0], 2, 11, start, 11, 50, 0, pas, 5) == SEKV_EINVAL);
+	T_CHECK(t, evidence_rank(&mass[0][0], NULL, 2, 11, start, 11, 50, 0, pas, 5) == SEKV_EINVAL);
+}
+
+/* With a baseline, a passage scores its share of the question's mass
+ * minus its share of the baseline's: the passage every token looks at
+ * (an attention sink) drops below the one only the question looks at. */
+static void rank_subtracts_baseline(struct test_ctx *t)
+{
+	const int32_t start[7] = { -1, 0, 5, 10, 15, 20, 25 };
+	/* passages of 2: {1,2} {3,4} {5,6}; template position 0 ignored */
+	const float mass[1][7] = { { 50, 4, 2, 1, 2, 0, 1 } };   /* doc total 10 */
+	const float base[1][7] = { { 80, 6, 2, 0, 1, 1, 0 } };   /* doc total 10 */
+	struct evidence_passage pas[3];
+	int n = evidence_rank(&mass[0][0], &base[0][0], 1, 7, start, 7, 30, 2, pas, 3);
+
+	T_CHECKF(t, n == 3, "%d passages", n);
+	/* shares: q 0.6 0.3 0.1, base 0.8 0.1 0.1 -> -0.2 +0.2 0 */
+	T_CHECKF(t, pas[0].index == 1 && fabs(pas[0].score - 0.2) < 1e-9, "first %d %g",
+		 pas[0].index, pas[0].score);
+	T_CHECKF(t, pas[1].index == 2 && fabs(pas[1].score) < 1e-9, "second %d", pas[1].index);
+	T_CHECKF(t, pas[2].index == 0 && fabs(pas[2].score + 0.2) < 1e-9, "third %d", pas[2].index);
+	/* without the baseline the sink wins */
+	n = evidence_rank(&mass[0][0], NULL, 1, 7, start, 7, 30, 2, pas, 3);
+	T_CHECK(t, n == 3 && pas[0].index == 0 && fabs(pas[0].score - 0.6) < 1e-9);
 }
 
 static void heads_parse_good_and_bad(struct test_ctx *t)
@@ -276,6 +299,7 @@ const struct test_case test_evidence[] = {
 	{ "evidence_probe_full_is_softmax_and_neutral", probe_full_is_softmax_and_neutral },
 	{ "evidence_probe_sekv_all_zoomed_equals_full", probe_sekv_all_zoomed_equals_full },
 	{ "evidence_rank_passages_tile_text", rank_passages_tile_text },
+	{ "evidence_rank_subtracts_baseline", rank_subtracts_baseline },
 	{ "evidence_heads_parse_good_and_bad", heads_parse_good_and_bad },
 	{ "evidence_offsets_exact_behind_template", offsets_exact_behind_template },
 	{ "evidence_calibrate_picks_highest_deterministic", calibrate_picks_highest_deterministic },
