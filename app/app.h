@@ -80,7 +80,6 @@ void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Evidence passages of one answer (app/evidence.c; engine/evidence.h). */
 #include "engine/evidence.h"
-#define APP_EVIDENCE_TOP 3
 struct session;
 struct cJSON;
 struct app_evidence {
@@ -95,7 +94,8 @@ struct app_evidence {
 	size_t text_len;
 	int exact;                    /* 1: exact character ranges */
 	int n_pas;
-	struct evidence_passage pas[APP_EVIDENCE_TOP];
+	int top;                      /* passages wanted (--evidence-top) */
+	struct evidence_passage *pas; /* [n_pas], best first (after _end) */
 };
 /* Chooses the heads (--evidence-heads; else stored for the model; else a
  * calibration, stored) and probes the session's conversation for the next

@@ -30,6 +30,9 @@ enum {
 	APP_CMD_ALL = (1 << 8) - 1,
 };
 
+/* Evidence passages shown per answer unless --evidence-top says. */
+#define APP_EVIDENCE_TOP 3
+
 struct app_opts {
 	char model[APP_PATH_MAX];      /* -m FILE: GGUF model (or vocabulary-only GGUF) */
 	const char *tokenizer; /* --tokenizer FILE: SentencePiece tokenizer.model */
@@ -56,6 +59,8 @@ struct app_opts {
 	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */
 	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
 	int no_evidence;       /* --no-evidence */
+	int evidence_top;      /* --evidence-top N: passages shown per answer */
+	int quote;             /* --quote: extractive answers (conv_set_quote) */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

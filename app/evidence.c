@@ -82,6 +82,7 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 	if (!(ev->mass = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->mass)) ||
 	    !(ev->base = calloc((size_t)ev->n_head * (in.n_tok ? in.n_tok : 1), sizeof *ev->base)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+	ev->top = o->evidence_top > 0 ? o->evidence_top : APP_EVIDENCE_TOP;
 	ev->probe.n = ev->n_head;
 	for (int i = 0; i < ev->n_head; i++) {
 		ev->probe.layer[i] = ev->head[i].layer;
@@ -108,13 +109,19 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
 	if ((rc = store_doc_text_dup(session_store(s), in.doc_id, &ev->text, &ev->text_len,
 				     err, errlen)))
 		return rc;
-	if (!(start = malloc(((size_t)in.n_tok + 1) * sizeof *start)))
+	int n_want = ev->top < in.n_tok ? ev->top : in.n_tok;
+	free(ev->pas);
+	ev->pas = NULL;
+	if (!(start = malloc(((size_t)in.n_tok + 1) * sizeof *start)) ||
+	    !(ev->pas = calloc((size_t)(n_want > 0 ? n_want : 1), sizeof *ev->pas))) {
+		free(start);
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+	}
 	rc = evidence_offsets(tk, in.tokens, in.n_tok, ev->text, ev->text_len, start,
 			      &ev->exact, err, errlen);
 	if (!rc) {
 		rc = evidence_rank(ev->mass, ev->base, ev->n_head, ev->n_pos, start, in.n_tok,
-				   ev->text_len, EVIDENCE_PASSAGE, ev->pas, APP_EVIDENCE_TOP);
+				   ev->text_len, EVIDENCE_PASSAGE, ev->pas, n_want);
 		ev->n_pas = rc > 0 ? rc : 0;
 		rc = rc < 0 ? sekv_errf(err, errlen, rc, "evidence: ranking failed") : 0;
 	}
@@ -203,6 +210,7 @@ void app_evidence_free(struct app_evidence *ev)
 {
 	free(ev->mass);
 	free(ev->base);
+	free(ev->pas);
 	free(ev->text);
 	memset(ev, 0, sizeof *ev);
 }

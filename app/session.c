@@ -37,6 +37,7 @@ struct session {
 	struct sekv_params sp;
 	int32_t *tokens;           /* [n_tok] document tokens */
 	int n_tok;
+	char example[256];         /* worked example's answer (chat_example_of_text), "" none */
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
@@ -186,11 +187,15 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	cp.sampler.temperature = s->o.temperature;
 	cp.sampler.seed = s->o.seed;
 	cp.sampler.repeat_penalty = s->o.repeat_penalty;
+	cp.example = s->example[0] ? s->example : NULL;
 	if (s->sc)
 		conv_kv_sekv(&kv, s->sc, s->mem);
 	else
 		conv_kv_full(&kv);
-	return conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
+	int rc = conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
+	if (rc == 0 && s->o.quote)
+		rc = conv_set_quote(s->conv, s->tokens, s->n_tok, err, errlen);
+	return rc;
 }
 
 /* The stored document: checked against the model, tokens read. */
@@ -222,6 +227,14 @@ static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 		return rc;
 	free(surprisal);
 	s->n_tok = (int)n_tok;
+	{
+		char *text = NULL;
+		size_t len = 0;
+		if ((rc = store_doc_text_dup(s->st, doc_id, &text, &len, err, errlen)))
+			return rc;
+		chat_example_of_text(text, len, s->example, sizeof s->example);
+		free(text);
+	}
 	s->full_kv_bytes = model_kv_bytes(s->n_tok, s->hp->n_global, s->hp->n_head_kv, s->hp->d_head);
 	return 0;
 }

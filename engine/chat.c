@@ -141,57 +141,123 @@ int chat_close_turn(struct chat_tokvec *v, const struct chat_template *ct,
 	return chat_push_text(v, t, "\n", 1, err, errlen);
 }
 
+/* Where the tokens of s[0..n) alone stop agreeing with v from index at
+ * on (a word may join across the seam): the index in v of that token. */
+static int seam(const struct chat_tokvec *v, int at, const struct tok *t, const char *s,
+		size_t n, char *err, size_t errlen, int *rc)
+{
+	struct chat_tokvec o = { 0 };
+	int k = 0;
+
+	if ((*rc = chat_push_text(&o, t, s, n, err, errlen)) == 0)
+		while (k < o.n && at + k < v->n && o.ids[k] == v->ids[at + k])
+			k++;
+	chat_tokvec_free(&o);
+	return at + k;
+}
+
 /* COMPLETION: one string, tokenized whole, so the tokens equal those of
- * the text a reader sees. */
-/* The text starts where the tokens of the whole string stop agreeing
- * with those of its opening alone (a word may join across the seam). */
+ * the text a reader sees; the marks are found at the seams. */
 static int build_completion(struct chat_tokvec *v, const struct chat_template *ct,
 			    const struct tok *t, enum chat_turn_start start,
-			    const char *text, size_t len, int answer, int *text_at,
+			    const char *text, size_t len, int answer, struct chat_turn_marks *mk,
 			    char *err, size_t errlen)
 {
-	const char *open = !answer ? CHAT_DOC_OPEN
-		: start == CHAT_START_STREAM ? CHAT_Q_OPEN : CHAT_Q_SEP CHAT_Q_OPEN;
+	const char *lead = !answer ? CHAT_DOC_OPEN
+		: start == CHAT_START_STREAM ? "" : CHAT_Q_SEP;
 	const char *close = answer ? CHAT_A_OPEN : "";
-	size_t n_open = strlen(open), n_close = strlen(close);
-	int rc;
+	char example[320] = "";
+	int rc, at;
+
+	if (answer && ct->example && start != CHAT_START_AFTER_MODEL)
+		snprintf(example, sizeof example, CHAT_Q_OPEN CHAT_EXAMPLE_Q CHAT_A_OPEN " %.200s\n\n",
+			 ct->example);
+	const char *q_open = answer ? CHAT_Q_OPEN : "";
+	size_t n_lead = strlen(lead), n_ex = strlen(example), n_q = strlen(q_open);
+	size_t n_open = n_lead + n_ex + n_q, n_close = strlen(close);
 
 	if (start == CHAT_START_STREAM && ct->bos >= 0 && (rc = chat_tokvec_push(v, ct->bos)))
 		return sekv_errf(err, errlen, rc, "chat: out of memory");
 	char *s = malloc(n_open + len + n_close);
 	if (!s)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "chat: out of memory");
-	memcpy(s, open, n_open);
+	memcpy(s, lead, n_lead);
+	memcpy(s + n_lead, example, n_ex);
+	memcpy(s + n_lead + n_ex, q_open, n_q);
 	memcpy(s + n_open, text, len);
 	memcpy(s + n_open + len, close, n_close);
-	int at = v->n;
+	at = v->n;
 	rc = chat_push_text(v, t, s, n_open + len + n_close, err, errlen);
-	free(s);
-	*text_at = at;
-	if (rc)
-		return rc;
-	struct chat_tokvec o = { 0 };
-	if ((rc = chat_push_text(&o, t, open, n_open, err, errlen)) == 0) {
-		int k = 0;
-		while (k < o.n && at + k < v->n && o.ids[k] == v->ids[at + k])
-			k++;
-		*text_at = at + k;
+	mk->example_at = mk->example_end = mk->text_at = at;
+	if (!rc && n_ex) {
+		mk->example_at = seam(v, at, t, s, n_lead, err, errlen, &rc);
+		if (!rc)
+			mk->example_end = seam(v, at, t, s, n_lead + n_ex, err, errlen, &rc);
 	}
-	chat_tokvec_free(&o);
+	if (!rc)
+		mk->text_at = seam(v, at, t, s, n_open, err, errlen, &rc);
+	if (mk->example_end < mk->example_at)
+		mk->example_end = mk->example_at;
+	free(s);
 	return rc;
+}
+
+static int is_blank(char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+int chat_example_of_text(const char *text, size_t len, char *out, size_t cap)
+{
+	if (!cap)
+		return 0;
+	out[0] = 0;
+	for (size_t i = 0; i < len;) {
+		size_t e = i, n = 0;
+		int words = 0;
+		while (e < len && text[e] != '\n')
+			e++;
+		for (size_t j = i; j < e; j++)
+			words += !is_blank(text[j]) && (j == i || is_blank(text[j - 1]));
+		if (words >= 3) {
+			words = 0;
+			for (size_t j = i; j < e && words < CHAT_EXAMPLE_WORDS; ) {
+				size_t w = j;
+				if (is_blank(text[j])) {
+					j++;
+					continue;
+				}
+				while (w < e && !is_blank(text[w]))
+					w++;
+				if (n + (n > 0) + (w - j) + 1 > cap)
+					break;
+				if (n > 0)
+					out[n++] = ' ';
+				memcpy(out + n, text + j, w - j);
+				n += w - j;
+				words++;
+				j = w;
+			}
+			out[n] = 0;
+			return (int)n;
+		}
+		i = e + 1;
+	}
+	return 0;
 }
 
 int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		    const struct tok *t, enum chat_turn_start start, const char *sep,
-		    const char *text, size_t len, int answer, int *text_at,
+		    const char *text, size_t len, int answer, struct chat_turn_marks *mk,
 		    char *err, size_t errlen)
 {
-	int rc = 0, at_dummy;
+	struct chat_turn_marks dummy;
+	int rc = 0;
 
-	if (!text_at)
-		text_at = &at_dummy;
+	if (!mk)
+		mk = &dummy;
 	if (ct->fmt == CHAT_FORMAT_COMPLETION)
-		return build_completion(v, ct, t, start, text, len, answer, text_at, err, errlen);
+		return build_completion(v, ct, t, start, text, len, answer, mk, err, errlen);
 
 	if (start == CHAT_START_STREAM && ct->bos >= 0 && (rc = chat_tokvec_push(v, ct->bos)))
 		return sekv_errf(err, errlen, rc, "chat: out of memory");
@@ -201,7 +267,7 @@ int chat_build_turn(struct chat_tokvec *v, const struct chat_template *ct,
 		rc = chat_open_turn(v, ct, t, "user", err, errlen);
 	if (!rc && sep)
 		rc = chat_push_text(v, t, sep, strlen(sep), err, errlen);
-	*text_at = v->n;
+	mk->text_at = mk->example_at = mk->example_end = v->n;
 	if (!rc)
 		rc = chat_push_text(v, t, text, len, err, errlen);
 	if (!rc && answer)

@@ -90,8 +90,11 @@ static int calib_doc(const struct tok *tk, const struct chat_template *ct,
 			return rc;
 	}
 	*nq = v->n;
-	return chat_build_turn(v, ct, tk, CHAT_START_AFTER_MODEL, NULL, q, strlen(q), 1, text_at,
-			       err, errlen);
+	struct chat_turn_marks mk;
+	int rc2 = chat_build_turn(v, ct, tk, CHAT_START_AFTER_MODEL, NULL, q, strlen(q), 1, &mk,
+				  err, errlen);
+	*text_at = mk.text_at;
+	return rc2;
 }
 
 static int argmax(const float *x, int n)

@@ -127,9 +127,35 @@ static void chat_stop_rules_on_synthetic_streams(struct test_ctx *t)
 	}
 }
 
+/* The worked example quotes the first line with 3 words: at most
+ * CHAT_EXAMPLE_WORDS words, white space runs become one space, cut on a
+ * word when out is small; no such line gives "". */
+static void chat_example_quotes_first_real_line(struct test_ctx *t)
+{
+	static const struct {
+		const char *text, *want;
+		size_t cap;
+	} c[] = {
+		{ "\n   \nTitle\n\tGNU  GENERAL PUBLIC LICENSE\nVersion 3", "GNU GENERAL PUBLIC LICENSE", 64 },
+		{ "one two three four five six seven eight nine ten", "one two three four five six seven eight", 64 },
+		{ "alpha beta gamma delta", "alpha beta", 16 },
+		{ "a b\n\nc d\n", "", 64 },
+		{ "", "", 64 },
+		{ "x y z", "x y z", 64 },
+	};
+	char out[64];
+
+	for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+		int n = chat_example_of_text(c[i].text, strlen(c[i].text), out, c[i].cap);
+		T_CHECKF(t, !strcmp(out, c[i].want) && n == (int)strlen(c[i].want),
+			 "case %zu: \"%s\" (%d), want \"%s\"", i, out, n, c[i].want);
+	}
+}
+
 const struct test_case test_chat[] = {
 	{ "chat_format_from_gguf", chat_format_from_gguf },
 	{ "chat_format_names_round_trip", chat_format_names_round_trip },
 	{ "chat_stop_rules_on_synthetic_streams", chat_stop_rules_on_synthetic_streams },
+	{ "chat_example_quotes_first_real_line", chat_example_quotes_first_real_line },
 	{ NULL, NULL },
 };

@@ -349,7 +349,8 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	const char *exact_d = "Context:\nThe bakery opened in 1998.\nIt closes at noon.";
 	const char *exact_q = "\n\nAnswer with a quote from the context.\nQuestion: When does it close?\nAnswer:";
 	char fixed[256], rest[256];
-	int rc, at = -1;
+	struct chat_turn_marks mk = { -1, -1, -1 };
+	int rc;
 
 	memset(&f, 0, sizeof f);
 	app_opts_parse(&f.o, 0, NULL, err, sizeof err);
@@ -363,7 +364,7 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 				     NULL, err, sizeof err);
 	if (!rc)
 		rc = chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When does it close?",
-				     19, 1, &at, err, sizeof err);
+				     19, 1, &mk, err, sizeof err);
 	if (!rc)
 		rc = chat_tokvec_push(&wd, ct.bos);
 	if (!rc)
@@ -373,18 +374,37 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	T_CHECK(t, ct.bos >= 0 && d.n == wd.n && !memcmp(d.ids, wd.ids, (size_t)d.n * sizeof *d.ids));
 	T_CHECK(t, q.n == wq.n && !memcmp(q.ids, wq.ids, (size_t)q.n * sizeof *q.ids));
-	/* text_at: the fixed part ends where the question's own tokens start */
-	ids_text(f.tk, q.ids, at, fixed, sizeof fixed);
-	ids_text(f.tk, q.ids + at, q.n - at, rest, sizeof rest);
+	/* marks: the fixed part ends where the question's own tokens start */
+	ids_text(f.tk, q.ids, mk.text_at, fixed, sizeof fixed);
+	ids_text(f.tk, q.ids + mk.text_at, q.n - mk.text_at, rest, sizeof rest);
 	T_CHECKF(t, !strcmp(fixed, "\n\nAnswer with a quote from the context.\nQuestion:") &&
-		 !strcmp(rest, " When does it close?\nAnswer:"), "fixed \"%s\" rest \"%s\"", fixed, rest);
+		 !strcmp(rest, " When does it close?\nAnswer:") && mk.example_at == mk.example_end,
+		 "fixed \"%s\" rest \"%s\"", fixed, rest);
+	/* the first question with a worked example: the example lies between */
+	q.n = 0;
+	ct.example = "The bakery opened";
+	if (chat_build_turn(&q, &ct, f.tk, CHAT_START_IN_USER, NULL, "When?", 5, 1, &mk,
+			    err, sizeof err) == 0) {
+		char ex[256];
+		ids_text(f.tk, q.ids, mk.example_at, fixed, sizeof fixed);
+		ids_text(f.tk, q.ids + mk.example_at, mk.example_end - mk.example_at, ex, sizeof ex);
+		ids_text(f.tk, q.ids + mk.text_at, q.n - mk.text_at, rest, sizeof rest);
+		T_CHECKF(t, !strcmp(fixed, "\n\nAnswer with a quote from the context.\n") &&
+			 !strcmp(ex, "Question: " CHAT_EXAMPLE_Q "\nAnswer: The bakery opened\n\n") &&
+			 !strcmp(rest, " When?\nAnswer:") && mk.text_at > mk.example_end,
+			 "fixed \"%s\" example \"%s\" rest \"%s\"", fixed, ex, rest);
+	} else {
+		T_CHECKF(t, 0, "%s", err);
+	}
+	ct.example = NULL;
 	/* and in the chat-template format, after the user turn's opening */
 	q.n = 0;
 	if (chat_template_init(&ct, model_hparams(f.m)->arch, CHAT_FORMAT_TEMPLATE, f.tk, err, sizeof err) == 0 &&
-	    chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When?", 5, 1, &at,
+	    chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When?", 5, 1, &mk,
 			    err, sizeof err) == 0) {
-		ids_text(f.tk, q.ids + at, q.n - at, rest, sizeof rest);
-		T_CHECKF(t, !strncmp(rest, "When?", 5) && at >= 3, "at %d rest \"%s\"", at, rest);
+		ids_text(f.tk, q.ids + mk.text_at, q.n - mk.text_at, rest, sizeof rest);
+		T_CHECKF(t, !strncmp(rest, "When?", 5) && mk.text_at >= 3, "at %d rest \"%s\"",
+			 mk.text_at, rest);
 	} else {
 		T_CHECKF(t, 0, "%s", err);
 	}
@@ -547,6 +567,44 @@ static void conv_probe_splits_fixed_part(struct test_ctx *t)
 	}
 }
 
+/* --quote: every answer is a run of the document's text (the constraint
+ * masks logits). The questions are ones whose free answer is not (checked
+ * too, so the test can tell the constraint from a model that copies). */
+static void conv_quote_answers_copy_the_document(struct test_ctx *t)
+{
+	static const char *const q[] = { "What time does the bakery open?", "What kind of bread is made?" };
+	static char doc[16384];
+	struct fix f;
+	struct session_info in;
+	char err[1024];
+
+	if (fix_open(t, &f, 1))
+		return;
+	session_get_info(f.s, &in);
+	ids_text(f.tk, in.tokens, in.n_tok, doc, sizeof doc);
+	for (int i = 0; i < 2; i++) {
+		struct conv_answer a = {0}, b = {0};
+		int rc = 0;
+		session_close(f.s);
+		f.s = NULL;
+		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+		if (!rc)
+			rc = conv_ask(session_conv(f.s), q[i], NULL, NULL, &a, err, sizeof err);
+		if (!rc)
+			rc = conv_set_quote(session_conv(f.s), in.tokens, in.n_tok, err, sizeof err);
+		if (!rc)
+			rc = conv_ask(session_conv(f.s), q[i], NULL, NULL, &b, err, sizeof err);
+		T_CHECKF(t, rc == 0, "%s", err);
+		T_CHECKF(t, rc || (a.text && !strstr(doc, a.text)), "\"%s\": free answer \"%s\" "
+			 "is in the document: the test needs another question", q[i], a.text ? a.text : "");
+		T_CHECKF(t, rc || (b.text && b.text_len > 0 && strstr(doc, b.text)),
+			 "\"%s\": quoted answer \"%s\" is not in the document", q[i], b.text ? b.text : "");
+		conv_answer_free(&a);
+		conv_answer_free(&b);
+	}
+	fix_close(&f);
+}
+
 const struct test_case test_conv[] = {
 	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
 	{ "conv_stop_during_question", conv_stop_during_question },
@@ -556,5 +614,6 @@ const struct test_case test_conv[] = {
 	{ "conv_completion_stops_and_keeps_history", conv_completion_stops_and_keeps_history },
 	{ "conv_old_format_row_answers", conv_old_format_row_answers },
 	{ "conv_probe_splits_fixed_part", conv_probe_splits_fixed_part },
+	{ "conv_quote_answers_copy_the_document", conv_quote_answers_copy_the_document },
 	{ NULL, NULL },
 };

@@ -14,13 +14,15 @@ Reported per method (DESIGN.md section 6):
                      top-k passages of `ask --json`'s `evidence` field; "n/a"
                      while the binary does not emit that field
 and a lexical baseline for evidence: BM25 (SQLite FTS5 bm25()) over the
-document cut into non-overlapping ~60-word passages (~80 tokens, the
-passage size of the engine's evidence), with char offsets [start, end).
+same passages as the engine's evidence (`ask --evidence-top` large lists
+every passage with its text), and, for reference, over the file cut into
+non-overlapping ~60-word passages.
 
 One JSON record per question and method goes to --out (JSON lines):
 method, budget, task "qa", correct, full_correct, doc, question, expected,
 answer, stopped (when the binary reports it), evidence_at_1/evidence_at_3
-(null when absent), bm25_at_1/bm25_at_3, plus timing fields.
+(null when absent), bm25_same_at_1/bm25_same_at_3 (the engine's passages),
+bm25_at_1/bm25_at_3 (60-word passages), plus timing fields.
 
 Python 3 standard library only.
 """
@@ -29,6 +31,7 @@ import gzip
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -39,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PASSAGE_WORDS = 60  # ~80 Gemma tokens of English prose
+EVERY_PASSAGE = 1 << 20  # --evidence-top: every passage, for BM25 over the same ones
 
 
 def die(msg):
@@ -118,6 +122,10 @@ class BM25:
 
     def add(self, doc, text):
         rows = [(doc, s, e, text[s:e]) for s, e in passages(text)]
+        return self.add_passages(doc, rows)
+
+    def add_passages(self, doc, rows):
+        """rows: (doc, start, end, text) per passage."""
         self.db.executemany("INSERT INTO p(doc, start, end, body) VALUES (?, ?, ?, ?)", rows)
         return len(rows)
 
@@ -183,6 +191,7 @@ def main():
     ap.add_argument("--budget", type=float, default=0.10, help="SeKV budget (default 0.10)")
     ap.add_argument("-t", "--threads", type=int, default=int(os.environ.get("BENCH_THREADS", "2")))
     ap.add_argument("--timeout", type=int, default=600, help="seconds per sekv call")
+    ap.add_argument("--ask-args", default="", help="extra `sekv ask` options, e.g. \"--quote\"")
     ap.add_argument("--check-only", action="store_true", help="only check the questions against the documents")
     ap.add_argument("--quiet", action="store_true", help="no line per question")
     args = ap.parse_args()
@@ -225,7 +234,9 @@ def main():
         if args.model:
             common += ["-m", args.model]
 
-        bm25 = BM25()
+        bm25 = BM25()       # ~60-word passages of the file's text
+        bm25_same = BM25()  # the engine's own passages (every passage of `evidence`)
+        same_docs = set()
         t_start = time.monotonic()
         ids = {}
         for doc in dict.fromkeys(q["doc"] for q in qs):
@@ -239,18 +250,20 @@ def main():
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         out = open(args.out, "w", encoding="utf-8")
         recs = {m: [] for m in methods}
-        bm = []
+        bm, bm_same = [], []
         for i, q in enumerate(qs, 1):
             doc, exp = q["doc"], q["answer"]
             top = bm25.rank(doc, q["question"], 3)
             b = [any(exp in r[2] for r in top[:1]), any(exp in r[2] for r in top[:3])]
             bm.append(b)
+            bs = None
             full_correct = None
             for m in methods:
                 cmd = [args.bin, "ask", ids[doc], q["question"], "--kv", m, "-n", str(args.n_predict),
-                       "--json", "--temp", "0", "-q"] + common
+                       "--json", "--temp", "0", "-q", "--evidence-top", str(EVERY_PASSAGE)] + common
                 if m == "sekv":
                     cmd += ["--budget", str(args.budget)]
+                cmd += shlex.split(args.ask_args)
                 p, dt = run(cmd, args.timeout)
                 j, err = {}, None
                 if p.returncode != 0:
@@ -265,11 +278,22 @@ def main():
                 if m == "full":
                     full_correct = correct
                 ev = evidence_hits(j.get("evidence"), exp, texts[doc]) if err is None else None
+                if doc not in same_docs and isinstance(j.get("evidence"), list) and j["evidence"]:
+                    rows = [(doc, e["start"], e["end"], e["text"]) for e in j["evidence"]
+                            if isinstance(e, dict) and isinstance(e.get("text"), str)]
+                    bm25_same.add_passages(doc, rows)
+                    same_docs.add(doc)
+                if bs is None and doc in same_docs:
+                    top_s = bm25_same.rank(doc, q["question"], 3)
+                    bs = [any(exp in r[2] for r in top_s[:1]), any(exp in r[2] for r in top_s[:3])]
+                    bm_same.append(bs)
                 rec = {"method": m, "budget": 1.0 if m == "full" else args.budget, "task": "qa",
                        "correct": correct, "full_correct": full_correct,
                        "doc": doc, "question": q["question"], "expected": exp, "answer": answer,
                        "evidence_at_1": ev[0] if ev else None, "evidence_at_3": ev[1] if ev else None,
-                       "bm25_at_1": b[0], "bm25_at_3": b[1], "ask_s": round(dt, 3)}
+                       "bm25_at_1": b[0], "bm25_at_3": b[1],
+                       "bm25_same_at_1": bs[0] if bs else None, "bm25_same_at_3": bs[1] if bs else None,
+                       "ask_s": round(dt, 3)}
                 if "stopped" in j:
                     rec["stopped"] = j["stopped"]
                 if isinstance(j.get("evidence"), list):
@@ -292,7 +316,7 @@ def main():
 
         print()
         print(f"QA benchmark: {len(qs)} questions, {ndocs} documents, -n {args.n_predict}, "
-              f"{args.threads} threads, {wall / 60:.1f} min")
+              f"{args.threads} threads, {wall / 60:.1f} min" + (f", ask {args.ask_args}" if args.ask_args else ""))
         head = f"{'method':8s} {'budget':>6s} {'n':>4s} {'answer_acc':>10s} {'ev_recall@1':>11s} {'ev_recall@3':>11s}"
         print(head)
         print("-" * len(head))
@@ -305,8 +329,10 @@ def main():
             errs = sum(1 for r in rs if "error" in r)
             print(f"{m:8s} {bud:>6s} {len(rs):4d} {fmt(acc):>10s} {fmt(e1):>11s} {fmt(e3):>11s}"
                   + (f"   ({errs} errors)" if errs else ""))
-        print(f"{'bm25':8s} {'-':>6s} {len(bm):4d} {'n/a':>10s} {fmt(share([b[0] for b in bm])):>11s} "
-              f"{fmt(share([b[1] for b in bm])):>11s}")
+        print(f"{'bm25':8s} {'-':>6s} {len(bm_same):4d} {'n/a':>10s} {fmt(share([b[0] for b in bm_same])):>11s} "
+              f"{fmt(share([b[1] for b in bm_same])):>11s}   (the engine's passages)")
+        print(f"{'bm25-60w':8s} {'-':>6s} {len(bm):4d} {'n/a':>10s} {fmt(share([b[0] for b in bm])):>11s} "
+              f"{fmt(share([b[1] for b in bm])):>11s}   (60-word passages)")
         if "full" in recs and "sekv" in recs and recs["full"] and recs["sekv"]:
             both = sum(1 for a, s in zip(recs["full"], recs["sekv"]) if a["correct"] and s["correct"])
             print(f"sekv correct where full is correct: {both} of {sum(r['correct'] for r in recs['full'])}")
