@@ -60,7 +60,6 @@ struct app_opts {
 	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
 	int no_evidence;       /* --no-evidence */
 	int evidence_top;      /* --evidence-top N: passages shown per answer */
-	int quote;             /* --quote: extractive answers (conv_set_quote) */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

@@ -192,10 +192,7 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 		conv_kv_sekv(&kv, s->sc, s->mem);
 	else
 		conv_kv_full(&kv);
-	int rc = conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
-	if (rc == 0 && s->o.quote)
-		rc = conv_set_quote(s->conv, s->tokens, s->n_tok, err, errlen);
-	return rc;
+	return conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
 }
 
 /* The stored document: checked against the model, tokens read. */

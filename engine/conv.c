@@ -9,7 +9,6 @@
  */
 #include "engine/conv.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,13 +50,6 @@ struct conv {
 	struct chat_turn_marks turn_mk; /* where the question and the example lie in turn */
 	struct model_probe probe;  /* copy of the caller's probe, NULL mass: off */
 	struct model_probe probe_base; /* the same heads into the baseline */
-	const int32_t *quote_doc;  /* [n_quote_doc] borrowed: answers quote it (conv_set_quote) */
-	int n_quote_doc;
-	int32_t *quote_pos;        /* [n_quote_doc] positions where the quote so far ends */
-	int n_quote_pos;
-	int quote_started;         /* 0: the next token may start anywhere in the document */
-	unsigned char *quote_ok;   /* [n_vocab] scratch: tokens allowed next */
-	int32_t quote_nl;          /* the newline token that ends a quote, or -1 */
 	int32_t *hist;             /* [tail_cap] ids decoded since conv_new, the
 	                              first tail_cap of them */
 	conv_warn_fn warn;
@@ -199,88 +191,8 @@ void conv_free(struct conv *c)
 	free(c->agg_idx);
 	free(c->agg);
 	free(c->hist);
-	free(c->quote_pos);
-	free(c->quote_ok);
 	chat_tokvec_free(&c->turn);
 	free(c);
-}
-
-/* ---- quotes --------------------------------------------------------- */
-
-int conv_set_quote(struct conv *c, const int32_t *doc, int n, char *err, size_t errlen)
-{
-	int32_t nl[2];
-
-	free(c->quote_pos);
-	free(c->quote_ok);
-	c->quote_pos = NULL;
-	c->quote_ok = NULL;
-	c->quote_doc = NULL;
-	c->n_quote_doc = 0;
-	if (!doc || n <= 0)
-		return 0;
-	if (!c->tk)
-		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: quotes need a tokenizer");
-	if (!(c->quote_pos = malloc((size_t)n * sizeof *c->quote_pos)) ||
-	    !(c->quote_ok = malloc((size_t)c->hp->n_vocab))) {
-		free(c->quote_pos);
-		c->quote_pos = NULL;
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: quotes: out of memory");
-	}
-	c->quote_nl = tok_encode(c->tk, "\n", 1, 0, nl, 2, err, errlen) == 1 ? nl[0] : -1;
-	c->quote_doc = doc;
-	c->n_quote_doc = n;
-	return 0;
-}
-
-/* Sets the logits of every token that does not continue the quote to
- * -inf: a token of the document (not a control token) to start, then one
- * that follows the quote so far somewhere in the document; a newline and
- * the end of the turn are always allowed (they end the answer). */
-static void quote_mask(struct conv *c)
-{
-	const int32_t *d = c->quote_doc;
-	unsigned char *ok = c->quote_ok;
-	int n = c->n_quote_doc, n_vocab = c->hp->n_vocab;
-
-	memset(ok, 0, (size_t)n_vocab);
-	if (!c->quote_started) {
-		for (int i = 0; i < n; i++)
-			if (d[i] >= 0 && d[i] < n_vocab && !tok_is_control(c->tk, d[i]))
-				ok[d[i]] = 1;
-	} else {
-		for (int j = 0; j < c->n_quote_pos; j++) {
-			int p = c->quote_pos[j] + 1;
-			if (p < n && d[p] >= 0 && d[p] < n_vocab)
-				ok[d[p]] = 1;
-		}
-	}
-	if (c->quote_nl >= 0 && c->quote_nl < n_vocab)
-		ok[c->quote_nl] = 1;
-	for (int v = 0; v < n_vocab; v++)
-		if (!ok[v] && !chat_is_end(&c->ct, v))
-			c->logits[v] = -INFINITY;
-}
-
-/* The quote after token id: the positions where it now ends. */
-static void quote_accept(struct conv *c, int32_t id)
-{
-	const int32_t *d = c->quote_doc;
-	int k = 0;
-
-	if (!c->quote_started) {
-		for (int i = 0; i < c->n_quote_doc; i++)
-			if (d[i] == id)
-				c->quote_pos[k++] = i;
-	} else {
-		for (int j = 0; j < c->n_quote_pos; j++) {
-			int p = c->quote_pos[j] + 1;
-			if (p < c->n_quote_doc && d[p] == id)
-				c->quote_pos[k++] = p;
-		}
-	}
-	c->n_quote_pos = k;
-	c->quote_started = k > 0;
 }
 
 /* Points the KV method's probe at p (NULL: off). */
@@ -584,10 +496,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	a->n_cap = c->n_answer_max;
 	double g0 = clk_now();
 	sampler_reset_recent(&c->smp);
-	c->quote_started = 0;
 	for (;;) {
-		if (c->quote_doc)
-			quote_mask(c);
 		int32_t id = sampler_sample(&c->smp, c->logits);
 		if (chat_is_end(&c->ct, id))
 			break;
@@ -613,8 +522,6 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 		a->ids[a->n_gen++] = id;
 		if (!sr.done)
 			sampler_accept(&c->smp, id);
-		if (c->quote_doc)
-			quote_accept(c, id);
 		const struct sekv_stats *st = c->kv.stats && !sr.done ? c->kv.stats(c->kv.ctx) : NULL;
 		if (st && c->agg)
 			agg_step(c, st, a, &n_agg);

@@ -163,16 +163,6 @@ void conv_free(struct conv *c); /* NULL is a no-op */
  * base is NULL. Both borrowed until replaced; p NULL: off. */
 void conv_set_probe(struct conv *c, const struct model_probe *p, float *base);
 
-/* Extractive answers (issue 8 part 4, --quote): from the next answer on,
- * every answer token must continue a contiguous run of doc[0..n) (the
- * document's token sequence; control tokens never start one), so an
- * answer is a quote of the document up to where the model ends it (a
- * newline or the end of its turn, always allowed). Decoding is
- * constrained by masking logits before sampling; nothing else changes.
- * doc borrowed until replaced; NULL or n <= 0: off. Scratch is sized
- * here. 0, SEKV_ENOMEM, SEKV_EINVAL (no tokenizer). */
-int conv_set_quote(struct conv *c, const int32_t *doc, int n, char *err, size_t errlen);
-
 void conv_set_warn(struct conv *c, conv_warn_fn fn, void *ud);
 const struct model *conv_model(const struct conv *c);
 

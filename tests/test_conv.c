@@ -567,44 +567,6 @@ static void conv_probe_splits_fixed_part(struct test_ctx *t)
 	}
 }
 
-/* --quote: every answer is a run of the document's text (the constraint
- * masks logits). The questions are ones whose free answer is not (checked
- * too, so the test can tell the constraint from a model that copies). */
-static void conv_quote_answers_copy_the_document(struct test_ctx *t)
-{
-	static const char *const q[] = { "What time does the bakery open?", "What kind of bread is made?" };
-	static char doc[16384];
-	struct fix f;
-	struct session_info in;
-	char err[1024];
-
-	if (fix_open(t, &f, 1))
-		return;
-	session_get_info(f.s, &in);
-	ids_text(f.tk, in.tokens, in.n_tok, doc, sizeof doc);
-	for (int i = 0; i < 2; i++) {
-		struct conv_answer a = {0}, b = {0};
-		int rc = 0;
-		session_close(f.s);
-		f.s = NULL;
-		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
-		if (!rc)
-			rc = conv_ask(session_conv(f.s), q[i], NULL, NULL, &a, err, sizeof err);
-		if (!rc)
-			rc = conv_set_quote(session_conv(f.s), in.tokens, in.n_tok, err, sizeof err);
-		if (!rc)
-			rc = conv_ask(session_conv(f.s), q[i], NULL, NULL, &b, err, sizeof err);
-		T_CHECKF(t, rc == 0, "%s", err);
-		T_CHECKF(t, rc || (a.text && !strstr(doc, a.text)), "\"%s\": free answer \"%s\" "
-			 "is in the document: the test needs another question", q[i], a.text ? a.text : "");
-		T_CHECKF(t, rc || (b.text && b.text_len > 0 && strstr(doc, b.text)),
-			 "\"%s\": quoted answer \"%s\" is not in the document", q[i], b.text ? b.text : "");
-		conv_answer_free(&a);
-		conv_answer_free(&b);
-	}
-	fix_close(&f);
-}
-
 const struct test_case test_conv[] = {
 	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
 	{ "conv_stop_during_question", conv_stop_during_question },
@@ -614,6 +576,5 @@ const struct test_case test_conv[] = {
 	{ "conv_completion_stops_and_keeps_history", conv_completion_stops_and_keeps_history },
 	{ "conv_old_format_row_answers", conv_old_format_row_answers },
 	{ "conv_probe_splits_fixed_part", conv_probe_splits_fixed_part },
-	{ "conv_quote_answers_copy_the_document", conv_quote_answers_copy_the_document },
 	{ NULL, NULL },
 };

@@ -67,6 +67,8 @@ def steps_mask(q, which, prefix_len, suffix_len):
         return q.qflag == 1
     if which == "qtext":
         return (idx >= prefix_len) & (idx < nq - suffix_len)
+    if which == "after":  # the engine's: every token from the question's text on
+        return idx >= prefix_len
     if which == "qtext+ans":
         return ((idx >= prefix_len) & (idx < nq - suffix_len)) | (q.qflag == 0)
     if which == "answer":
@@ -139,6 +141,9 @@ def study(args, qs_raw, texts, methods, load, passages_of):
             sc = [score(q, [h], "qtext", "row", pre, suf) for q in qs]
             line.append(f"{h[0]}:{h[1]} {recall(qs, sc, 3):.2f}")
         print("  " + "  ".join(line))
+        sc = [score(q, cur, "after", "raw", pre, suf, contrast=1.0) for q in qs]
+        print(f"engine rule: from the question's text on, minus fixed part   @1 {recall(qs, sc, 1):.3f} "
+              f"@3 {recall(qs, sc, 3):.3f}")
         for which in ("all", "qtext"):
             for c in (0.5, 1.0):
                 sc = [score(q, cur, which, "row", pre, suf, contrast=c) for q in qs]
