@@ -109,6 +109,10 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
  * "rank. [start, end) score%  snippet"; the snippet is raw document text
  * (make it inert before showing it). */
 void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap);
+/* One line of at most max bytes (max >= 8) of text[a, b) into out: white
+ * space runs become one space, cut on a UTF-8 boundary ("..." when cut).
+ * Raw text: make it inert before showing it. */
+void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, size_t max);
 /* "Evidence:" block: rank, [start, end) bytes, score %, inert snippet. */
 void app_evidence_print(const struct app_evidence *ev, FILE *f);
 /* [{rank, start, end, text, score}] (a new cJSON array). */
@@ -131,6 +135,8 @@ int cmd_generate(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_sessions(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 

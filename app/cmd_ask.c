@@ -87,6 +87,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	if (a->warn[0])
 		app_json_add_text(j, "warning", a->warn);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
+	if (session_stored_id(s))
+		cJSON_AddNumberToObject(j, "session", (double)session_stored_id(s));
 	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
 	cJSON_AddNumberToObject(j, "rmax", in.r_use);
@@ -190,6 +192,11 @@ int cmd_ask(int argc, char **argv)
 			rc = rc2 ? rc2 : rc;
 		}
 	}
+	if (!rc || rc == SEKV_EINTR) {
+		char e3[512];
+		if (session_record_turn(s, o.args[1], &a, &ev, e3, sizeof e3))
+			app_errorf("sekv ask: note: the answer was not saved in the library: %s\n", e3);
+	}
 	if (rc && rc != SEKV_EINTR) {
 		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
@@ -205,10 +212,10 @@ int cmd_ask(int argc, char **argv)
 			struct session_info in;
 			session_get_info(s, &in);
 			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
-				"%.1f zoomed spans/token, resume %.3fs\n",
+				"%.1f zoomed spans/token, resume %.3fs, session %lld\n",
 				a.n_gen, a.decode_tps,
 				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),
-				a.zoom_per_token, in.resume_s);
+				a.zoom_per_token, in.resume_s, (long long)session_stored_id(s));
 		}
 	}
 	conv_answer_free(&a);

@@ -85,8 +85,22 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 	if (ev.on && (rc == 0 || rc == SEKV_EINTR) &&
 	    app_evidence_end(&ev, c->s, c->tk, e2, sizeof e2) == 0)
 		note_evidence(ui, &ev);
-	else if (ev.on)
+	else if (ev.on) {
 		conv_set_probe(session_conv(c->s), NULL, NULL);
+		ev.on = 0; /* no passages to store */
+	}
+	if (rc == 0 || rc == SEKV_EINTR) {
+		int first = session_stored_id(c->s) == 0;
+		char msg[600];
+		if (session_record_turn(c->s, q, &a, &ev, e2, sizeof e2)) {
+			snprintf(msg, sizeof msg, "not saved in the library: %s", e2);
+			ui_chat_note(ui, msg);
+		} else if (first) {
+			snprintf(msg, sizeof msg, "saved as session %lld ('sekv export %lld' writes it as Markdown)",
+				 (long long)session_stored_id(c->s), (long long)session_stored_id(c->s));
+			ui_chat_note(ui, msg);
+		}
+	}
 	app_evidence_free(&ev);
 	if (rc == 0 && a.stopped == CONV_STOP_LENGTH) {
 		char msg[96];

@@ -231,8 +231,8 @@ int cmd_rm(int argc, char **argv)
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("rm", err);
-	if (o.n_args < 1)
-		return usage_fail("rm", "usage: sekv rm DOC...");
+	if (o.n_args < 1 && !o.session_id)
+		return usage_fail("rm", "usage: sekv rm DOC... | sekv rm --session ID");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("rm", err);
 	if (access(o.db, F_OK) != 0) {
@@ -241,6 +241,16 @@ int cmd_rm(int argc, char **argv)
 	}
 	if (store_open(&st, o.db, err, sizeof err))
 		return fail("rm", err);
+	if (o.session_id) {
+		int src = store_session_delete(st, o.session_id, err, sizeof err);
+		if (src == SEKV_ENOTFOUND)
+			snprintf(err, sizeof err, "session %d is not in %.400s (see 'sekv sessions')",
+				 o.session_id, o.db);
+		if (src)
+			rc = fail("rm", err);
+		else if (!o.quiet)
+			app_errorf("sekv rm: session %d deleted\n", o.session_id);
+	}
 	for (int i = 0; i < o.n_args; i++) {
 		int64_t id;
 		if (app_parse_doc_id(o.args[i], &id)) {

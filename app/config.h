@@ -27,7 +27,9 @@ enum {
 	APP_CMD_GENERATE = 1 << 5,
 	APP_CMD_TOKENIZE = 1 << 6,
 	APP_CMD_INSPECT = 1 << 7,
-	APP_CMD_ALL = (1 << 8) - 1,
+	APP_CMD_SESSIONS = 1 << 8,
+	APP_CMD_EXPORT = 1 << 9,
+	APP_CMD_ALL = (1 << 10) - 1,
 };
 
 /* Evidence passages shown per answer unless --evidence-top says. */
@@ -60,6 +62,7 @@ struct app_opts {
 	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
 	int no_evidence;       /* --no-evidence */
 	int evidence_top;      /* --evidence-top N: passages shown per answer */
+	int session_id;        /* --session ID (rm), 0 = none */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

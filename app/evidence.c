@@ -129,9 +129,7 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
 	return rc;
 }
 
-/* One line of at most max bytes of text[a, b): white space runs become
- * one space, cut on a UTF-8 boundary ("..." when cut). */
-static void snippet(const char *text, int64_t a, int64_t b, char *out, size_t max)
+void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, size_t max)
 {
 	size_t n = 0;
 	int sp = 0;
@@ -163,7 +161,7 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 	const struct evidence_passage *p = &ev->pas[i];
 	char line[160];
 
-	snippet(ev->text, p->start, p->end, line, 100);
+	app_evidence_snippet(ev->text, p->start, p->end, line, 100);
 	snprintf(buf, cap, "%d. [%lld, %lld) %+5.1f%%  %s", p->rank, (long long)p->start,
 		 (long long)p->end, 100.0 * p->score, line);
 }

@@ -17,6 +17,7 @@
 #include "engine/conv.h"
 #include "engine/clock.h"
 #include "engine/err.h"
+#include "engine/evidence.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
@@ -38,6 +39,7 @@ struct session {
 	int32_t *tokens;           /* [n_tok] document tokens */
 	int n_tok;
 	char example[256];         /* worked example's answer (chat_example_of_text), "" none */
+	int64_t stored_id;         /* the session in the library, 0 until the first turn */
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
@@ -273,6 +275,49 @@ void session_close(struct session *s)
 	free(s->tokens);
 	store_close(s->st);
 	free(s);
+}
+
+int session_record_turn(struct session *s, const char *question, const struct conv_answer *a,
+			const struct app_evidence *ev, char *err, size_t errlen)
+{
+	struct store_turn t = { 0 };
+	struct store_evidence_row row[64];
+	int64_t id = s->stored_id;
+	int rc;
+
+	/* a new session and its first turn land together or not at all */
+	if ((rc = store_tx_begin(s->st, err, errlen)))
+		return rc;
+	if (!id && (rc = store_session_create(s->st, s->doc.id, s->sc ? "sekv" : "full", &id,
+					      err, errlen)))
+		goto fail;
+	t.question = (char *)question;
+	t.answer = a->text ? a->text : "";
+	snprintf(t.stopped, sizeof t.stopped, "%s", conv_stop_name(a->stopped));
+	t.n_gen = a->n_gen;
+	if (ev && ev->on) {
+		evidence_heads_format(ev->head, ev->n_head, t.heads, sizeof t.heads);
+		for (int i = 0; i < ev->n_pas && i < (int)(sizeof row / sizeof *row); i++) {
+			row[i] = (struct store_evidence_row){ .rank = ev->pas[i].rank,
+				.start = ev->pas[i].start, .end = ev->pas[i].end, .score = ev->pas[i].score };
+			t.n_ev = i + 1;
+		}
+		t.ev = row;
+	}
+	if ((rc = store_session_add_turn(s->st, id, &t, err, errlen)))
+		goto fail;
+	if ((rc = store_tx_commit(s->st, err, errlen)))
+		return rc;
+	s->stored_id = id;
+	return 0;
+fail:
+	store_tx_rollback(s->st);
+	return rc;
+}
+
+int64_t session_stored_id(const struct session *s)
+{
+	return s->stored_id;
 }
 
 struct conv *session_conv(struct session *s)

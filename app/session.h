@@ -21,6 +21,8 @@ struct tok;
 struct model;
 struct conv;
 struct store;
+struct conv_answer;
+struct app_evidence;
 
 /* Opens document doc_id of the library o->db for model m and tokenizer tk
  * (borrowed: loaded once by the caller, they must outlive the session)
@@ -36,6 +38,15 @@ void session_close(struct session *s); /* NULL is a no-op */
 /* The conversation over the document (borrowed, valid until session_close):
  * ask with conv_ask (engine/conv.h). */
 struct conv *session_conv(struct session *s);
+
+/* Stores question, answer a and, when ev is on, its evidence passages (at
+ * most 64, by rank) and heads as the next turn of this session in the
+ * library, creating the stored session at the first turn. 0 or a store
+ * error (the answer itself is unaffected; say so and go on). */
+int session_record_turn(struct session *s, const char *question, const struct conv_answer *a,
+			const struct app_evidence *ev, char *err, size_t errlen);
+/* The stored session's id (`sekv sessions`), 0 before the first turn. */
+int64_t session_stored_id(const struct session *s);
 
 /* The library the session reads (borrowed, valid until session_close). */
 struct store *session_store(struct session *s);

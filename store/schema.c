@@ -92,6 +92,27 @@ static const char *const store_migration[] = {
 	"ALTER TABLE documents ADD COLUMN prompt_format TEXT;",
 	/* 3 -> 4: evidence_heads: retrieval heads per model fingerprint */
 	STORE_MIGRATION_EVIDENCE_HEADS,
+	/* 4 -> 5: sessions over a document (kv: "sekv" or "full"); turns: each
+	 * question, its answer (stopped: conv_stop_name) and the retrieval
+	 * heads ("L:H,...", NULL without evidence); turn_evidence: the
+	 * answer's evidence passages, byte range [start, end) of the text */
+	"CREATE TABLE sessions ("
+	" id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	" doc INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
+	" kv TEXT NOT NULL, created REAL NOT NULL, last_used REAL NOT NULL,"
+	" n_turn INTEGER NOT NULL);"
+	"CREATE INDEX sessions_doc ON sessions(doc);"
+	"CREATE TABLE turns ("
+	" session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+	" idx INTEGER NOT NULL, question TEXT NOT NULL, answer TEXT NOT NULL,"
+	" stopped TEXT NOT NULL, n_gen INTEGER NOT NULL, heads TEXT,"
+	" created REAL NOT NULL,"
+	" PRIMARY KEY (session, idx));"
+	"CREATE TABLE turn_evidence ("
+	" session INTEGER NOT NULL, idx INTEGER NOT NULL, rank INTEGER NOT NULL,"
+	" start INTEGER NOT NULL, end INTEGER NOT NULL, score REAL NOT NULL,"
+	" PRIMARY KEY (session, idx, rank),"
+	" FOREIGN KEY (session, idx) REFERENCES turns(session, idx) ON DELETE CASCADE);",
 };
 
 #define STORE_SCHEMA_VERSION \

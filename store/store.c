@@ -38,6 +38,24 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_EVH_GET] = "SELECT heads FROM evidence_heads WHERE model_fp = ?",
 	[ST_EVH_PUT] = "INSERT OR REPLACE INTO evidence_heads (model_fp, heads, scores, created)"
 		" VALUES (?, ?, ?, ?)",
+	[ST_SES_INSERT] = "INSERT INTO sessions (doc, kv, created, last_used, n_turn)"
+		" VALUES (?, ?, ?, ?, 0)",
+	[ST_SES_GET] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title"
+		" FROM sessions s JOIN documents d ON d.id = s.doc WHERE s.id = ?",
+	[ST_SES_LIST] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title"
+		" FROM sessions s JOIN documents d ON d.id = s.doc"
+		" WHERE ?1 < 0 OR s.doc = ?1 ORDER BY s.id",
+	[ST_SES_TOUCH] = "UPDATE sessions SET n_turn = n_turn + 1, last_used = ?2 WHERE id = ?1",
+	[ST_SES_DELETE] = "DELETE FROM sessions WHERE id = ?",
+	[ST_TURN_INSERT] = "INSERT INTO turns (session, idx, question, answer, stopped, n_gen,"
+		" heads, created) VALUES (?1, (SELECT n_turn FROM sessions WHERE id = ?1),"
+		" ?3, ?4, ?5, ?6, ?7, ?8)",
+	[ST_TURN_GET] = "SELECT idx, question, answer, stopped, n_gen, heads, created"
+		" FROM turns WHERE session = ? ORDER BY idx",
+	[ST_TEV_INSERT] = "INSERT INTO turn_evidence (session, idx, rank, start, end, score)"
+		" VALUES (?1, (SELECT n_turn FROM sessions WHERE id = ?1), ?3, ?4, ?5, ?6)",
+	[ST_TEV_GET] = "SELECT idx, rank, start, end, score FROM turn_evidence"
+		" WHERE session = ? ORDER BY idx, rank",
 	[ST_TEXT_GET] = "SELECT text FROM doc_text WHERE doc = ?",
 	/* length() of a blob reads its size from the record header, not its
 	 * overflow pages */

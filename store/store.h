@@ -1,5 +1,6 @@
 /* store.h - the SQLite library file: documents, their SeKV memories, the
- * exact KV decoding needs, and ingest progress.
+ * exact KV decoding needs, ingest progress, and sessions (each question,
+ * answer and its evidence).
  *
  * One file (default $XDG_DATA_HOME/sekv/library.db). Every write that
  * belongs together happens in one transaction, so a crash leaves either the
@@ -138,6 +139,61 @@ int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
 /* Bytes the document occupies in the file (sum of its blob lengths).
  * Returns the count, or a negative SEKV_E* code (SEKV_EDB). */
 int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
+
+/* ---- sessions: conversations over a document, turn by turn ---------- */
+
+struct store_session {
+	int64_t id;
+	int64_t doc;
+	char kv[16];              /* memory answered from: "sekv", "full" */
+	double created;           /* unix time */
+	double last_used;         /* unix time of the last turn (created before) */
+	int n_turn;
+	char doc_title[256];
+};
+
+struct store_evidence_row {
+	int rank;                 /* 1 = best */
+	int64_t start, end;       /* byte range [start, end) of the document's text */
+	double score;             /* evidence_rank's score */
+};
+
+struct store_turn {
+	int idx;                  /* 0-based, in the order asked */
+	char *question;           /* UTF-8; owned by the array when read */
+	char *answer;
+	char stopped[8];          /* conv_stop_name: "stop", "length", "user" */
+	int n_gen;                /* answer tokens */
+	char heads[128];          /* retrieval heads "L:H,...", "" without evidence */
+	double created;
+	int n_ev;
+	struct store_evidence_row *ev; /* [n_ev] by rank; owned when read */
+};
+
+/* Creates a session over document doc answering from kv ("sekv", "full");
+ * *id set. 0, SEKV_ENOTFOUND (no such document), SEKV_EDB. */
+int store_session_create(struct store *s, int64_t doc, const char *kv, int64_t *id,
+			 char *err, size_t errlen);
+/* Appends turn t (its idx ignored: the next one) with its t->n_ev evidence
+ * rows in one transaction and advances the session's n_turn and last_used.
+ * t is borrowed. 0, SEKV_ENOTFOUND (no such session), SEKV_EDB. */
+int store_session_add_turn(struct store *s, int64_t session, const struct store_turn *t,
+			   char *err, size_t errlen);
+/* One session (with its document's title). 0, SEKV_ENOTFOUND, SEKV_EDB. */
+int store_session_get(struct store *s, int64_t id, struct store_session *out,
+		      char *err, size_t errlen);
+/* Sessions of document doc (doc < 0: all), by id, into a malloc'ed *out
+ * [*n] (free it; NULL when none). 0, SEKV_ENOMEM, SEKV_EDB. */
+int store_session_list(struct store *s, int64_t doc, struct store_session **out, int *n,
+		       char *err, size_t errlen);
+/* The turns of a session in order, each with its evidence, into *out [*n]
+ * (store_turns_free). 0, SEKV_ENOMEM, SEKV_EFORMAT (evidence of a turn
+ * that is not there, a bad range), SEKV_EDB. */
+int store_session_turns_dup(struct store *s, int64_t session, struct store_turn **out,
+			    int *n, char *err, size_t errlen);
+void store_turns_free(struct store_turn *t, int n); /* NULL is a no-op */
+/* Deletes a session, its turns and their evidence. 0, SEKV_ENOTFOUND, SEKV_EDB. */
+int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen);
 
 /* Groups several writes (e.g. the last chunk and store_doc_put_swa) into
  * one transaction: every store_* call between begin and commit joins it,

@@ -253,15 +253,96 @@ static void cli_ask_output_inert(struct test_ctx *t)
 	int ok = plain && json && st1 == 0 && st2 == 0 && j && !test_has_controls(plain, strlen(plain)) &&
 		 !test_has_controls(json, strlen(json));
 	int quoted = ok && (strstr(plain, "]52;c;") || strstr(json, "]52;c;"));
+	/* the stored session quotes the evidence passages: export is inert too */
+	cJSON *sid = j ? cJSON_GetObjectItem(j, "session") : NULL;
+	char *md = NULL;
+	int st3 = -1;
+	if (ok && cJSON_IsNumber(sid)) {
+		snprintf(cmd, sizeof cmd, "%s export %lld --db %s 2>/dev/null", test_sekv_bin(),
+			 (long long)sid->valuedouble, db);
+		md = test_run_cmd(cmd, &st3);
+	}
+	ok = ok && md && st3 == 0 && strstr(md, "Evidence") && !test_has_controls(md, strlen(md));
+	free(md);
 	cJSON_Delete(j);
 	if (!ok)
-		T_FAIL(t, "exit %d/%d, text: %.200s\njson: %.300s", st1, st2, plain ? plain : "", json ? json : "");
+		T_FAIL(t, "exit %d/%d/%d, text: %.200s\njson: %.300s", st1, st2, st3, plain ? plain : "",
+		       json ? json : "");
 	free(plain);
 	free(json);
 	if (!ok)
 		return;
 	if (!quoted)
 		T_SKIP(t, "the model quoted none of the document's escapes: nothing reached the output to check");
+}
+
+/* Every answer of ask is stored as a session turn with its evidence:
+ * `sessions` lists it, `export` writes the question, the answer and each
+ * passage quoted from the stored text at its byte range, and
+ * `rm --session` deletes it. */
+static void cli_ask_stores_session_and_exports_it(struct test_ctx *t)
+{
+	char cmd[1024], want[128], *text = NULL;
+	size_t text_len = 0;
+	struct store *st = NULL;
+	int status;
+
+	T_CHECK(t, sample_doc(t));
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who publishes this License?' --db %s -m %s -n 16 -q --json",
+		 test_sekv_bin(), (long long)g_doc, g_db, test_model_path());
+	char *out = test_run_cmd(cmd, &status);
+	cJSON *j = out ? cJSON_Parse(out) : NULL;
+	cJSON *sid = j ? cJSON_GetObjectItem(j, "session") : NULL;
+	cJSON *ans = j ? cJSON_GetObjectItem(j, "answer") : NULL;
+	cJSON *ev = j ? cJSON_GetArrayItem(cJSON_GetObjectItem(j, "evidence"), 0) : NULL;
+	free(out);
+	if (!(status == 0 && cJSON_IsNumber(sid) && cJSON_IsString(ans) && ev)) {
+		cJSON_Delete(j);
+		T_FAIL(t, "ask --json: exit %d, no session, answer or evidence", status);
+		return;
+	}
+	long long id = (long long)sid->valuedouble;
+	int64_t a = (int64_t)cJSON_GetObjectItem(ev, "start")->valuedouble;
+	int64_t b = (int64_t)cJSON_GetObjectItem(ev, "end")->valuedouble;
+	char answer[512], quote[64];
+	snprintf(answer, sizeof answer, "%s", ans->valuestring);
+	cJSON_Delete(j);
+	char err[512];
+	T_CHECKF(t, store_open(&st, g_db, err, sizeof err) == 0 &&
+		 store_doc_text_dup(st, g_doc, &text, &text_len, err, sizeof err) == 0, "%s", err);
+	store_close(st);
+	T_CHECK(t, a >= 0 && b > a && (size_t)b <= text_len);
+	/* the passage's first word run, as export collapses white space */
+	app_evidence_snippet(text, a, b, quote, 40);
+	free(text);
+	char *dots = strstr(quote, "...");
+	if (dots)
+		*dots = 0;
+
+	snprintf(cmd, sizeof cmd, "%s sessions %lld --db %s", test_sekv_bin(), (long long)g_doc, g_db);
+	out = test_run_cmd(cmd, &status);
+	snprintf(want, sizeof want, "\n%lld\tdoc %lld\t", id, (long long)g_doc);
+	char want0[128];
+	snprintf(want0, sizeof want0, "%lld\tdoc %lld\t", id, (long long)g_doc);
+	int listed = out && status == 0 && (strstr(out, want) || !strncmp(out, want0, strlen(want0))) &&
+		     strstr(out, "1 turn\t");
+	free(out);
+	T_CHECKF(t, listed, "session %lld not listed", id);
+
+	snprintf(cmd, sizeof cmd, "%s export %lld --db %s", test_sekv_bin(), id, g_db);
+	out = test_run_cmd(cmd, &status);
+	int exported = out && status == 0 && strstr(out, "## 1. Who publishes this License?") &&
+		       strstr(out, answer) && strstr(out, "Evidence (retrieval heads ") && strstr(out, quote);
+	T_CHECKF(t, exported, "export: exit %d, want answer \"%s\" and quote \"%s\":\n%.600s", status,
+		 answer, quote, out ? out : "");
+	free(out);
+
+	snprintf(cmd, sizeof cmd, "%s rm --session %lld --db %s -q && %s export %lld --db %s 2>&1",
+		 test_sekv_bin(), id, g_db, test_sekv_bin(), id, g_db);
+	out = test_run_cmd(cmd, &status);
+	int gone = out && status != 0 && strstr(out, "is not in");
+	free(out);
+	T_CHECK(t, gone);
 }
 
 static void cli_ls_lists_document(struct test_ctx *t)
@@ -466,6 +547,7 @@ const struct test_case test_integration[] = {
 	{ "integration_sekv_full_budget_equals_full_kv", integration_sekv_full_budget_equals_full_kv },
 	{ "integration_budget_respected", integration_budget_respected },
 	{ "integration_multi_turn_stays_in_budget", integration_multi_turn_stays_in_budget },
+	{ "cli_ask_stores_session_and_exports_it", cli_ask_stores_session_and_exports_it },
 	{ "integration_other_model_refused", integration_other_model_refused },
 	{ "integration_budget_below_fixed_part_refused", integration_budget_below_fixed_part_refused },
 	{ "ingest_refuses_document_longer_than_context", ingest_refuses_document_longer_than_context },
