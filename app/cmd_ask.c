@@ -86,6 +86,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddStringToObject(j, "stopped", conv_stop_name(a->stopped));
 	if (a->warn[0])
 		app_json_add_text(j, "warning", a->warn);
+	if (a->repeats_example)
+		cJSON_AddTrueToObject(j, "repeats_example");
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	if (session_stored_id(s))
 		cJSON_AddNumberToObject(j, "session", (double)session_stored_id(s));
@@ -150,7 +152,7 @@ int cmd_ask(int argc, char **argv)
 		return 2;
 	}
 	if (o.n_args != 2) {
-		app_errorf("usage: sekv ask DOC QUESTION [--kv sekv|full] [--budget F] [--rmax R] [-n N] [--json]\n");
+		app_errorf("usage: sekv ask DOC QUESTION [options]: see 'sekv ask --help'\n");
 		return 2;
 	}
 	if (app_parse_doc_id(o.args[0], &id)) {
@@ -205,6 +207,9 @@ int cmd_ask(int argc, char **argv)
 		printf("\n");
 		app_evidence_print(&ev, stdout);
 		fflush(stdout);
+		if (a.repeats_example)
+			app_errorf("ask: note: the answer repeats the worked example (the document's first "
+				   "words): the model likely found no answer\n");
 		if (a.stopped == CONV_STOP_LENGTH)
 			app_errorf("ask: answer cut at %d tokens (%s)\n", a.n_gen,
 				   a.n_cap < o.n_predict ? "the model's context ends there" : "-n");

@@ -109,6 +109,9 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 	}
 	if (a.warn[0])
 		ui_chat_note(ui, a.warn);
+	if (a.repeats_example)
+		ui_chat_note(ui, "the answer repeats the worked example (the document's first words): "
+			     "the model likely found no answer");
 	if (a.n_evicted_turns > 0) {
 		char msg[160];
 		snprintf(msg, sizeof msg, "memory: the %d oldest turn%s (%d tokens) left the model's memory to stay within the budget",
@@ -144,7 +147,9 @@ static int64_t newest_doc(const struct app_opts *o, char *err, size_t errlen)
 
 /* Finds the retrieval heads before the screen opens (a first calibration
  * reports on stderr and stores them), so each answer only probes. 1 when
- * evidence can be listed; a failure is reported and only turns it off. */
+ * evidence can be listed, 0 when not (a failed calibration is reported
+ * and only turns it off), -1 when --evidence-heads does not fit the model
+ * (reported: the user asked for something that cannot be). */
 static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
 				  const struct model *m, const struct tok *tk)
 {
@@ -154,9 +159,12 @@ static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
 	if (o->no_evidence)
 		return 0;
 	if (app_evidence_begin(&ev, o, s, m, tk, err, sizeof err)) {
-		app_errorf("sekv chat: no evidence for answers: %s\n", err);
+		if (o->evidence_heads)
+			app_errorf("sekv chat: %s\n", err);
+		else
+			app_errorf("sekv chat: no evidence for answers: %s\n", err);
 		app_evidence_free(&ev);
-		return 0;
+		return o->evidence_heads ? -1 : 0;
 	}
 	conv_set_probe(session_conv(s), NULL, NULL);
 	app_evidence_free(&ev);
@@ -182,7 +190,7 @@ int cmd_chat(int argc, char **argv)
 		return 2;
 	}
 	if (o.n_args > 1) {
-		app_errorf("usage: sekv chat [DOC] [--kv sekv|full] [--budget F] [--rmax R] [-n N]\n");
+		app_errorf("usage: sekv chat [DOC] [options]: see 'sekv chat --help'\n");
 		return 2;
 	}
 	if (app_check_db(&o, err, sizeof err)) {
@@ -209,7 +217,12 @@ int cmd_chat(int argc, char **argv)
 	c.o.quiet = 1;
 	c.m = m;
 	c.tk = tk;
-	c.evidence = resolve_evidence_heads(&o, c.s, m, tk);
+	if ((c.evidence = resolve_evidence_heads(&o, c.s, m, tk)) < 0) {
+		session_close(c.s);
+		tok_close(tk);
+		model_close(m);
+		return 1;
+	}
 	struct ui_chat_ops ops = { .ud = &c, .ask = chat_ask, .span_text = chat_span_text };
 	struct ui_doc_info di = {
 		.title = c.info.title, .doc_id = c.info.doc_id, .n_tok = c.info.n_tok,

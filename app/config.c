@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/err.h"
+#include "engine/evidence.h"
 #include "engine/sampler.h"
 #include "engine/sekv/sekv.h"
 #include "store/store.h"
@@ -176,6 +177,7 @@ static const struct opt_row opt_table[] = {
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--evidence-top", .arg = "N", .kind = OPT_INT, .off = F(evidence_top),
 	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = APP_EVIDENCE_TOP, .imin = 1, .imax = 1 << 20,
+	  .what = "a number of passages (--no-evidence shows none)",
 	  .help = "evidence passages shown per answer (--json: every passage with a large N)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--session", .arg = "ID", .kind = OPT_INT, .off = F(session_id), .set_off = NO_SET,
@@ -420,6 +422,13 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 			return sekv_errf(err, errlen, SEKV_EINVAL, "option %s needs a value", a);
 		if (opt_store(o, r, argv[++i]))
 			return opt_bad(r, a, argv[i], err, errlen);
+	}
+	/* the list's form now; whether its layers are global, once the model is open */
+	if (o->evidence_heads) {
+		struct evidence_head h[EVIDENCE_MAX_HEADS];
+		int n;
+		if (evidence_heads_parse(o->evidence_heads, NULL, h, EVIDENCE_MAX_HEADS, &n, err, errlen))
+			return SEKV_EINVAL;
 	}
 	return 0;
 }

@@ -161,8 +161,18 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 	const struct evidence_passage *p = &ev->pas[i];
 	char line[160];
 
-	app_evidence_snippet(ev->text, p->start, p->end, line, 100);
-	snprintf(buf, cap, "%d. [%lld, %lld) %+5.1f%%  %s", p->rank, (long long)p->start,
+	/* the snippet starts a little before the passage's best token, on a
+	 * word, so what drew the attention is in view */
+	int64_t a = p->peak - 40 > p->start ? p->peak - 40 : p->start;
+	while (a > p->start && a < p->peak && ev->text[a - 1] != ' ' && ev->text[a - 1] != '\n')
+		a++;
+	if (a > p->start) {
+		memcpy(line, "...", 3);
+		app_evidence_snippet(ev->text, a, p->end, line + 3, 100);
+	} else {
+		app_evidence_snippet(ev->text, a, p->end, line, 100);
+	}
+	snprintf(buf, cap, "%d. [%lld, %lld) %+.1f%%  %s", p->rank, (long long)p->start,
 		 (long long)p->end, 100.0 * p->score, line);
 }
 

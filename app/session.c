@@ -38,7 +38,7 @@ struct session {
 	struct sekv_params sp;
 	int32_t *tokens;           /* [n_tok] document tokens */
 	int n_tok;
-	char example[256];         /* worked example's answer (chat_example_of_text), "" none */
+	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */
 	int64_t stored_id;         /* the session in the library, 0 until the first turn */
 	struct model_state *ms;
 	struct conv *conv;

@@ -202,6 +202,22 @@ static int build_completion(struct chat_tokvec *v, const struct chat_template *c
 	return rc;
 }
 
+int chat_repeats_example(const char *answer, const char *example)
+{
+	const char *x = answer, *y = example;
+
+	for (;;) {
+		while (*x == ' ' || *x == '\t' || *x == '\n' || (*x == '.' && !x[1]))
+			x++;
+		while (*y == ' ' || *y == '\t' || *y == '\n' || (*y == '.' && !y[1]))
+			y++;
+		if (!*x || !*y)
+			return !*x && !*y;
+		if (*x++ != *y++)
+			return 0;
+	}
+}
+
 static int is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f';

@@ -72,6 +72,10 @@ struct chat_template {
  * quote answers the real question with one more often (answer accuracy
  * 0.275 -> 0.33). Returns its length, 0 when no line has 3 words. */
 int chat_example_of_text(const char *text, size_t len, char *out, size_t cap);
+/* 1 when answer is the worked example's answer again: the same bytes once
+ * white space is dropped and a final '.' ignored (a base model that finds
+ * no answer tends to copy the example), else 0. */
+int chat_repeats_example(const char *answer, const char *example);
 
 /* Resolves the format fmt of an architecture ("gemma3") against the
  * tokenizer's control ids. SEKV_EUNSUP for an architecture without a

@@ -615,6 +615,7 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 		rc = answer_loop(c, fn, ud, a, err, errlen);
 	if (rc && rc != SEKV_EINTR)
 		return rc;
+	a->repeats_example = c->ct.example && a->text && chat_repeats_example(a->text, c->ct.example);
 	c->n_turn++;
 	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;
 }

@@ -130,6 +130,9 @@ struct conv_answer {
 	enum conv_stop stopped;  /* why it ended */
 	int n_cap;               /* the length cap it ran under, tokens */
 	char warn[256];          /* why this answer may exceed the budget, or "" */
+	int repeats_example;     /* 1: the answer is the worked example's answer
+	                            (conv_params.example) again: a base model that
+	                            finds no answer tends to copy it */
 	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
 	int n_evicted_tokens;
 	double question_s;       /* seconds on the question turn */

@@ -48,10 +48,19 @@ int evidence_heads_parse(const char *s, const struct model_hparams *hp,
 		    *p == '+' || *p == ' ')
 			return sekv_errf(err, errlen, SEKV_EINVAL, "evidence heads: \"%s\": want L:H "
 					 "(model layer : query head), e.g. %s", s, EVIDENCE_DEFAULT_HEADS);
-		if (hp && !head_ok(hp, (int)l, (int)h))
-			return sekv_errf(err, errlen, SEKV_EINVAL, "evidence heads: %ld:%ld: %s", l, h,
+		if (hp && !head_ok(hp, (int)l, (int)h)) {
+			char layers[128];
+			size_t at = 0;
+			layers[0] = 0;
+			for (int g = 0; g < hp->n_global && at < sizeof layers; g++)
+				at += (size_t)snprintf(layers + at, sizeof layers - at, "%s%d", g ? ", " : "",
+						       hp->global_layer[g]);
+			return sekv_errf(err, errlen, SEKV_EINVAL, "evidence heads: %ld:%ld: %s (global "
+					 "layers: %s; query heads 0..%d)", l, h,
 					 l < hp->n_layer && l < MODEL_MAX_LAYER && hp->is_global[l]
-					 ? "no such query head" : "not a global-attention layer of the model");
+					 ? "no such query head" : "not a global-attention layer of the model",
+					 layers, hp->n_head - 1);
+		}
 		for (int i = 0; i < *n; i++)
 			if (out[i].layer == l && out[i].head == h)
 				return sekv_errf(err, errlen, SEKV_EINVAL, "evidence heads: %ld:%ld twice", l, h);
@@ -179,6 +188,44 @@ static double passage_mass(const float *mass, int n_head, int n_pos, const int32
 	return total;
 }
 
+/* Token i's score (as a passage's, over one token). */
+static double token_score(const float *mass, const float *base, int n_head, int n_pos, int i,
+			  double total, double btotal)
+{
+	double m = 0, b = 0;
+
+	for (int h = 0; h < n_head; h++) {
+		m += mass[(size_t)h * n_pos + i];
+		b += base ? base[(size_t)h * n_pos + i] : 0;
+	}
+	return (total > 0 ? m / total : 0) - (btotal > 0 ? b / btotal : 0);
+}
+
+/* all[p].peak: the byte offset of passage p's best token. */
+static void peaks(const float *mass, const float *base, int n_head, int n_pos,
+		  const int32_t *start, int n_tok, int passage_tok, double total, double btotal,
+		  struct evidence_passage *all)
+{
+	int n = n_tok < n_pos ? n_tok : n_pos;
+	double best = 0;
+
+	for (int i = 0, p = -1, in_pas = 0; i < n_tok; i++) {
+		if (start[i] < 0)
+			continue;
+		if (in_pas == 0) {
+			p++;
+			all[p].peak = start[i];
+			best = -2;
+		}
+		double x = i < n ? token_score(mass, base, n_head, n_pos, i, total, btotal) : -2;
+		if (x > best) {
+			best = x;
+			all[p].peak = start[i];
+		}
+		in_pas = (in_pas + 1) % passage_tok;
+	}
+}
+
 int evidence_rank(const float *mass, const float *base, int n_head, int n_pos,
 		  const int32_t *start, int n_tok, size_t text_len, int passage_tok,
 		  struct evidence_passage *out, int k)
@@ -218,6 +265,7 @@ int evidence_rank(const float *mass, const float *base, int n_head, int n_pos,
 		double share = total > 0 ? all[p].score / total : 0;
 		all[p].score = share - (btotal > 0 ? bp[p].score / btotal : 0);
 	}
+	peaks(mass, base, n_head, n_pos, start, n_tok, passage_tok, total, btotal, all);
 	qsort(all, (size_t)n_pas, sizeof *all, passage_cmp);
 	if (k > n_pas)
 		k = n_pas;

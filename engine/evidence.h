@@ -59,6 +59,7 @@ struct evidence_passage {
 	int n_tok;       /* document tokens in it */
 	int64_t start;   /* byte range [start, end) of the text */
 	int64_t end;
+	int64_t peak;    /* byte offset of its token with the highest score */
 	double score;    /* share of the question's mass on document tokens
 	                    minus that of the baseline, -1..1 (evidence_rank) */
 };

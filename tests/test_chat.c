@@ -152,10 +152,24 @@ static void chat_example_quotes_first_real_line(struct test_ctx *t)
 	}
 }
 
+/* Only a copy of the whole example counts, up to spacing and a final dot. */
+static void chat_repeats_example_only_whole_copies(struct test_ctx *t)
+{
+	const char *ex = "GNU GENERAL PUBLIC LICENSE Version 3";
+
+	T_CHECK(t, chat_repeats_example("GNU GENERAL PUBLIC LICENSE Version 3", ex));
+	T_CHECK(t, chat_repeats_example("  GNU GENERAL  PUBLIC LICENSE\tVersion 3.", ex));
+	T_CHECK(t, !chat_repeats_example("Version 3", ex));
+	T_CHECK(t, !chat_repeats_example("GNU GENERAL PUBLIC LICENSE Version 3, 29 June 2007", ex));
+	T_CHECK(t, !chat_repeats_example("GNU General Public License Version 3", ex));
+	T_CHECK(t, !chat_repeats_example("", ex) && chat_repeats_example("", ""));
+}
+
 const struct test_case test_chat[] = {
 	{ "chat_format_from_gguf", chat_format_from_gguf },
 	{ "chat_format_names_round_trip", chat_format_names_round_trip },
 	{ "chat_stop_rules_on_synthetic_streams", chat_stop_rules_on_synthetic_streams },
 	{ "chat_example_quotes_first_real_line", chat_example_quotes_first_real_line },
+	{ "chat_repeats_example_only_whole_copies", chat_repeats_example_only_whole_copies },
 	{ NULL, NULL },
 };

@@ -174,7 +174,8 @@ static void rank_passages_tile_text(struct test_ctx *t)
 
 /* With a baseline, a passage scores its share of the question's mass
  * minus its share of the baseline's: the passage every token looks at
- * (an attention sink) drops below the one only the question looks at. */
+ * (an attention sink) drops below the one only the question looks at.
+ * Each passage's peak is its best token by that contrast. */
 static void rank_subtracts_baseline(struct test_ctx *t)
 {
 	const int32_t start[7] = { -1, 0, 5, 10, 15, 20, 25 };
@@ -190,6 +191,9 @@ static void rank_subtracts_baseline(struct test_ctx *t)
 		 pas[0].index, pas[0].score);
 	T_CHECKF(t, pas[1].index == 2 && fabs(pas[1].score) < 1e-9, "second %d", pas[1].index);
 	T_CHECKF(t, pas[2].index == 0 && fabs(pas[2].score + 0.2) < 1e-9, "third %d", pas[2].index);
+	/* peak: the best token by the same contrast (ties: the first) */
+	T_CHECKF(t, pas[2].peak == 5 && pas[0].peak == 10 && pas[1].peak == 25, "peaks %lld %lld %lld",
+		 (long long)pas[2].peak, (long long)pas[0].peak, (long long)pas[1].peak);
 	/* without the baseline the sink wins */
 	n = evidence_rank(&mass[0][0], NULL, 1, 7, start, 7, 30, 2, pas, 3);
 	T_CHECK(t, n == 3 && pas[0].index == 0 && fabs(pas[0].score - 0.6) < 1e-9);
