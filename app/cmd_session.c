@@ -121,8 +121,9 @@ static void export_turn(const struct store_turn *t, const char *text, size_t tex
 	fputs("):\n\n", stdout);
 	for (int i = 0; i < t->n_ev; i++) {
 		const struct store_evidence_row *r = &t->ev[i];
-		printf("%d. bytes [%lld, %lld), %+.1f%%", r->rank, (long long)r->start,
-		       (long long)r->end, 100.0 * r->score);
+		printf("%d. bytes [%lld, %lld) (%.0f%% into the document), score %+.1f%%", r->rank,
+		       (long long)r->start, (long long)r->end,
+		       text_len ? 100.0 * (double)r->start / (double)text_len : 0.0, 100.0 * r->score);
 		if (r->end > (int64_t)text_len) {
 			fputs(" (outside the stored text)\n", stdout);
 			continue;

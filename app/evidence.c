@@ -202,6 +202,7 @@ cJSON *app_evidence_json(const struct app_evidence *ev)
 		cJSON_AddNumberToObject(o, "rank", p->rank);
 		cJSON_AddNumberToObject(o, "start", (double)p->start);
 		cJSON_AddNumberToObject(o, "end", (double)p->end);
+		cJSON_AddNumberToObject(o, "position", ev->text_len ? (double)p->start / (double)ev->text_len : 0);
 		if (t) {
 			memcpy(t, ev->text + p->start, (size_t)(p->end - p->start));
 			t[p->end - p->start] = 0;

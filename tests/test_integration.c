@@ -2,6 +2,7 @@
  * bundled sample (~9,200 tokens) into a fresh library, then answer from the
  * stored memory. The ingest runs once (first test) and later tests reuse
  * the document; each test still fails on its own when the ingest failed. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,8 @@ static void cli_ask_stores_session_and_exports_it(struct test_ctx *t)
 	long long id = (long long)sid->valuedouble;
 	int64_t a = (int64_t)cJSON_GetObjectItem(ev, "start")->valuedouble;
 	int64_t b = (int64_t)cJSON_GetObjectItem(ev, "end")->valuedouble;
+	cJSON *pos = cJSON_GetObjectItem(ev, "position");
+	double position = cJSON_IsNumber(pos) ? pos->valuedouble : -1;
 	char answer[512], quote[64];
 	snprintf(answer, sizeof answer, "%s", ans->valuestring);
 	cJSON_Delete(j);
@@ -312,6 +315,7 @@ static void cli_ask_stores_session_and_exports_it(struct test_ctx *t)
 		 store_doc_text_dup(st, g_doc, &text, &text_len, err, sizeof err) == 0, "%s", err);
 	store_close(st);
 	T_CHECK(t, a >= 0 && b > a && (size_t)b <= text_len);
+	T_CHECKF(t, fabs(position - (double)a / (double)text_len) < 1e-9, "position %g", position);
 	/* the passage's first word run, as export collapses white space */
 	app_evidence_snippet(text, a, b, quote, 40);
 	free(text);
@@ -332,7 +336,8 @@ static void cli_ask_stores_session_and_exports_it(struct test_ctx *t)
 	snprintf(cmd, sizeof cmd, "%s export %lld --db %s", test_sekv_bin(), id, g_db);
 	out = test_run_cmd(cmd, &status);
 	int exported = out && status == 0 && strstr(out, "## 1. Who publishes this License?") &&
-		       strstr(out, answer) && strstr(out, "Evidence (retrieval heads ") && strstr(out, quote);
+		       strstr(out, answer) && strstr(out, "Evidence (retrieval heads ") && strstr(out, quote) &&
+		       strstr(out, "% into the document), score ");
 	T_CHECKF(t, exported, "export: exit %d, want answer \"%s\" and quote \"%s\":\n%.600s", status,
 		 answer, quote, out ? out : "");
 	free(out);
