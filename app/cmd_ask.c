@@ -88,6 +88,10 @@ static int print_json(const struct session *s, const struct app_opts *o,
 		app_json_add_text(j, "warning", a->warn);
 	if (a->repeats_example)
 		cJSON_AddTrueToObject(j, "repeats_example");
+	if (!in.kv_full)
+		cJSON_AddStringToObject(j, "router", o->router == SEKV_ROUTER_ORACLE ? "oracle" : "summary");
+	if (a->mass_recall >= 0)
+		cJSON_AddNumberToObject(j, "mass_recall", a->mass_recall);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	if (session_stored_id(s))
 		cJSON_AddNumberToObject(j, "session", (double)session_stored_id(s));

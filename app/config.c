@@ -166,6 +166,15 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv_full), .set_off = NO_SET,
 	  .choices = "sekv|full", .help = "memory to answer from: SeKV, or the exact full KV cache",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
+	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
+	  .choices = "summary|oracle",
+	  .help = "SeKV zoom choice: span summaries, or the spans with the most exact attention "
+		  "(measurement: reads the exact KV; implies --mass-recall)",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
+	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
+	  .help = "SeKV: also read the exact keys and report the share of exact attention "
+		  "on exact and zoomed rows (--json: mass_recall)",
+	  .cmds = APP_CMD_ASK },
 	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
 	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
 	  .help = "most answer tokens", .cmds = ANSWERS },

@@ -40,6 +40,7 @@ struct session {
 	int n_tok;
 	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */
 	int64_t stored_id;         /* the session in the library, 0 until the first turn */
+	uint16_t *xk[8];           /* [n_global] exact keys (--router oracle, --mass-recall) */
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
@@ -112,6 +113,30 @@ static int check_budget(struct session *s, char *err, size_t errlen)
 			 "ask with --budget %.4f or more", b, (long long)s->doc.id, 100 * fixed, fit);
 }
 
+/* The exact keys of every global layer, for the oracle router and
+ * mass_recall (a measurement: the product's decode reads none). */
+static int load_exact_keys(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
+	uint16_t *v = malloc(n * sizeof *v);
+	int rc = 0;
+
+	if (hp->n_global > (int)(sizeof s->xk / sizeof *s->xk))
+		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: too many for "
+			       "the oracle router", hp->n_global);
+	for (int l = 0; !rc && l < hp->n_global; l++) {
+		if (!v || !(s->xk[l] = malloc(n * sizeof *s->xk[l])))
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: exact keys: out of memory");
+		else
+			rc = store_doc_get_full_kv(s->st, s->doc.id, l, s->xk[l], v, err, errlen);
+	}
+	free(v);
+	if (!rc)
+		sekv_ctx_set_exact_keys(s->sc, (const uint16_t *const *)s->xk);
+	return rc;
+}
+
 static int open_memory(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
@@ -157,8 +182,12 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		s->sp.be = model_backend(s->m);
 		if ((rc = check_budget(s, err, errlen)))
 			return rc;
+		s->sp.router = s->o.router;
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen);
 		if (rc)
+			return rc;
+		if ((s->o.router == SEKV_ROUTER_ORACLE || s->o.mass_recall) &&
+		    (rc = load_exact_keys(s, err, errlen)))
 			return rc;
 		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
 		if (rc)
@@ -272,6 +301,8 @@ void session_close(struct session *s)
 	model_state_free(s->ms);
 	sekv_ctx_free(s->sc);
 	sekv_mem_free(s->mem);
+	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
+		free(s->xk[i]);
 	free(s->tokens);
 	store_close(s->st);
 	free(s);

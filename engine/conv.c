@@ -611,10 +611,16 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
 	a->peak_resident_bytes = resident_now(c);
+	const struct sekv_stats *st0 = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
+	double mr_sum = st0 ? st0->mass_recall_sum : 0;
+	long long mr_n = st0 ? st0->mass_recall_n : 0;
 	if (!rc)
 		rc = answer_loop(c, fn, ud, a, err, errlen);
 	if (rc && rc != SEKV_EINTR)
 		return rc;
+	a->mass_recall = -1;
+	if (st0 && st0->mass_recall_n > mr_n)
+		a->mass_recall = (st0->mass_recall_sum - mr_sum) / (double)(st0->mass_recall_n - mr_n);
 	a->repeats_example = c->ct.example && a->text && chat_repeats_example(a->text, c->ct.example);
 	c->n_turn++;
 	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;

@@ -140,6 +140,9 @@ struct conv_answer {
 	double decode_tps;
 	size_t peak_resident_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):
+	                            mean mass_recall over the answer's steps, global
+	                            layers and query heads; -1 otherwise */
 	int n_zoom;
 	struct sekv_zoom *zoom;  /* [n_zoom] aggregated (engine/sekv/sekv.h), by
 	                            steps descending, malloc'ed */

@@ -300,6 +300,121 @@ static void budget_resident_never_exceeds(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* mass_recall of one step of layer 0 in double: the exact softmax of each
+ * query head over the document, minus the mass of compressed spans not
+ * zoomed for its KV head in that step, averaged over heads. */
+static double ref_mass_recall(const struct fx_doc *d, const struct sekv_mem *m,
+			      const struct sekv_stats *st, const float *q, float q_scale)
+{
+	double sum = 0;
+
+	for (int h = 0; h < d->n_head; h++) {
+		int kv = h / (d->n_head / d->n_head_kv);
+		double *x = malloc((size_t)d->n_tok * sizeof *x), mx = -1e300, tot = 0, lost = 0;
+		for (int j = 0; j < d->n_tok; j++) {
+			double a = 0;
+			for (int i = 0; i < d->d_h; i++)
+				a += (double)q[h * d->d_h + i] *
+				     quant_f16_to_f32(d->k[0][((size_t)j * d->n_head_kv + kv) * d->d_h + i]);
+			x[j] = a * q_scale;
+			mx = x[j] > mx ? x[j] : mx;
+		}
+		for (int j = 0; j < d->n_tok; j++)
+			tot += (x[j] = exp(x[j] - mx));
+		for (int c = 0; c < m->n_comp; c++) {
+			int sp = m->comp_span[c], zoomed = 0;
+			for (int z = 0; z < st->n_zoom; z++)
+				zoomed |= st->zoom[z].layer == 0 && st->zoom[z].span == sp &&
+					  st->zoom[z].head / (d->n_head / d->n_head_kv) == kv;
+			for (int j = m->span[sp].start; !zoomed && j < m->span[sp].start + m->span[sp].len; j++)
+				lost += x[j];
+		}
+		sum += 1 - lost / tot;
+		free(x);
+	}
+	return sum / d->n_head;
+}
+
+/* The oracle router zooms the span holding a planted match of the query
+ * (the summary router's pick need not), its mass_recall equals a double
+ * reference and beats the summary router's, and with every span zoomed
+ * mass_recall is 1. */
+static void oracle_router_zooms_most_mass(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c[3] = { NULL, NULL, NULL };
+	const uint16_t *keys[8];
+	float q[4 * 32], kk[32], vv[32], out[4 * 32];
+	double recall[3] = { -1, -1, -1 };
+	char err[256];
+	int target = -1;
+
+	T_CHECK(t, fx_doc_make(&d, 1500, 1, 4, 1, 32, 77) == 0);
+	sekv_default_params(&p);
+	p.budget = 0.10;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->n_comp > 8);
+	/* the query: a scaled copy of a key in the middle of a short span (one
+	 * that fits the zoom allowance) past the middle of the document */
+	for (int i = m->n_comp / 2; i < m->n_comp && target < 0; i++)
+		if (m->span[m->comp_span[i]].len >= 16 && m->span[m->comp_span[i]].len <= 48)
+			target = m->comp_span[i];
+	T_CHECK(t, target >= 0);
+	int start = m->span[target].start, len = m->span[target].len, j = start + len / 2;
+	/* plant a key no other resembles (segmentation reads only surprisal,
+	 * so the rebuilt memory has the same spans) and query for it */
+	double e[32], nrm = 0;
+	fx_rng_seed(99);
+	for (int i = 0; i < 32; i++) {
+		e[i] = fx_rng_n();
+		nrm += e[i] * e[i];
+	}
+	for (int i = 0; i < 32; i++) {
+		e[i] /= sqrt(nrm);
+		d.k[0][(size_t)j * 32 + i] = quant_f32_to_f16((float)(40 * e[i]));
+		for (int h = 0; h < 4; h++)
+			q[h * 32 + i] = (float)(3 * e[i]);
+	}
+	sekv_mem_free(m);
+	m = NULL;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, target < m->n_span && m->span[target].start == start && m->span[target].len == len &&
+		!m->span[target].full);
+	for (int i = 0; i < 32; i++)
+		kk[i] = vv[i] = 0.1f;
+	keys[0] = d.k[0];
+	for (int r = 0; r < 3; r++) {
+		struct sekv_params pr = p;
+		pr.router = r == 1 ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_ORACLE;
+		pr.budget = r == 2 ? 0 : p.budget;   /* 2: no cap, every span zoomed */
+		T_CHECKF(t, sekv_ctx_new(&c[r], m, &pr, 8, 0.18f, err, sizeof err) == 0, "%s", err);
+		sekv_ctx_set_exact_keys(c[r], keys);
+		T_CHECK(t, sekv_attend(c[r], d.layer_id[0], d.n_tok, q, kk, vv, out) == 0);
+		const struct sekv_stats *st = sekv_ctx_stats(c[r]);
+		T_CHECK(t, st->mass_recall_n == 4);
+		recall[r] = st->mass_recall_sum / st->mass_recall_n;
+		double ref = ref_mass_recall(&d, m, st, q, 0.18f);
+		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "router %d: mass_recall %.6f, reference %.6f",
+			 r, recall[r], ref);
+		if (r == 0) {
+			int hit = 0;
+			for (int z = 0; z < st->n_zoom; z++)
+				hit |= st->zoom[z].span == target;
+			T_CHECKF(t, hit && st->n_zoom < m->n_comp, "zooms %d of %d spans, target %d missed",
+				 st->n_zoom, m->n_comp, target);
+		}
+	}
+	T_CHECKF(t, recall[0] >= recall[1] && recall[0] > 0.5 && fabs(recall[2] - 1) < 1e-9,
+		 "mass_recall oracle %.4f summary %.4f all zoomed %.6f", recall[0], recall[1], recall[2]);
+	for (int r = 0; r < 3; r++)
+		sekv_ctx_free(c[r]);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 static void budget_alpha_note_and_merge(struct test_ctx *t)
 {
 	struct fx_doc d;
@@ -482,6 +597,7 @@ static void factor_f16_halves_host_bytes(struct test_ctx *t)
 }
 
 const struct test_case test_sekv_attend[] = {
+	{ "sekv_oracle_router_zooms_most_mass", oracle_router_zooms_most_mass },
 	{ "sekv_factor_f16_halves_host_bytes", factor_f16_halves_host_bytes },
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
 	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },

@@ -14,6 +14,7 @@
 #include "engine/backend.h"
 #include "engine/err.h"
 #include "engine/model.h"
+#include "engine/quant.h"
 #include "engine/vec.h"
 
 #include <math.h>
@@ -67,6 +68,13 @@ struct sekv_ctx {
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
 	struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
+	int router;                 /* enum sekv_router */
+	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
+	float *xrow;                /* [d_h] one exact key in fp32 */
+	float *xs;                  /* [n_head][n_tok] exact scores of this layer */
+	double *xmass;              /* [n_head][n_comp] exact mass per compressed span,
+	                               relative to the head's largest score */
+	double *xtotal;             /* [n_head] exact mass over the document, same scale */
 
 	const struct model_probe *probe; /* borrowed, NULL: none */
 	float *probe_row;           /* [n_head][n_row] mass per mixed row, one step */
@@ -142,7 +150,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, n_tail, n_rec, es, budget, n_comp;
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
+	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -185,6 +194,11 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 			    sizeof(struct sekv_zoom));
 	o_pr = arena_reserve(&ar, (size_t)m->n_head * ((size_t)m->n_exact + tail_cap + n_comp +
 						   (size_t)comp_tok), sizeof(float));
+	o_xk = arena_reserve(&ar, (size_t)m->n_layer, sizeof(uint16_t *));
+	o_xr = arena_reserve(&ar, (size_t)m->d_h, sizeof(float));
+	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
+	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
+	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
 				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
@@ -214,6 +228,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->probe_row = (float *)((char *)a + o_pr);
+	c->router = p->router;
+	c->xk = (const uint16_t **)((char *)a + o_xk);
+	c->xrow = (float *)((char *)a + o_xr);
+	c->xs = (float *)((char *)a + o_xs);
+	c->xmass = (double *)((char *)a + o_xm);
+	c->xtotal = (double *)((char *)a + o_xt);
 	c->st.budget_bytes = budget;
 	if ((rc = ctx_backend(c, p, n_tail, n_rec, es, err, errlen))) {
 		sekv_ctx_free(c);
@@ -258,6 +278,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	c->st.zoom_total = 0;
 	c->st.tail_bytes = 0;
 	c->st.recon_bytes = 0;
+	c->st.mass_recall_sum = 0;
+	c->st.mass_recall_n = 0;
 	c->st.resident_bytes = m->static_bytes;
 	c->st.peak_resident_bytes = m->static_bytes;
 	c->st.budget_bytes = budget;
@@ -305,14 +327,91 @@ static int above_tau(float x, float tau)
 	return x > logf(tau / (1.0f - tau));
 }
 
+void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k)
+{
+	for (int l = 0; l < c->m->n_layer; l++)
+		c->xk[l] = k ? k[l] : NULL;
+}
+
+/* Exact attention of every query head of layer l over the document:
+ * scores into xs, mass per compressed span into xmass and over the
+ * document into xtotal (both relative to the head's largest score). */
+static void exact_mass(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, n = m->n_tok;
+
+	for (int j = 0; j < n; j++)
+		for (int kv = 0; kv < m->n_head_kv; kv++) {
+			quant_f16_to_f32_row(c->xk[l] + ((size_t)j * m->n_head_kv + kv) * d, c->xrow,
+					     (size_t)d);
+			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+				c->xs[(size_t)h * n + j] = vec_dot8(q + (size_t)h * d, c->xrow, d) * c->q_scale;
+		}
+	for (int h = 0; h < m->n_head; h++) {
+		float *x = c->xs + (size_t)h * n, mx = -INFINITY;
+		double total = 0;
+		for (int j = 0; j < n; j++)
+			mx = x[j] > mx ? x[j] : mx;
+		for (int j = 0; j < n; j++) {
+			x[j] = expf(x[j] - mx);
+			total += x[j];
+		}
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			double sum = 0;
+			for (int j = sp->start; j < sp->start + sp->len && j < n; j++)
+				sum += x[j];
+			c->xmass[(size_t)h * m->n_comp + s] = sum;
+		}
+		c->xtotal[h] = total;
+	}
+}
+
+/* mass_recall of this step's zooms of layer l (exact_mass computed). */
+static void add_mass_recall(struct sekv_ctx *c)
+{
+	const struct sekv_mem *m = c->m;
+
+	for (int h = 0; h < m->n_head; h++) {
+		const int32_t *zr = c->zoom_row + (size_t)(h / c->group) * m->n_comp;
+		double lost = 0;
+		for (int s = 0; s < m->n_comp; s++)
+			lost += zr[s] < 0 ? c->xmass[(size_t)h * m->n_comp + s] : 0;
+		c->st.mass_recall_sum += c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		c->st.mass_recall_n++;
+	}
+}
+
 /* Routes every query head of global layer l and collects the spans wanted
- * per KV head (alpha_S > tau) into c->cand, best first. Returns the count. */
+ * per KV head (alpha_S > tau) into c->cand, best first. Returns the count.
+ * The oracle router's alpha_S is log(the span's share of the exact mass). */
 static int route(struct sekv_ctx *c, int l, const float *q)
 {
 	const struct sekv_mem *m = c->m;
 	int d = m->d_h, D = SEKV_D_ROUTE, n_cand = 0;
 	float inv = 1.0f / sqrtf((float)D);
 
+	if (c->router == SEKV_ROUTER_ORACLE && c->xk[l]) {
+		for (int h = 0; h < m->n_head; h++)
+			for (int s = 0; s < m->n_comp; s++) {
+				double x = c->xmass[(size_t)h * m->n_comp + s];
+				c->alpha[(size_t)h * m->n_comp + s] =
+					x > 0 && c->xtotal[h] > 0 ? (float)log(x / c->xtotal[h]) : -1e30f;
+			}
+		for (int kv = 0; kv < m->n_head_kv; kv++)
+			for (int s = 0; s < m->n_comp; s++) {
+				struct cand best = { kv, s, kv * c->group, -INFINITY };
+				for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+					if (c->alpha[(size_t)h * m->n_comp + s] > best.alpha) {
+						best.head = h;
+						best.alpha = c->alpha[(size_t)h * m->n_comp + s];
+					}
+				c->cand[n_cand++] = best;
+			}
+		qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
+		return n_cand;
+	}
 	for (int h = 0; h < m->n_head; h++) {
 		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
@@ -533,9 +632,13 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		     l * c->tail_cap + (idx - c->tail_first), 1);
 	c->n_tail[l] = idx + 1;
 
+	if (c->xk[l])
+		exact_mass(c, l, q);
 	n_cand = route(c, l, q);
 	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
+	if (c->xk[l])
+		add_mass_recall(c);
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		mix_blocks(c, l, kv, c->blk + (size_t)kv * c->n_blk);
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,

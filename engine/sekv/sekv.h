@@ -49,6 +49,16 @@ struct sekv_params {
 	                        one with a single thread for the ctx (NULL) */
 	float q_scale;       /* model attention scale (model_hparams.q_scale);
 	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
+	int router;          /* enum sekv_router of sekv_ctx_new (SUMMARY) */
+};
+
+/* How a decode stream picks the spans to zoom. */
+enum sekv_router {
+	SEKV_ROUTER_SUMMARY = 0, /* alpha_S from the spans' summaries (DESIGN.md section 3) */
+	SEKV_ROUTER_ORACLE = 1,  /* the spans holding the most exact attention mass of the
+	                            current query (needs sekv_ctx_set_exact_keys): an upper
+	                            bound that separates routing loss from reconstruction
+	                            loss (issue 9) */
 };
 
 void sekv_default_params(struct sekv_params *p);
@@ -199,6 +209,12 @@ struct sekv_stats {
 	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
 	size_t tail_bytes;        /* question + generated rows */
 	size_t recon_bytes;       /* reconstructed rows this step */
+	double mass_recall_sum;   /* with exact keys: sum over steps, global layers
+	                             and query heads of mass_recall (DESIGN.md
+	                             section 6, over document positions): the share
+	                             of the exact attention mass on exact rows and
+	                             zoomed spans */
+	long long mass_recall_n;  /* terms in mass_recall_sum */
 };
 
 struct sekv_ctx; /* opaque decode stream */
@@ -227,7 +243,9 @@ void sekv_ctx_reset(struct sekv_ctx *c);
  * in order per layer (a position may be redone: later rows are forgotten).
  * Budget: the allowance left by static + tail bytes is split equally over
  * global layers; a layer zooms its candidates (alpha_S > tau, one per
- * (KV head, span), best alpha of its query heads) by descending alpha_S,
+ * (KV head, span), best alpha of its query heads; with the oracle router
+ * the span's share of the head's exact attention mass instead, no tau)
+ * by descending alpha_S,
  * skipping one that no longer fits (so a long span cannot block shorter,
  * lower-alpha ones). SEKV_EINVAL: layer not global, pos
  * outside n_tok..n_tok+tail_cap-1 or skipping a row. Not thread-safe
@@ -250,6 +268,14 @@ void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p);
 int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos);
 /* Tail rows held now (per global layer). */
 int sekv_ctx_tail_rows(const struct sekv_ctx *c);
+
+/* Exact document keys for the oracle router and mass_recall: k[l] ->
+ * [n_tok][n_head_kv][d_h] fp16 post-RoPE keys of global layer l (as
+ * sekv_build took them). The pointers are copied, the rows borrowed until
+ * replaced or the ctx is freed; NULL: none. With them every step scores
+ * the query against every document key (n_tok * d_h * n_head flops per
+ * layer): a measurement aid, not the product's decode path. No allocation. */
+void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k);
 
 /* Live statistics (borrowed, valid until the next sekv_attend). */
 const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c);
