@@ -34,7 +34,7 @@ struct sekv_params {
 	                        (0.10); <= 0 or >= 1 with everything fitting:
 	                        no cap */
 	double static_share; /* share of the budget that exact rows + summaries
-	                        may take; alpha rises until they fit (0.5) */
+	                        may take; alpha rises until they fit (0.7) */
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
 	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
