@@ -95,7 +95,7 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	if (session_stored_id(s))
 		cJSON_AddNumberToObject(j, "session", (double)session_stored_id(s));
-	cJSON_AddStringToObject(j, "method", in.kv_full ? "full" : "sekv");
+	cJSON_AddStringToObject(j, "method", in.method);
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
 	cJSON_AddNumberToObject(j, "rmax", in.r_use);
 	cJSON_AddNumberToObject(j, "length", in.n_tok);

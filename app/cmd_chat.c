@@ -60,7 +60,7 @@ static int on_step(void *ud, const struct conv_step *st)
 	f.peak_resident_bytes = st->peak_resident_bytes;
 	f.full_kv_bytes = c->info.full_kv_bytes;
 	f.host_bytes = c->info.host_bytes;
-	f.mode = c->info.kv_full ? "full" : "sekv";
+	f.mode = c->info.method;
 	if (st->stats && c->info.mem) {
 		f.stats = st->stats;
 		f.n_span = c->info.mem->n_span;

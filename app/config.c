@@ -163,8 +163,10 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
 	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
 	  .help = "SVD rank: stored at ingest, used at ask", .cmds = MEMORY },
-	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv_full), .set_off = NO_SET,
-	  .choices = "sekv|full", .help = "memory to answer from: SeKV, or the exact full KV cache",
+	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
+	  .choices = "sekv|full|streaming",
+	  .help = "memory to answer from: SeKV, the exact full KV cache, or (a rival, at the same "
+		  "budget) attention sinks and the most recent rows (StreamingLLM)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
 	  .choices = "summary|oracle",

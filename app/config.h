@@ -32,6 +32,13 @@ enum {
 	APP_CMD_ALL = (1 << 10) - 1,
 };
 
+/* The memory an answer is decoded from (--kv). */
+enum app_kv {
+	APP_KV_SEKV = 0,       /* the SeKV memory */
+	APP_KV_FULL = 1,       /* every exact row (the reference) */
+	APP_KV_STREAMING = 2,  /* rival: sinks + recent rows at the budget (StreamingLLM) */
+};
+
 /* Evidence passages shown per answer unless --evidence-top says. */
 #define APP_EVIDENCE_TOP 3
 
@@ -44,7 +51,7 @@ struct app_opts {
 	int budget_set;        /* --budget given */
 	int r_max;             /* --rmax R: SVD rank (32) */
 	int r_max_set;
-	int kv_full;           /* --kv full|sekv */
+	int kv;                /* --kv sekv|full|streaming: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
 	int json;              /* --json */
 	float temperature;     /* --temp T (0 = greedy) */

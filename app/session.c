@@ -18,6 +18,7 @@
 #include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/evidence.h"
+#include "engine/kv_subset.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
@@ -41,6 +42,8 @@ struct session {
 	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */
 	int64_t stored_id;         /* the session in the library, 0 until the first turn */
 	uint16_t *xk[8];           /* [n_global] exact keys (--router oracle, --mass-recall) */
+	struct kv_subset *sub;     /* --kv streaming: the kept rows */
+	double sub_budget;         /* its budget, a fraction of full_kv_bytes */
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
@@ -137,12 +140,64 @@ static int load_exact_keys(struct session *s, char *err, size_t errlen)
 	return rc;
 }
 
+/* Sinks and recent rows per layer at the budget (StreamingLLM): the rows
+ * that fit budget * full_kv_bytes after a reserve for the conversation
+ * (2 * (n_predict + 64) rows, at most half the budget: half of what is
+ * left is what a turn may take before older turns are evicted). */
+#define SESSION_N_SINK 4
+static int open_streaming(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
+	uint16_t *k[8] = { 0 }, *v[8] = { 0 };
+	int32_t *pos = NULL;
+	double b = s->o.budget_set ? s->o.budget : s->doc.budget > 0 ? s->doc.budget : 0.10;
+	long long rows = (long long)(b * (double)s->n_tok), reserve = 2 * ((long long)s->o.n_predict + 64);
+	int rc = 0, n_pos;
+
+	if (hp->n_global > 8)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: too many", hp->n_global);
+	if (reserve > rows / 2)
+		reserve = rows / 2;
+	s->sub_budget = b;
+	if (!(pos = malloc(((size_t)s->n_tok + 1) * sizeof *pos)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+	n_pos = kv_select_streaming(s->n_tok, (int)(rows - reserve), SESSION_N_SINK, pos);
+	for (int l = 0; !rc && l < hp->n_global; l++) {
+		if (!(k[l] = malloc(n * sizeof *k[l])) || !(v[l] = malloc(n * sizeof *v[l])))
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+		else
+			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k[l], v[l], err, errlen);
+	}
+	if (!rc) {
+		struct kv_subset_params kp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
+			.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
+			.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m) };
+		rc = kv_subset_new(&s->sub, &kp, pos, n_pos, s->n_tok, (const uint16_t *const *)k,
+				   (const uint16_t *const *)v, err, errlen);
+	}
+	for (int l = 0; l < 8; l++) {
+		free(k[l]);
+		free(v[l]);
+	}
+	free(pos);
+	if (!rc)
+		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
+	return rc;
+}
+
 static int open_memory(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
 	int rc;
 
-	if (s->o.kv_full) {
+	if (s->o.kv == APP_KV_STREAMING) {
+		if ((rc = open_streaming(s, err, errlen)) || (rc = load_swa(s, err, errlen)))
+			return rc;
+		return model_state_resume(s->ms, s->n_tok);
+	}
+
+	if (s->o.kv == APP_KV_FULL) {
 		rc = model_state_new(&s->ms, s->m, s->n_tok + CONV_TAIL_CAP, SESSION_BATCH, 1, err, errlen);
 		if (rc)
 			return rc;
@@ -221,6 +276,9 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	cp.example = s->example[0] ? s->example : NULL;
 	if (s->sc)
 		conv_kv_sekv(&kv, s->sc, s->mem);
+	else if (s->sub)
+		conv_kv_subset(&kv, "streaming", s->sub,
+			       (size_t)(s->sub_budget * (double)s->full_kv_bytes));
 	else
 		conv_kv_full(&kv);
 	return conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
@@ -300,6 +358,7 @@ void session_close(struct session *s)
 	conv_free(s->conv);
 	model_state_free(s->ms);
 	sekv_ctx_free(s->sc);
+	kv_subset_free(s->sub);
 	sekv_mem_free(s->mem);
 	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
 		free(s->xk[i]);
@@ -319,7 +378,7 @@ int session_record_turn(struct session *s, const char *question, const struct co
 	/* a new session and its first turn land together or not at all */
 	if ((rc = store_tx_begin(s->st, err, errlen)))
 		return rc;
-	if (!id && (rc = store_session_create(s->st, s->doc.id, s->sc ? "sekv" : "full", &id,
+	if (!id && (rc = store_session_create(s->st, s->doc.id, s->sc ? "sekv" : s->sub ? "streaming" : "full", &id,
 					      err, errlen)))
 		goto fail;
 	t.question = (char *)question;
@@ -368,8 +427,9 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->title = s->doc.title;
 	in->model_name = s->doc.model_name;
 	in->n_tok = s->n_tok;
-	in->kv_full = s->o.kv_full;
-	in->budget = s->sc ? s->sp.budget : 1.0;
+	in->kv_full = s->o.kv == APP_KV_FULL;
+	in->method = s->o.kv == APP_KV_FULL ? "full" : s->o.kv == APP_KV_STREAMING ? "streaming" : "sekv";
+	in->budget = s->sc ? s->sp.budget : s->sub ? s->sub_budget : 1.0;
 	in->r_use = s->sc ? s->sp.r_use : 0;
 	in->resume_s = s->resume_s;
 	in->full_kv_bytes = s->full_kv_bytes;

@@ -58,6 +58,7 @@ struct session_info {
 	const char *model_name;
 	int n_tok;
 	int kv_full;
+	const char *method;       /* "sekv", "full", "streaming" (static storage) */
 	double budget;
 	int r_use;
 	double resume_s;          /* opening the stored memory (model, tokenizer excluded) */

@@ -15,6 +15,7 @@
 
 #include "engine/chat.h"
 #include "engine/clock.h"
+#include "engine/kv_subset.h"
 #include "engine/err.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -62,6 +63,21 @@ void conv_kv_full(struct conv_kv *kv)
 {
 	memset(kv, 0, sizeof *kv);
 	kv->name = "full";
+}
+
+void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
+		    size_t budget_bytes)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = name;
+	kv->ctx = s;
+	kv->attend = kv_subset_attend;
+	kv->tail_rows = kv_subset_tail_rows;
+	kv->evict = kv_subset_evict;
+	kv->resident_bytes = kv_subset_resident_bytes;
+	kv->set_probe = kv_subset_set_probe;
+	kv->fixed_bytes = kv_subset_fixed_bytes(s);
+	kv->budget_bytes = budget_bytes;
 }
 
 static int sekv_tail(const void *ctx)

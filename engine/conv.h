@@ -24,6 +24,7 @@ struct model_state;
 struct tok;
 struct sekv_ctx;
 struct sekv_mem;
+struct kv_subset;
 struct sekv_stats;
 struct sekv_zoom;
 struct model_probe;
@@ -60,6 +61,10 @@ struct conv_kv {
 
 /* Full KV: exact rows in the model state (needs global_exact). */
 void conv_kv_full(struct conv_kv *kv);
+/* A rival keeping a subset of the exact rows (engine/kv_subset.h), named
+ * name (static storage, e.g. "streaming"), with its device budget. */
+void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
+		    size_t budget_bytes);
 /* SeKV over mem through sc (both borrowed, outliving the conversation). */
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem);
 

@@ -29,7 +29,7 @@ static void opts_flags_override_env(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	T_CHECK(t, o.budget == 0.25 && o.budget_set);
 	T_CHECK(t, o.n_threads == 3); /* env, no flag */
-	T_CHECK(t, o.r_max == 16 && o.kv_full == 1 && o.n_predict == 7);
+	T_CHECK(t, o.r_max == 16 && o.kv == APP_KV_FULL && o.n_predict == 7);
 	T_CHECK(t, o.n_args == 2 && !strcmp(o.args[0], "3") && !strcmp(o.args[1], "-q"));
 	T_CHECK(t, o.quiet == 0);
 }
@@ -101,7 +101,7 @@ static void opts_defaults_from_engine_params(struct test_ctx *t)
 	T_CHECK(t, o.n_recent == sp.n_recent && o.alpha == sp.alpha);
 	T_CHECK(t, o.temperature == smp.temperature && o.seed == smp.seed);
 	T_CHECK(t, o.n_predict == 256 && o.n_batch == 256 && o.repeat_penalty == 1.1f);
-	T_CHECK(t, o.n_threads >= 1 && o.kv_full == 0 && o.act_f32 == 0 && o.model[0]);
+	T_CHECK(t, o.n_threads >= 1 && o.kv == APP_KV_SEKV && o.act_f32 == 0 && o.model[0]);
 	T_CHECK(t, !o.tokenizer && !o.prompt && !o.title && !o.json && !o.quiet && !o.help && !o.bos);
 }
 
@@ -120,7 +120,7 @@ static void opts_values_and_limits(struct test_ctx *t)
 	char *b5[] = { "--seed", "-1" };
 
 	T_CHECKF(t, app_opts_parse(&o, (int)(sizeof ok / sizeof ok[0]), ok, err, sizeof err) == 0, "%s", err);
-	T_CHECK(t, o.seed == 9223372036854775807ull && o.act_f32 == 1 && o.kv_full == 0 && o.n_threads == 1024);
+	T_CHECK(t, o.seed == 9223372036854775807ull && o.act_f32 == 1 && o.kv == APP_KV_SEKV && o.n_threads == 1024);
 	T_CHECK(t, o.temperature == 0.5f && o.alpha == 2.0f && o.n_recent == 0 && o.n_batch == 1);
 	T_CHECK(t, !strcmp(o.prompt, "hi") && !strcmp(o.title, "T") && !strcmp(o.tokenizer, "x.model"));
 	T_CHECK(t, !strcmp(o.model, "m.gguf") && !strcmp(o.db, "l.db") && o.n_predict == 0);

@@ -73,7 +73,7 @@ static int fix_open(struct test_ctx *t, struct fix *f, int kv_full)
 		}
 	}
 	snprintf(f->o.db, sizeof f->o.db, "%s", g_conv_db);
-	f->o.kv_full = kv_full;
+	f->o.kv = kv_full ? APP_KV_FULL : APP_KV_SEKV;
 	if (app_load(&f->o, &f->m, &f->tk, err, sizeof err) ||
 	    session_open(&f->s, f->m, f->tk, &f->o, g_conv_doc, err, sizeof err)) {
 		T_FAIL(t, "open: %s", err);

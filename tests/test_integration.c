@@ -145,7 +145,7 @@ static void integration_sekv_full_budget_equals_full_kv(struct test_ctx *t)
 	base_opts(&o);
 	o.n_predict = 32;
 	o.act_f32 = 1;
-	o.kv_full = 1;
+	o.kv = APP_KV_FULL;
 	if (ask(t, &o, q, &full, NULL, NULL))
 		return;
 	base_opts(&o);

@@ -182,7 +182,8 @@ def main():
     ap.add_argument("--questions", default=os.path.join(HERE, "questions.jsonl"))
     ap.add_argument("--limit", type=int, default=0, help="first N questions (after --docs)")
     ap.add_argument("--docs", default="", help="comma-separated substrings; keep documents whose path contains one")
-    ap.add_argument("--methods", default="full,sekv", help="comma-separated: full, sekv")
+    ap.add_argument("--methods", default="full,sekv", help="comma-separated: full, sekv, streaming "
+                    "(the StreamingLLM rival at the same budget)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-qa.jsonl"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "sekv"))
     ap.add_argument("--model", default=os.environ.get("SEKV_MODEL", ""),
@@ -198,8 +199,8 @@ def main():
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
-        if m not in ("full", "sekv"):
-            die(f"unknown method {m!r} (full, sekv)")
+        if m not in ("full", "sekv", "streaming"):
+            die(f"unknown method {m!r} (full, sekv, streaming)")
     methods.sort(key=lambda m: m != "full")  # full first: its result is each SeKV record's full_correct
 
     qs = load_questions(args.questions)
@@ -261,7 +262,7 @@ def main():
             for m in methods:
                 cmd = [args.bin, "ask", ids[doc], q["question"], "--kv", m, "-n", str(args.n_predict),
                        "--json", "--temp", "0", "-q", "--evidence-top", str(EVERY_PASSAGE)] + common
-                if m == "sekv":
+                if m != "full":
                     cmd += ["--budget", str(args.budget)]
                 cmd += shlex.split(args.ask_args)
                 p, dt = run(cmd, args.timeout)
@@ -333,9 +334,10 @@ def main():
               f"{fmt(share([b[1] for b in bm_same])):>11s}   (the engine's passages)")
         print(f"{'bm25-60w':8s} {'-':>6s} {len(bm):4d} {'n/a':>10s} {fmt(share([b[0] for b in bm])):>11s} "
               f"{fmt(share([b[1] for b in bm])):>11s}   (60-word passages)")
-        if "full" in recs and "sekv" in recs and recs["full"] and recs["sekv"]:
-            both = sum(1 for a, s in zip(recs["full"], recs["sekv"]) if a["correct"] and s["correct"])
-            print(f"sekv correct where full is correct: {both} of {sum(r['correct'] for r in recs['full'])}")
+        for m in methods:
+            if m != "full" and recs.get("full") and recs[m]:
+                both = sum(1 for a, s in zip(recs["full"], recs[m]) if a["correct"] and s["correct"])
+                print(f"{m} correct where full is correct: {both} of {sum(r['correct'] for r in recs['full'])}")
         stops = {}
         for m in methods:
             for r in recs[m]:
