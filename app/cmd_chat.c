@@ -61,6 +61,8 @@ static int on_step(void *ud, const struct conv_step *st)
 	f.full_kv_bytes = c->info.full_kv_bytes;
 	f.host_bytes = c->info.host_bytes;
 	f.mode = c->info.method;
+	if (!c->info.kv_full)
+		f.budget_bytes = (size_t)(c->info.budget * (double)c->info.full_kv_bytes);
 	if (st->stats && c->info.mem) {
 		f.stats = st->stats;
 		f.n_span = c->info.mem->n_span;

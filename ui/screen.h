@@ -130,7 +130,7 @@ struct ui_snap {
 	size_t resident_bytes, peak_resident_bytes;
 	size_t budget_bytes;        /* 0 = no cap (or no stats) */
 	size_t full_kv_bytes, host_bytes;
-	char mode[8];
+	char mode[16];
 };
 
 struct ui_span_text {

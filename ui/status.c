@@ -76,7 +76,7 @@ void ui_status_draw(WINDOW *w, struct ui_chat *ui)
 {
 	const struct ui_snap *s = &ui->snap;
 	attr_t a = ui_attr(ui, UI_C_STATUS, A_REVERSE);
-	char mode[16], left[160];
+	char mode[24], left[160];
 	const char *right;
 	attr_t ra = a;
 	double now = clk_now();

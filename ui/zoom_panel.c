@@ -142,7 +142,7 @@ int ui_snap_set(struct ui_snap *s, const struct ui_frame *f)
 	s->n_tok_doc = f->n_tok_doc;
 	s->resident_bytes = f->resident_bytes;
 	s->peak_resident_bytes = f->peak_resident_bytes;
-	s->budget_bytes = st ? st->budget_bytes : 0;
+	s->budget_bytes = st ? st->budget_bytes : f->budget_bytes;
 	s->full_kv_bytes = f->full_kv_bytes;
 	s->host_bytes = f->host_bytes;
 	snprintf(s->mode, sizeof s->mode, "%s", f->mode && *f->mode ? f->mode : "sekv");
@@ -474,8 +474,9 @@ void ui_zoom_panel_draw(WINDOW *w, struct ui_chat *ui)
 		if (!s->valid)
 			snprintf(msg, sizeof msg, "no answer yet");
 		else
-			snprintf(msg, sizeof msg, "mode %s: every KV row is exact, nothing to zoom",
-				 s->mode);
+			snprintf(msg, sizeof msg, "mode %s: %s, nothing to zoom", s->mode,
+				 strcmp(s->mode, "full") ? "the first and the most recent rows only (the rest "
+				 "is evicted)" : "every KV row is exact");
 		n = ui_text_wrap(msg, (int)strlen(msg), W - 2, l, 4);
 		for (int i = 0; i < n && i < 4; i++)
 			ui_put(w, 2 + i, 1, W - 2, msg + l[i].off, l[i].len, s->valid ? A_NORMAL : dim);
