@@ -199,28 +199,6 @@ void kv_subset_set_probe(void *ctx, const struct model_probe *p)
 	((struct kv_subset *)ctx)->probe = p;
 }
 
-/* The probe entries of model layer `layer`, over the mix rows. */
-static int probe_begin(struct kv_subset *s, int layer, int n_row, struct backend_probe *pr)
-{
-	const struct model_probe *p = s->probe;
-
-	pr->n = 0;
-	pr->n_key = n_row;
-	for (int i = 0; p && i < p->n && i < MODEL_PROBE_MAX && pr->n < BACKEND_PROBE_MAX; i++) {
-		int h = p->head[i], dup = 0;
-		if (p->layer[i] != layer || h < 0 || h >= s->p.n_head)
-			continue;
-		for (int e = 0; e < pr->n; e++)
-			dup |= pr->head[e] == h;
-		if (dup)
-			continue;
-		pr->head[pr->n] = h;
-		pr->mass[pr->n] = s->probe_row + (size_t)h * (s->n_pos + s->p.tail_cap);
-		memset(pr->mass[pr->n++], 0, (size_t)n_row * sizeof(float));
-	}
-	return pr->n > 0;
-}
-
 /* Kept rows' mass to their positions (tail rows hold no document). */
 static void probe_end(struct kv_subset *s, int layer)
 {
@@ -269,7 +247,9 @@ int kv_subset_attend(void *ctx, int layer, int pos, const float *q,
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = s->p.n_head,
 		.n_head_kv = s->p.n_head_kv, .d_head = s->p.d_h, .scale = s->p.q_scale,
 		.blk = s->blk, .n_blk = 2 };
-	if (s->probe && probe_begin(s, layer, s->n_pos + s->n_tail[l] - s->tail_first, &pr))
+	if (s->probe && model_probe_backend(s->probe, layer, s->p.n_head, s->probe_row,
+					    (size_t)(s->n_pos + s->p.tail_cap),
+					    s->n_pos + s->n_tail[l] - s->tail_first, &pr))
 		mx.probe = &pr;
 	if ((rc = op->attention_mix(s->p.be, s->ws, &mx)))
 		return rc;

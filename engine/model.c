@@ -316,16 +316,28 @@ static void rope_tables(const struct model *m, struct model_scratch *sc, int pos
 			}
 }
 
-/* The entries of p on model layer il as a backend probe; 0 when none. */
-static int probe_layer(const struct model_probe *p, int il, int n_head, struct backend_probe *pr)
+int model_probe_backend(const struct model_probe *p, int layer, int n_head, float *rows,
+			size_t ld, int n_key, struct backend_probe *pr)
 {
 	pr->n = 0;
-	pr->n_key = p->n_pos;
-	for (int i = 0; i < p->n && i < MODEL_PROBE_MAX; i++)
-		if (p->layer[i] == il && p->head[i] >= 0 && p->head[i] < n_head) {
-			pr->head[pr->n] = p->head[i];
-			pr->mass[pr->n++] = p->mass + (size_t)i * p->n_pos;
+	pr->n_key = rows ? n_key : p->n_pos;
+	for (int i = 0; i < p->n && i < MODEL_PROBE_MAX && pr->n < BACKEND_PROBE_MAX; i++) {
+		int h = p->head[i], dup = 0;
+		if (p->layer[i] != layer || h < 0 || h >= n_head)
+			continue;
+		for (int e = 0; rows && e < pr->n; e++)
+			dup |= pr->head[e] == h;
+		if (dup)
+			continue;
+		pr->head[pr->n] = h;
+		if (rows) {
+			pr->mass[pr->n] = rows + (size_t)h * ld;
+			memset(pr->mass[pr->n], 0, (size_t)n_key * sizeof(float));
+		} else {
+			pr->mass[pr->n] = p->mass + (size_t)i * p->n_pos;
 		}
+		pr->n++;
+	}
 	return pr->n > 0;
 }
 
@@ -367,7 +379,7 @@ static int attn_block(const struct model *m, struct model_state *s, int il, int 
 			.k = kv->k, .v = kv->v, .cap = kv->cap,
 			.window = glob ? 0 : hp->swa_window, .scale = hp->q_scale,
 		};
-		if (glob && n == 1 && s->probe && probe_layer(s->probe, il, hp->n_head, &pr))
+		if (glob && n == 1 && s->probe && model_probe_backend(s->probe, il, hp->n_head, NULL, 0, 0, &pr))
 			a.probe = &pr;
 		op->kv_store(be, kv->k, kv->v, kv->cap, nkv, sc->k, sc->v, pos0, n);
 		if ((rc = op->attention(be, sc->ws, &a)))

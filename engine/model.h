@@ -17,6 +17,7 @@
 #define MODEL_MAX_LAYER 128
 
 struct gguf;
+struct backend_probe;
 
 struct model_hparams {
 	char arch[32];          /* general.architecture, e.g. "gemma3" */
@@ -79,6 +80,15 @@ struct model_probe {
 	int n_pos;                    /* positions counted: [0, n_pos) */
 	float *mass;                  /* [n][n_pos], accumulated (caller zeroes) */
 };
+
+/* The entries of probe p on model layer `layer` (query heads < n_head) as
+ * a backend probe pr (engine/backend.h). rows NULL: keys are document
+ * positions (n_key = p->n_pos) and each entry accumulates straight into
+ * its row of p->mass; else each distinct head accumulates into rows + h *
+ * ld, n_key floats zeroed here, for a caller that maps keys to positions
+ * afterwards (mixed attention). Returns 1 when some entry is on the layer. */
+int model_probe_backend(const struct model_probe *p, int layer, int n_head, float *rows,
+			size_t ld, int n_key, struct backend_probe *pr);
 
 /* Opens a GGUF model. n_threads <= 0 means all cores. Errors name the file
  * and the missing/bad key or tensor (SEKV_EFORMAT, SEKV_EUNSUP for an

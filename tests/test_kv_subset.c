@@ -9,6 +9,7 @@
 #include "engine/backend.h"
 #include "engine/err.h"
 #include "engine/kv_subset.h"
+#include "engine/model.h"
 #include "engine/quant.h"
 
 #include <math.h>
@@ -157,9 +158,65 @@ static void subset_refuses_bad_positions(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* The evidence probe: a kept row's softmax weight lands on its document
+ * position (a double reference), an evicted position gets none, and the
+ * tail row's weight is what is missing from 1. */
+static void subset_probe_weights_to_positions(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct backend *be = NULL;
+	struct kv_subset *s = NULL;
+	int32_t pos[40];
+	float q[2 * 16], k[16], v[16], out[2 * 16], *mass = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 200, 1, 2, 1, 16, 8) == 0);
+	T_CHECK(t, backend_open("cpu", 1, &be, err, sizeof err) == 0);
+	int n = kv_select_streaming(d.n_tok, 40, 4, pos);
+	struct kv_subset_params kp = { .n_layer = 1, .layer_id = d.layer_id, .n_head = 2,
+		.n_head_kv = 1, .d_h = 16, .q_scale = 0.25f, .tail_cap = 2, .be = be };
+	T_CHECKF(t, kv_subset_new(&s, &kp, pos, n, d.n_tok, (const uint16_t *const *)d.k,
+				 (const uint16_t *const *)d.v, err, sizeof err) == 0, "%s", err);
+	mass = calloc((size_t)d.n_tok, sizeof *mass);
+	struct model_probe pr = { .n = 1, .layer = { d.layer_id[0] }, .head = { 1 }, .n_pos = d.n_tok,
+				  .mass = mass };
+	kv_subset_set_probe(s, &pr);
+	fx_rng_seed(3);
+	for (int i = 0; i < 32; i++)
+		q[i] = (float)fx_rng_n();
+	for (int i = 0; i < 16; i++) {
+		k[i] = (float)fx_rng_n();
+		v[i] = (float)fx_rng_n();
+	}
+	T_CHECK(t, kv_subset_attend(s, d.layer_id[0], d.n_tok, q, k, v, out) == 0);
+	/* reference: head 1 over the kept rows and the one tail row */
+	double lg[41], mx = -1e300, z = 0, worst = 0, sum = 0;
+	for (int r = 0; r <= n; r++) {
+		double a = 0;
+		for (int j = 0; j < 16; j++)
+			a += (double)q[16 + j] * (r < n ? quant_f16_to_f32(d.k[0][(size_t)pos[r] * 16 + j])
+						       : fx_f16r(k[j]));
+		lg[r] = a * 0.25;
+		mx = lg[r] > mx ? lg[r] : mx;
+	}
+	for (int r = 0; r <= n; r++)
+		z += exp(lg[r] - mx);
+	for (int r = 0; r < n; r++)
+		worst = fmax(worst, fabs(mass[pos[r]] - exp(lg[r] - mx) / z));
+	for (int j = 0; j < d.n_tok; j++)
+		sum += mass[j];
+	T_CHECKF(t, worst < 1e-5 && mass[10] == 0 && mass[100] == 0 &&
+		 fabs(sum + exp(lg[n] - mx) / z - 1) < 1e-5, "worst %g sum %g", worst, sum);
+	free(mass);
+	kv_subset_free(s);
+	backend_close(be);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_kv_subset[] = {
 	{ "kv_select_streaming_sinks_and_recent", select_streaming_sinks_and_recent },
 	{ "kv_subset_decode_matches_reference", subset_decode_matches_reference },
 	{ "kv_subset_refuses_bad_positions", subset_refuses_bad_positions },
+	{ "kv_subset_probe_weights_to_positions", subset_probe_weights_to_positions },
 	{ NULL, NULL },
 };

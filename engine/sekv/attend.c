@@ -540,30 +540,6 @@ void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p)
 	c->probe = p;
 }
 
-/* Backend probe of model layer `layer`: one zeroed row of probe_row per
- * distinct probed head. 0 when the layer has none. */
-static int probe_begin(struct sekv_ctx *c, int layer, struct backend_probe *pr)
-{
-	const struct model_probe *p = c->probe;
-	int n_head = c->m->n_head;
-
-	pr->n = 0;
-	pr->n_key = c->n_row;
-	for (int i = 0; p && i < p->n && i < MODEL_PROBE_MAX; i++) {
-		int h = p->head[i], dup = 0;
-		if (p->layer[i] != layer || h < 0 || h >= n_head)
-			continue;
-		for (int e = 0; e < pr->n; e++)
-			dup |= pr->head[e] == h;
-		if (dup)
-			continue;
-		pr->head[pr->n] = h;
-		pr->mass[pr->n] = c->probe_row + (size_t)h * c->n_row;
-		memset(pr->mass[pr->n++], 0, (size_t)c->n_row * sizeof(float));
-	}
-	return pr->n > 0;
-}
-
 /* Row mass -> document positions for every probe entry of this layer:
  * exact and reconstructed rows to their positions, a coarse row's mass
  * spread evenly over its span's tokens, tail rows (no document) dropped. */
@@ -644,7 +620,8 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,
 		.n_head_kv = m->n_head_kv, .d_head = m->d_h, .scale = c->q_scale,
 		.blk = c->blk, .n_blk = c->n_blk };
-	if (c->probe && probe_begin(c, layer, &pr))
+	if (c->probe && model_probe_backend(c->probe, layer, m->n_head, c->probe_row, (size_t)c->n_row,
+					    c->n_row, &pr))
 		mx.probe = &pr;
 	if ((rc = op->attention_mix(c->be, c->ws, &mx)))
 		return rc;
