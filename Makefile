@@ -9,7 +9,10 @@ CXXFLAGS ?= -O2 -g
 # always added, also when CFLAGS is given on the command line (make asan)
 C_STD   = -std=c11 -D_GNU_SOURCE -Wall -Wextra -MMD -MP -I. -march=native -pthread
 CXX_STD = -std=c++17 -Wall -Wextra -MMD -MP -I. -pthread
-LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson -lm -lpthread
+# cairo: the PNG plots of `sekv eval` (app/eval_plot.c only includes it)
+CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
+CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
+LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(CAIRO_LIBS) -lm -lpthread
 BUILD  ?= build
 BIN    ?= bin
 MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf

@@ -3,7 +3,7 @@
 # returns at once when every package is already installed).
 set -e
 PKGS="build-essential pkg-config libsentencepiece-dev libopenblas-dev liblapacke-dev \
-libsqlite3-dev libncurses-dev libcjson-dev"
+libsqlite3-dev libncurses-dev libcjson-dev libcairo2-dev"
 missing=""
 for p in $PKGS; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
