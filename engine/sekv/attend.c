@@ -610,7 +610,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 
 	if (c->xk[l])
 		exact_mass(c, l, q);
-	n_cand = route(c, l, q);
+	n_cand = c->router == SEKV_ROUTER_NONE ? 0 : route(c, l, q);
 	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])

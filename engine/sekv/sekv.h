@@ -59,6 +59,8 @@ enum sekv_router {
 	                            current query (needs sekv_ctx_set_exact_keys): an upper
 	                            bound that separates routing loss from reconstruction
 	                            loss (issue 9) */
+	SEKV_ROUTER_NONE = 2,    /* never zoom: span summaries only (the summary-only
+	                            rival, a SentenceKV-style cache; issue 9 part 3) */
 };
 
 void sekv_default_params(struct sekv_params *p);
