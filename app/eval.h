@@ -45,7 +45,7 @@ struct app_opts;
 
 /* One KV method as eval runs it: a session opened with these app_opts.
  * Adding a rival that session_open knows (--kv NAME) is one row in
- * eval_methods[] (cmd_eval.c). */
+ * eval_methods[] (eval_task.c). */
 struct eval_method {
 	const char *name;   /* results' "method": a --kv name, or "summary" */
 	int kv;             /* enum app_kv */
@@ -92,7 +92,7 @@ struct eval_rec {
 	int n_answer;           /* answer tokens (kl: positions compared) */
 	char value[32];         /* the expected string */
 	char answer[128];       /* the answer, cut */
-	char note[160];         /* why the budget did not apply, an error, or "" */
+	char note[256];         /* why the budget did not apply, an error, or "" */
 };
 
 /* A growable array of records; eval_recs_free(NULL) is a no-op. */
@@ -192,7 +192,9 @@ enum eval_hay_kind {
 
 /* What every haystack is run with (borrowed for eval_run_hay). */
 struct eval_setup {
-	const struct app_opts *o;        /* model, threads, -n, sampling, ingest options */
+	const struct app_opts *o;        /* model, threads, -n, sampling, ingest
+	                                    options; db is the private library
+	                                    DIR/eval.db */
 	struct model *m;                 /* loaded once (app_load) */
 	const struct tok *tk;
 	const struct eval_method *meth[16];
@@ -201,12 +203,13 @@ struct eval_setup {
 	int n_budget;
 	unsigned tasks;                  /* 1 << enum eval_task */
 	int router;                      /* --router: enum sekv_router */
-	char db[4096];                   /* DIR/eval.db */
 	char hay_dir[4096];              /* DIR/haystacks */
 	/* progress (may be NULL): one line per method, as it finishes */
 	void (*on_method)(void *ud, const char *line);
 	/* live progress of the ingest (may be NULL) */
 	void (*on_ingest)(void *ud, long long done, long long total, double rate);
+	/* the haystack is stored: ingest wall seconds, prefill tokens/s (may be NULL) */
+	void (*on_ready)(void *ud, double ingest_s, double prefill_tps);
 	void *ud;
 };
 
@@ -219,7 +222,7 @@ struct eval_hay_cost {
 	int n_session;
 };
 
-/* Ingests h (written to setup->hay_dir/name.txt) into setup->db, runs
+/* Ingests h (written to setup->hay_dir/name.txt) into setup->o->db, runs
  * every method and budget of setup over it for the tasks kind serves, and
  * appends their records (length, depth, needle index from the arguments)
  * to out; the document is deleted from the library afterwards. A method

@@ -241,10 +241,344 @@ static void eval_hay_refusals(struct test_ctx *t)
 	T_CHECKF(t, rc5 == 0 && rc6 == SEKV_EINVAL, "short corpus: add %d, build %d", rc5, rc6);
 }
 
+/* ---- KL ------------------------------------------------------------- */
+
+/* KL and top-1 by hand: equal distributions 0; p = (1/2, 1/2) against
+ * q = (3/4, 1/4): 0.5 ln(2/3) + 0.5 ln 2 = 0.143841 nats; the log softmax
+ * normalises; argmax takes the lowest index on ties. */
+static void eval_kl_by_hand(struct test_ctx *t)
+{
+	float a[2] = { 0, 0 }, b[2] = { logf(3), 0 }, c[3] = { 5, 7, 7 }, la[2], lb[2], lc[3];
+	int ta = eval_log_softmax(a, 2, la), tb = eval_log_softmax(b, 2, lb), tc = eval_log_softmax(c, 3, lc);
+	double kl_ab = eval_kl(la, lb, 2), kl_aa = eval_kl(la, la, 2), kl_ba = eval_kl(lb, la, 2);
+	double sum = exp(lc[0]) + exp(lc[1]) + exp(lc[2]);
+
+	T_CHECKF(t, fabs(kl_ab - 0.143841) < 1e-5, "KL(p||q) %.6f", kl_ab);
+	T_CHECKF(t, kl_aa == 0, "KL(p||p) %g", kl_aa);
+	/* 0.75 ln(1.5) + 0.25 ln(0.5) = 0.130812: KL is not symmetric */
+	T_CHECKF(t, fabs(kl_ba - 0.130812) < 1e-5, "KL(q||p) %.6f", kl_ba);
+	T_CHECK(t, ta == 0 && tb == 0 && tc == 1);
+	T_CHECKF(t, fabs(sum - 1) < 1e-6, "softmax sums to %g", sum);
+}
+
+/* ---- report and plots ----------------------------------------------- */
+
+/* Synthetic records: full and sekv@0.1 on niah over 2 lengths x 2 depths
+ * x 2 needles (sekv right on the first needle of each cell only), a kl
+ * and a mass record, and a second-question pair. */
+static void fake_records(struct eval_recs *v)
+{
+	static const char *const meth[2] = { "full", "sekv" };
+	struct eval_rec r;
+
+	memset(v, 0, sizeof *v);
+	for (int m = 0; m < 2; m++)
+		for (int l = 0; l < 2; l++)
+			for (int d = 0; d < 2; d++)
+				for (int i = 0; i < 2; i++) {
+					eval_rec_init(&r);
+					snprintf(r.method, sizeof r.method, "%s", meth[m]);
+					snprintf(r.router, sizeof r.router, "%s", m ? "summary" : "");
+					r.budget = m ? 0.1 : 1;
+					r.task = EVAL_NIAH;
+					r.length = 1024 << l;
+					r.depth = d ? 0.9 : 0.1;
+					r.depth_at = r.depth + 0.01;
+					r.needle = i;
+					r.correct = r.niah = m ? i == 0 : 1;
+					r.full_correct = 1;
+					r.full_kv_bytes = 786432.0 * (1 << l);
+					/* bytes are whole numbers (cJSON prints 15 digits) */
+					r.resident_bytes = floor(m ? r.full_kv_bytes * 0.1 : r.full_kv_bytes * 1.05);
+					r.host_bytes = m ? r.full_kv_bytes * 0.5 : 0;
+					r.disk_bytes = 3e6;
+					r.swa_bytes = 7864320;
+					r.prefill_tps = 500;
+					r.decode_tps = 100;
+					r.n_answer = 9;
+					snprintf(r.value, sizeof r.value, "AMBER-FALCON-%d", 10 + i);
+					snprintf(r.answer, sizeof r.answer, "%s", r.correct ? r.value : "no idea");
+					eval_recs_push(v, &r);
+				}
+	r.task = EVAL_KL;
+	r.correct = r.niah = -1;
+	r.decode_tps = NAN;
+	r.kl = 0.25;
+	r.top1 = 0.75;
+	eval_recs_push(v, &r);
+	r.task = EVAL_MASS;
+	r.kl = r.top1 = NAN;
+	r.mass_recall = 0.625;
+	r.correct = 1;
+	eval_recs_push(v, &r);
+	r.task = EVAL_SECOND;
+	r.mass_recall = NAN;
+	r.decode_tps = 100;
+	for (int q = 1; q <= 2; q++) {
+		r.question = q;
+		r.correct = q == 1;
+		eval_recs_push(v, &r);
+	}
+}
+
+static const char *const DESIGN_FIELDS[] = {
+	"method", "budget", "task", "length", "depth", "needle", "correct", "full_correct", "niah", "kl",
+	"top1", "mass_recall", "resident_bytes", "host_bytes", "disk_bytes", "swa_bytes", "full_kv_bytes",
+	"prefill_tps", "decode_tps",
+};
+
+/* Every record has the fields of DESIGN.md section 6, "not measured" is
+ * null, and the file reads back into the same records. */
+static void eval_report_json_fields(struct test_ctx *t)
+{
+	struct eval_recs v, w = { 0 };
+	char dir[512], path[600], err[256];
+
+	fake_records(&v);
+	snprintf(dir, sizeof dir, "%s/eval-json", test_tmpdir());
+	mkdir(dir, 0777);
+	snprintf(path, sizeof path, "%s/results.json", dir);
+	int rc = eval_write_json(&v, path, err, sizeof err);
+	int rc2 = rc ? rc : eval_read_json(&w, path, err, sizeof err);
+	cJSON *doc = rc ? NULL : test_json_load(t, path);
+	int n = cJSON_GetArraySize(doc), missing = -1, null_ok = 1, same = w.n == v.n;
+	for (int i = 0; i < n; i++) {
+		const cJSON *o = cJSON_GetArrayItem(doc, i);
+		for (size_t k = 0; k < sizeof DESIGN_FIELDS / sizeof *DESIGN_FIELDS; k++)
+			if (!cJSON_GetObjectItemCaseSensitive(o, DESIGN_FIELDS[k]))
+				missing = (int)k;
+	}
+	const cJSON *kl = cJSON_GetArrayItem(doc, v.n - 4);
+	null_ok = cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(kl, "correct")) &&
+		  cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(kl, "kl")) &&
+		  cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(doc, 0), "kl"));
+	const cJSON *sec = cJSON_GetArrayItem(doc, v.n - 1);
+	const cJSON *qn = cJSON_GetObjectItemCaseSensitive(sec, "question");
+	int second_ok = cJSON_IsString(qn) && !strcmp(qn->valuestring, "second");
+	for (int i = 0; same && i < v.n; i++) {
+		const struct eval_rec *a = &v.r[i], *b = &w.r[i];
+		same = !strcmp(a->method, b->method) && a->task == b->task && a->length == b->length &&
+		       a->depth == b->depth && a->correct == b->correct && a->question == b->question &&
+		       (isnan(a->kl) ? isnan(b->kl) : a->kl == b->kl) && a->resident_bytes == b->resident_bytes &&
+		       !strcmp(a->value, b->value);
+	}
+	cJSON_Delete(doc);
+	eval_recs_free(&v);
+	eval_recs_free(&w);
+	T_CHECKF(t, rc == 0 && rc2 == 0, "%s", err);
+	T_CHECKF(t, n == 20, "%d records in the file", n);
+	T_CHECKF(t, missing < 0, "field %s missing", missing < 0 ? "" : DESIGN_FIELDS[missing]);
+	T_CHECK(t, null_ok);
+	T_CHECK(t, second_ok);
+	T_CHECKF(t, same, "records differ after a round trip");
+}
+
+/* results.md: a section per task with the method x budget table, the
+ * values computed from the records (sekv@0.1 right on half of the niah
+ * questions, agreement 0.5, resident ratio 0.1), the length x depth
+ * grid, the second question against the first, and the images. */
+static void eval_report_md_tables(struct test_ctx *t)
+{
+	struct eval_recs v;
+	char path[512], err[256];
+	const char *png[2] = { "heat_sekv_0.1.png", "mem_sekv.png" };
+
+	fake_records(&v);
+	snprintf(path, sizeof path, "%s/results.md", test_tmpdir());
+	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
+	eval_recs_free(&v);
+	T_CHECKF(t, rc == 0, "%s", err);
+	FILE *f = fopen(path, "rb");
+	char buf[16384];
+	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[n] = 0;
+	static const char *const want[] = {
+		"header line", "## niah", "## kl", "## mass", "## second",
+		"| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | resident ratio |",
+		"| full | 8 | 1.000 | 1.000 | - | - | - | 1.0500 | 100.0 |",
+		"| sekv@0.1 | 8 | 0.500 | 0.500 | - | - | - | 0.1000 | 100.0 |",
+		"| sekv@0.1 | 1 | - | - | 0.2500 | 0.750 | - | 0.1000 | - |",
+		"| sekv@0.1 | 1 | 1.000 | 1.000 | - | - | 0.625 |",
+		"| method | length | depth 0.1 | depth 0.9 | all |",
+		"| sekv@0.1 | 2048 | 0.50 | 0.50 | 0.50 |",
+		"| sekv@0.1 | 1.000 | 0.000 | 1.000 | 0.000 |",
+		"![heat_sekv_0.1.png](heat_sekv_0.1.png)",
+	};
+	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
+		T_CHECKF(t, strstr(buf, want[i]), "results.md lacks '%s'", want[i]);
+}
+
+/* The plots: a heat map per method and budget and a memory plot per
+ * method, valid PNGs of the right size that are not blank; a file that is
+ * not a PNG is refused. */
+static void eval_plots_read_back(struct test_ctx *t)
+{
+	struct eval_recs v;
+	char dir[512], path[600], err[256];
+	char **names = NULL;
+	int n = 0, w, h, nc;
+
+	fake_records(&v);
+	snprintf(dir, sizeof dir, "%s/plots", test_tmpdir());
+	mkdir(dir, 0777);
+	int rc = eval_plot_all(&v, dir, &names, &n, err, sizeof err);
+	eval_recs_free(&v);
+	T_CHECKF(t, rc == 0, "%s", err);
+	int heat = 0, mem = 0, bad = -1;
+	for (int i = 0; i < n; i++) {
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		int is_heat = !strncmp(names[i], "heat_", 5);
+		heat += is_heat;
+		mem += !strncmp(names[i], "mem_", 4);
+		if (eval_png_info(path, &w, &h, &nc, err, sizeof err) || w != (is_heat ? 560 : 640) ||
+		    h != (is_heat ? 400 : 420) || nc < 4)
+			bad = i;
+	}
+	char first[64];
+	snprintf(first, sizeof first, "%s", n ? names[0] : "");
+	for (int i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+	T_CHECKF(t, heat == 2 && mem == 2, "%d heat maps, %d memory plots", heat, mem);
+	T_CHECKF(t, !strcmp(first, "heat_full_1.png"), "first plot %s", first);
+	T_CHECKF(t, bad < 0, "plot %d: %s (%dx%d, %d colours)", bad, err, w, h, nc);
+	snprintf(path, sizeof path, "%s/not-a.png", test_tmpdir());
+	test_write_file(path, "# not a png\n", 12);
+	T_CHECK(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == SEKV_EFORMAT);
+}
+
+/* ---- the command ------------------------------------------------------ */
+
+static const cJSON *find_rec(const cJSON *doc, const char *method, const char *task)
+{
+	const cJSON *o;
+	cJSON_ArrayForEach(o, doc) {
+		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "method");
+		const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "task");
+		if (cJSON_IsString(m) && cJSON_IsString(k) && !strcmp(m->valuestring, method) &&
+		    !strcmp(k->valuestring, task))
+			return o;
+	}
+	return NULL;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+/* One small run through the CLI with the real model: full KV answers its
+ * needle, full teacher-forced on its own answer gives KL 0 and top-1 1,
+ * SeKV at 0.5 has a record of each task, and the report and plots are
+ * there. */
+static void eval_cli_small_run(struct test_ctx *t)
+{
+	char cmd[2048], dir[512], path[600], err[256];
+	int st, w, h, nc;
+
+	if (access(test_model_path(), R_OK) != 0)
+		T_SKIP(t, "model %s missing (make model)", test_model_path());
+	snprintf(dir, sizeof dir, "%s/eval-cli", test_tmpdir());
+	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' --lengths 512 --depths 0.5 --needles 1 "
+		 "--methods full,sekv --budgets 0.5 --tasks niah,kl 2>&1", test_sekv_bin(), test_model_path(), dir);
+	char *out = test_run_cmd(cmd, &st);
+	T_CHECKF(t, out && st == 0, "exit %d: %.300s", st, out ? out : "");
+	int progress = strstr(out, "estimated") && strstr(out, "eval: done");
+	free(out);
+	T_CHECKF(t, progress, "no estimate or summary on stderr");
+	snprintf(path, sizeof path, "%s/results.json", dir);
+	cJSON *doc = test_json_load(t, path);
+	if (!doc)
+		return;
+	const cJSON *fn = find_rec(doc, "full", "niah"), *fk = find_rec(doc, "full", "kl");
+	const cJSON *sn = find_rec(doc, "sekv", "niah"), *sk = find_rec(doc, "sekv", "kl");
+	double f_ok = num(fn, "correct"), kl = num(fk, "kl"), top1 = num(fk, "top1");
+	double s_budget = num(sn, "budget"), s_kl = num(sk, "kl"), len = num(fn, "length");
+	double res = num(sn, "resident_bytes"), full = num(sn, "full_kv_bytes");
+	int n = cJSON_GetArraySize(doc);
+	cJSON_Delete(doc);
+	T_CHECKF(t, n == 4, "%d records (full and sekv, niah and kl)", n);
+	T_CHECKF(t, fn && fk && sn && sk, "a record is missing");
+	T_CHECKF(t, f_ok == 1, "full KV missed the needle");
+	T_CHECKF(t, len == 512, "length %g", len);
+	T_CHECKF(t, kl == 0 && top1 == 1, "full against itself: kl %g top1 %g", kl, top1);
+	T_CHECKF(t, s_budget == 0.5 && s_kl >= 0 && res > 0 && res < full, "sekv: budget %g kl %g resident %g of %g",
+		 s_budget, s_kl, res, full);
+	snprintf(path, sizeof path, "%s/results.md", dir);
+	FILE *f = fopen(path, "rb");
+	char buf[8192];
+	size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+	if (f)
+		fclose(f);
+	buf[k] = 0;
+	T_CHECKF(t, strstr(buf, "## niah") && strstr(buf, "## kl") && strstr(buf, "| sekv@0.5 |"), "results.md: %.200s", buf);
+	snprintf(path, sizeof path, "%s/heat_sekv_0.5.png", dir);
+	T_CHECKF(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == 0 && nc > 3, "%s", err);
+}
+
+/* Bad lists and lengths exit 2 with the reason, an unwritable DIR 1. */
+static void eval_cli_refusals(struct test_ctx *t)
+{
+	static const struct {
+		const char *args;
+		int status;
+		const char *says;
+	} cases[] = {
+		{ "--methods full,bogus", 2, "unknown method 'bogus'" },
+		{ "--budgets 0,0.1", 2, "--budgets" },
+		{ "--budgets 0.1,,0.2", 2, "--budgets" },
+		{ "--depths 0.5,1.5", 2, "--depths" },
+		{ "--tasks niah,foo", 2, "unknown task" },
+		{ "--lengths 100", 2, "at least 256" },
+		{ "--lengths 512 --tasks multi", 2, "768" },
+		{ "--lengths 40000 --tasks niah", 2, "context" },
+		{ "--needles 0", 2, "--needles" },
+	};
+	char cmd[2048], dir[512], file[512];
+
+	if (access(test_model_path(), R_OK) != 0)
+		T_SKIP(t, "model %s missing (make model)", test_model_path());
+	snprintf(dir, sizeof dir, "%s/eval-bad", test_tmpdir());
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		int st;
+		snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' %s 2>&1", test_sekv_bin(), test_model_path(),
+			 dir, cases[i].args);
+		char *out = test_run_cmd(cmd, &st);
+		int ok = out && st == cases[i].status && strstr(out, cases[i].says);
+		if (!ok)
+			T_FAIL(t, "%s: exit %d: %.200s", cases[i].args, st, out ? out : "");
+		free(out);
+		if (!ok)
+			return;
+	}
+	int st;
+	snprintf(cmd, sizeof cmd, "'%s' eval --lengths 512 2>&1", test_sekv_bin());
+	char *out = test_run_cmd(cmd, &st);
+	free(out);
+	T_CHECKF(t, st == 2, "no --out: exit %d", st);
+	snprintf(file, sizeof file, "%s/a-file", test_tmpdir());
+	test_write_file(file, "x", 1);
+	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s/sub' --lengths 512 --tasks niah 2>&1", test_sekv_bin(),
+		 test_model_path(), file);
+	out = test_run_cmd(cmd, &st);
+	int says = out && strstr(out, "cannot create");
+	free(out);
+	T_CHECKF(t, st == 1 && says, "unwritable DIR: exit %d", st);
+}
+
 const struct test_case test_eval[] = {
 	{ "eval_hay_length_and_depth", eval_hay_length_and_depth },
 	{ "eval_hay_many_needles", eval_hay_many_needles },
 	{ "eval_hay_deterministic", eval_hay_deterministic },
 	{ "eval_hay_refusals", eval_hay_refusals },
+	{ "eval_kl_by_hand", eval_kl_by_hand },
+	{ "eval_report_json_fields", eval_report_json_fields },
+	{ "eval_report_md_tables", eval_report_md_tables },
+	{ "eval_plots_read_back", eval_plots_read_back },
+	{ "eval_cli_refusals", eval_cli_refusals },
+	{ "eval_cli_small_run", eval_cli_small_run },
 	{ NULL, NULL },
 };
