@@ -28,22 +28,24 @@
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
 
-#define EVAL_N_PREDICT 16     /* answer tokens unless -n says: values are ~10 tokens */
+#define EVAL_N_PREDICT 32     /* answer tokens unless -n says: a quoted needle sentence is ~20 */
 #define EVAL_CTX_ROOM 512     /* tokens a haystack leaves in the context for questions */
 #define EVAL_MIN_LENGTH 256
 #define EVAL_MULTI_MIN 768    /* ten facts and some text between them */
 #define MAX_LIST 32
 
-/* The cost model of the estimate, measured on the project's 2-core VM
- * (README, "sekv eval"): ingest seconds per document token, seconds per
- * decoded token (plus a share per context token for exact attention),
- * seconds per session opened, memory rebuild seconds per token. The live
- * ETA scales it by the speed measured so far. */
-#define COST_PREFILL_S 3.0e-3
-#define COST_STEP_S 2.0e-2
-#define COST_STEP_CTX_S 1.0e-6
-#define COST_OPEN_S 0.15
-#define COST_REBUILD_S 2.0e-4
+/* The cost model of the estimate: ingest seconds per document token and
+ * seconds per decoded token (session opening included), as multiples of
+ * what a short probe of this machine measures at the start (a prefill
+ * with surprisal, decode steps); the factors come from runs on the
+ * project's 2-core VM (README, "sekv eval"). The live ETA then scales the
+ * estimate by the speed measured so far. */
+#define PROBE_PREFILL 256     /* tokens */
+#define PROBE_DECODE 64
+#define K_INGEST 1.1          /* ingest s/token over the probe's prefill s/token */
+#define K_DECODE 0.75         /* session s/decoded token over the probe's decode s/token */
+#define K_DECODE_CTX 0.02     /* ... plus this share per 1,000 context tokens */
+#define K_REBUILD 0.03        /* a memory rebuild, in ingests of the same document */
 #define STEPS_FIRST 60        /* worked example, question, answer */
 #define STEPS_NEXT 35         /* a later question and its answer */
 
@@ -65,6 +67,8 @@ struct grid {
 	unsigned tasks;
 	struct job *job;
 	int n_job;
+	double prefill_s_tok; /* the probe: prefill seconds per token */
+	double decode_s_tok;  /* the probe: decode seconds per token */
 	char dir[APP_PATH_MAX];
 	int tty;
 	/* progress */
@@ -73,6 +77,8 @@ struct grid {
 	double t_job;         /* clk_now at the job's start */
 	double done_pred;     /* predicted seconds of the jobs done */
 	double total_pred;
+	struct eval_hay_cost spent; /* summed over the jobs done */
+	long long toks_done;  /* document tokens ingested */
 };
 
 static int usage(const char *msg, const char *item)
@@ -177,7 +183,7 @@ static int parse_lists(struct grid *g)
 
 /* ---- the grid and its estimate --------------------------------------- */
 
-/* Predicted seconds of one haystack: ingest, rebuilds, sessions, steps. */
+/* Predicted seconds of one haystack: ingest, rebuilds, decoded tokens. */
 static double predict(const struct grid *g, enum eval_hay_kind kind, int length)
 {
 	const struct eval_setup *su = &g->su;
@@ -193,17 +199,44 @@ static double predict(const struct grid *g, enum eval_hay_kind kind, int length)
 	int free_ans = kind != EVAL_HAY_NEEDLE || (g->tasks & (1u << EVAL_NIAH)) ? n_pass
 		: 1 + ((g->tasks & (1u << EVAL_MASS)) ? mem : 0);
 	int forced = kind == EVAL_HAY_NEEDLE && (g->tasks & (1u << EVAL_KL)) ? n_pass : 0;
-	int sessions = kind == EVAL_HAY_MULTI ? n_pass * EVAL_MULTI_FACTS : free_ans + forced;
 	if (kind == EVAL_HAY_NEEDLE)
 		steps = (free_ans + forced) * (double)STEPS_FIRST;
 	else if (kind == EVAL_HAY_SECOND)
 		steps = n_pass * (double)(STEPS_FIRST + STEPS_NEXT);
 	else
 		steps = n_pass * (double)EVAL_MULTI_FACTS * STEPS_FIRST;
-	s = length * COST_PREFILL_S + sessions * COST_OPEN_S + steps * (COST_STEP_S + length * COST_STEP_CTX_S);
+	double ingest = length * g->prefill_s_tok * K_INGEST;
+	s = ingest + steps * g->decode_s_tok * (K_DECODE + K_DECODE_CTX * length / 1000.0);
 	if (any_mem && su->n_budget > 1)
-		s += (su->n_budget - 1) * length * COST_REBUILD_S;
+		s += (su->n_budget - 1) * ingest * K_REBUILD;
 	return s;
+}
+
+/* A short measurement of this machine now: PROBE_PREFILL tokens of the
+ * corpus prefilled with surprisal, then PROBE_DECODE decode steps. */
+static int probe_speed(struct grid *g, const struct eval_corpus *c, char *err, size_t errlen)
+{
+	struct model_state *ms = NULL;
+	int32_t ids[PROBE_PREFILL + PROBE_DECODE];
+	float sur[PROBE_PREFILL];
+	size_t len = c->len < 4096 ? c->len : 4096;
+	int n = tok_encode(g->su.tk, c->text, len, 1, ids, PROBE_PREFILL + PROBE_DECODE, err, errlen), rc;
+
+	if (n < PROBE_PREFILL + PROBE_DECODE)
+		return n < 0 ? n : sekv_errf(err, errlen, SEKV_EINVAL, "eval: corpus too small to probe");
+	if ((rc = model_state_new(&ms, g->su.m, PROBE_PREFILL + PROBE_DECODE, PROBE_PREFILL, 1, err, errlen)))
+		return rc;
+	double t0 = clk_now();
+	rc = model_prefill(g->su.m, ms, ids, PROBE_PREFILL, sur, err, errlen);
+	double t1 = clk_now();
+	/* as a question and its answer: logits for one step in five */
+	for (int i = 0; !rc && i < PROBE_DECODE; i++)
+		rc = model_decode_ex(g->su.m, ms, ids[PROBE_PREFILL + i], NULL, NULL, i % 5 == 4, err, errlen);
+	double t2 = clk_now();
+	model_state_free(ms);
+	g->prefill_s_tok = (t1 - t0) / PROBE_PREFILL;
+	g->decode_s_tok = (t2 - t1) / PROBE_DECODE;
+	return rc;
 }
 
 static int add_job(struct grid *g, enum eval_hay_kind kind, int length, double depth, int i_depth, int index)
@@ -404,9 +437,10 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		toks += g->job[i].length;
 	fmt_dur(g->total_pred, est, sizeof est);
 	if (!g->o.quiet)
-		fprintf(stderr, "eval: %d haystacks (%lld document tokens, each prefilled once), %d methods x "
-			"budgets; estimated %s on this machine (the ETA follows the measured speed)\n",
-			g->n_job, toks, g->su.n_meth, est);
+		fprintf(stderr, "eval: %d haystacks (%lld document tokens, each prefilled once), %d methods; "
+			"estimated %s on this machine now (prefill %.0f tokens/s, decode %.0f tokens/s; the ETA "
+			"follows the measured speed)\n", g->n_job, toks, g->su.n_meth, est,
+			1 / g->prefill_s_tok, 1 / g->decode_s_tok);
 	g->t_start = clk_now();
 	for (g->at = 0; !rc && g->at < g->n_job; g->at++) {
 		const struct job *j = &g->job[g->at];
@@ -418,6 +452,12 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 			break;
 		rc = eval_run_hay(&g->su, j->kind, name, &h, j->depth, j->index, &v, &cost, err, sizeof err);
 		eval_hay_free(&h);
+		g->spent.prefill_s += cost.prefill_s;
+		g->spent.rebuild_s += cost.rebuild_s;
+		g->spent.answer_s += cost.answer_s;
+		g->spent.n_step += cost.n_step;
+		g->spent.n_session += cost.n_session;
+		g->toks_done += j->length;
 		g->done_pred += j->predicted_s;
 		write_outputs(g, &v, 0, 0);
 	}
@@ -436,10 +476,15 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 				n_niah++;
 				ok += v.r[i].correct;
 			}
+		const struct eval_hay_cost *c = &g->spent;
 		fmt_dur(wall, w, sizeof w);
 		fprintf(stderr, "eval: %s %d haystacks in %s (estimated %s); %d records; niah: full KV %d/%d "
 			"right, the other methods %d/%d; %s/results.md, results.json and plots\n",
 			rc ? "stopped after" : "done:", g->at, w, est, v.n, ok_full, n_full, ok, n_niah, g->dir);
+		fprintf(stderr, "eval: time: ingest %.0fs (%.0f tokens/s), memory rebuilds %.0fs, %d sessions "
+			"%.0fs (%lld tokens decoded, %.1f tokens/s)\n", c->prefill_s,
+			c->prefill_s > 0 ? g->toks_done / c->prefill_s : 0, c->rebuild_s, c->n_session, c->answer_s,
+			c->n_step, c->answer_s > 0 ? c->n_step / c->answer_s : 0);
 	}
 	eval_recs_free(&v);
 	return rc ? 1 : 0;
@@ -511,6 +556,10 @@ int cmd_eval(int argc, char **argv)
 	g->su.on_ready = g->o.quiet ? NULL : on_ready;
 	g->su.ud = g;
 	g->tty = isatty(2);
+	if (probe_speed(g, &c, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		goto out;
+	}
 	if (make_jobs(g)) {
 		app_errorf("sekv eval: out of memory\n");
 		goto out;

@@ -33,7 +33,7 @@ static const struct cmd cmds[] = {
 	  "write a session as Markdown: questions, answers, evidence quoted from the document" },
 	{ "eval", cmd_eval, APP_CMD_EVAL, "--out DIR",
 	  "measure SeKV against full KV and rival KV methods on needle haystacks built from this "
-	  "machine's text: results.json, results.md, PNG plots in DIR (answers of at most 16 tokens "
+	  "machine's text: results.json, results.md, PNG plots in DIR (answers of at most 32 tokens "
 	  "unless -n says; --seed also seeds the haystacks)" },
 	{ "generate", cmd_generate, APP_CMD_GENERATE, "-p TEXT",
 	  "plain generation, the prompt wrapped in the model's chat template" },
