@@ -79,7 +79,7 @@ asan: model
 	$(MAKE) BUILD=build-asan BIN=bin-asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
-	SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
 
 # bench/run.sh, then the comparison with llama.cpp last (it ends with the
 # RATIO lines).

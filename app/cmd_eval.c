@@ -490,6 +490,44 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 	return rc ? 1 : 0;
 }
 
+/* Options and lists: 0, or the exit status of a usage error. */
+static int parse_args(struct grid *g, int argc, char **argv)
+{
+	char err[1024];
+
+	if (app_opts_parse(&g->o, argc, argv, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		return usage(NULL, NULL);
+	}
+	if (g->o.n_args)
+		return usage("unexpected argument", g->o.args[0]);
+	if (!g->o.eval_out || !*g->o.eval_out)
+		return usage("--out DIR is required", NULL);
+	if (!g->o.n_predict_set)
+		g->o.n_predict = EVAL_N_PREDICT;
+	snprintf(g->dir, sizeof g->dir, "%s", g->o.eval_out);
+	return parse_lists(g);
+}
+
+/* Every length fits the model's context with room for the questions:
+ * 0, or the exit status of a usage error. *longest gets the longest. */
+static int check_lengths(const struct grid *g, const struct model *m, int *longest)
+{
+	int n_ctx = model_hparams(m)->n_ctx_train;
+
+	*longest = 0;
+	for (int i = 0; i < g->n_length; i++) {
+		if (n_ctx > 0 && g->length[i] + EVAL_CTX_ROOM > n_ctx) {
+			app_errorf("sekv eval: --lengths: %d tokens is above what the model's context of %d tokens "
+				   "holds with %d left for the questions and answers (at most %d)\n", g->length[i],
+				   n_ctx, EVAL_CTX_ROOM, n_ctx - EVAL_CTX_ROOM);
+			return usage(NULL, NULL);
+		}
+		*longest = g->length[i] > *longest ? g->length[i] : *longest;
+	}
+	return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
 	struct grid *g = calloc(1, sizeof *g);
@@ -498,51 +536,24 @@ int cmd_eval(int argc, char **argv)
 	struct tok *tk = NULL;
 	struct chat_template ct;
 	char err[1024];
-	int status = 1;
+	int status = 1, longest;
 
 	if (!g)
 		return 1;
-	if (app_opts_parse(&g->o, argc, argv, err, sizeof err)) {
-		app_errorf("sekv eval: %s\n", err);
-		status = usage(NULL, NULL);
-		goto out;
-	}
-	if (g->o.n_args) {
-		status = usage("unexpected argument", g->o.args[0]);
-		goto out;
-	}
-	if (!g->o.eval_out || !*g->o.eval_out) {
-		status = usage("--out DIR is required", NULL);
-		goto out;
-	}
-	if ((status = parse_lists(g)))
+	if ((status = parse_args(g, argc, argv)))
 		goto out;
 	status = 1;
-	snprintf(g->dir, sizeof g->dir, "%s", g->o.eval_out);
-	if (prepare_dir(g, err, sizeof err)) {
-		app_errorf("sekv eval: %s\n", err);
-		goto out;
-	}
-	if (!g->o.n_predict_set)
-		g->o.n_predict = EVAL_N_PREDICT;
 	if (app_load(&g->o, &m, &tk, err, sizeof err) ||
 	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk, err,
 			       sizeof err)) {
 		app_errorf("sekv eval: %s\n", err);
 		goto out;
 	}
-	int n_ctx = model_hparams(m)->n_ctx_train, longest = 0;
-	for (int i = 0; i < g->n_length; i++) {
-		if (n_ctx > 0 && g->length[i] + EVAL_CTX_ROOM > n_ctx) {
-			app_errorf("sekv eval: --lengths: %d tokens is above what the model's context of %d tokens "
-				   "holds with %d left for the questions and answers (at most %d)\n", g->length[i],
-				   n_ctx, EVAL_CTX_ROOM, n_ctx - EVAL_CTX_ROOM);
-			status = usage(NULL, NULL);
-			goto out;
-		}
-		longest = g->length[i] > longest ? g->length[i] : longest;
-	}
-	if (eval_corpus_load_system(&c, (size_t)longest * 8, (size_t)16 << 20, err, sizeof err)) {
+	if ((status = check_lengths(g, m, &longest)))
+		goto out;
+	status = 1;
+	if (prepare_dir(g, err, sizeof err) ||
+	    eval_corpus_load_system(&c, (size_t)longest * 8, (size_t)16 << 20, err, sizeof err)) {
 		app_errorf("sekv eval: %s\n", err);
 		goto out;
 	}

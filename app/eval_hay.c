@@ -356,23 +356,29 @@ static int doc_count(const struct tok *tk, const struct chat_template *ct, const
 	return rc ? rc : v->n;
 }
 
-/* Byte offsets of ids' decoded pieces into off [n + 1]; the total. */
+/* Byte offsets of ids' decoded pieces into off [n + 1] (NULL: not
+ * wanted); returns the total. With expect, *same says whether the pieces
+ * spell expect[0, expect_len) from its start. */
 static size_t piece_offsets(const struct tok *tk, const int32_t *ids, int n, size_t *off,
 			    const char *expect, size_t expect_len, int *same)
 {
 	char piece[1024];
+	size_t at = 0;
 
-	off[0] = 0;
 	*same = 1;
 	for (int i = 0; i < n; i++) {
 		int k = tok_token_text(tk, ids[i], piece, (int)sizeof piece);
 		if (k < 0)
 			k = 0;
-		if (expect && (off[i] + (size_t)k > expect_len || memcmp(expect + off[i], piece, (size_t)k)))
+		if (expect && (at + (size_t)k > expect_len || memcmp(expect + at, piece, (size_t)k)))
 			*same = 0;
-		off[i + 1] = off[i] + (size_t)k;
+		if (off)
+			off[i] = at;
+		at += (size_t)k;
 	}
-	return off[n];
+	if (off)
+		off[n] = at;
+	return at;
 }
 
 /* A window of want bytes from a paragraph start chosen by seed, wrapping
@@ -626,7 +632,6 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 	struct ins ins[EVAL_MAX_NEEDLES];
 	int ins_tok[EVAL_MAX_NEEDLES], rc, sum = 0;
 	struct bg g;
-	size_t open_len;
 
 	memset(h, 0, sizeof *h);
 	memset(&g, 0, sizeof g);
@@ -642,16 +647,8 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 	int over = doc_count(tk, ct, "", 0, &v, err, errlen);
 	if ((rc = over) < 0)
 		goto out;
-	{
-		size_t *off = malloc(((size_t)over + 1) * sizeof *off);
-		int same;
-		if (!off) {
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "haystack: out of memory");
-			goto out;
-		}
-		open_len = piece_offsets(tk, v.ids, v.n, off, NULL, 0, &same);
-		free(off);
-	}
+	int same;
+	size_t open_len = piece_offsets(tk, v.ids, v.n, NULL, NULL, 0, &same);
 	for (int j = 0; j < n; j++) {
 		int k = tok_encode(tk, h->needle[j].sentence, strlen(h->needle[j].sentence), 0, NULL, 0,
 				   err, errlen);

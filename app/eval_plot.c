@@ -169,6 +169,37 @@ static const double PALETTE[][3] = {
 	{ 1.00, 0.50, 0.05 }, { 0.55, 0.34, 0.29 },
 };
 
+/* Background, title, axes and ticks of a memory plot: x linear in
+ * tokens up to xmax, y in MiB up to ymax bytes; plot area (x0, y0, w, h). */
+static void mem_axes(cairo_t *cr, const char *method, const double *len, int n_l, double xmax,
+		     double ymax, double x0, double y0, double w, double h)
+{
+	char buf[96];
+
+	cairo_set_source_rgb(cr, 1, 1, 1);
+	cairo_paint(cr);
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+	cairo_set_source_rgb(cr, 0, 0, 0);
+	snprintf(buf, sizeof buf, "KV memory against length: %.15s", method);
+	text_at(cr, x0 + w / 2, 30, buf, 16, 1);
+	cairo_set_line_width(cr, 1);
+	cairo_move_to(cr, x0, y0);
+	cairo_line_to(cr, x0, y0 + h);
+	cairo_line_to(cr, x0 + w, y0 + h);
+	cairo_stroke(cr);
+	for (int t = 0; t <= 4; t++) {
+		double y = y0 + h - h * t / 4.0;
+		snprintf(buf, sizeof buf, "%.1f", ymax * t / 4.0 / 1048576.0);
+		text_at(cr, x0 - 8 - 7 * strlen(buf), y + 4, buf, 12, 0);
+	}
+	for (int l = 0; l < n_l; l++) {
+		snprintf(buf, sizeof buf, "%.0f", len[l]);
+		text_at(cr, x0 + w * len[l] / xmax, y0 + h + 18, buf, 12, 1);
+	}
+	text_at(cr, x0 + w / 2, y0 + h + 48, "length (tokens)", 13, 1);
+	text_at(cr, 8, y0 - 12, "MiB", 13, 0);
+}
+
 /* One method: resident bytes of each of its groups (budgets) and full KV
  * bytes against length, linear axes from 0. */
 static int plot_mem(const struct eval_recs *v, const char *method, const struct eval_group *g, int n_g,
@@ -198,28 +229,7 @@ static int plot_mem(const struct eval_recs *v, const char *method, const struct 
 	double xmax = len[n_l - 1] > 0 ? len[n_l - 1] : 1;
 	ymax *= 1.1;
 
-	cairo_set_source_rgb(cr, 1, 1, 1);
-	cairo_paint(cr);
-	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-	cairo_set_source_rgb(cr, 0, 0, 0);
-	snprintf(buf, sizeof buf, "KV memory against length: %.15s", method);
-	text_at(cr, x0 + w / 2, 30, buf, 16, 1);
-	cairo_set_line_width(cr, 1);
-	cairo_move_to(cr, x0, y0);
-	cairo_line_to(cr, x0, y0 + h);
-	cairo_line_to(cr, x0 + w, y0 + h);
-	cairo_stroke(cr);
-	for (int t = 0; t <= 4; t++) {
-		double y = y0 + h - h * t / 4.0;
-		snprintf(buf, sizeof buf, "%.1f", ymax * t / 4.0 / 1048576.0);
-		text_at(cr, x0 - 8 - 7 * strlen(buf), y + 4, buf, 12, 0);
-	}
-	for (int l = 0; l < n_l; l++) {
-		snprintf(buf, sizeof buf, "%.0f", len[l]);
-		text_at(cr, x0 + w * len[l] / xmax, y0 + h + 18, buf, 12, 1);
-	}
-	text_at(cr, x0 + w / 2, MEM_H - 12, "length (tokens)", 13, 1);
-	text_at(cr, 8, y0 - 12, "MiB", 13, 0);
+	mem_axes(cr, method, len, n_l, xmax, ymax, x0, y0, w, h);
 	/* series: full KV first (dashed), then each budget's resident bytes */
 	for (int k = -1; k < n_m; k++) {
 		const struct eval_group *gr = &g[mine[k < 0 ? 0 : k]];

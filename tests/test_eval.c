@@ -484,10 +484,12 @@ static void eval_cli_small_run(struct test_ctx *t)
 	snprintf(dir, sizeof dir, "%s/eval-cli", test_tmpdir());
 	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' --lengths 512 --depths 0.5 --needles 1 "
 		 "--methods full,sekv --budgets 0.5 --tasks niah,kl 2>&1", test_sekv_bin(), test_model_path(), dir);
-	char *out = test_run_cmd(cmd, &st);
-	T_CHECKF(t, out && st == 0, "exit %d: %.300s", st, out ? out : "");
-	int progress = strstr(out, "estimated") && strstr(out, "eval: done");
+	char *out = test_run_cmd(cmd, &st), tail[400];
+	size_t n_out = out ? strlen(out) : 0;
+	snprintf(tail, sizeof tail, "%s", out ? out + (n_out > 399 ? n_out - 399 : 0) : "");
+	int progress = out && strstr(out, "estimated") && strstr(out, "eval: done");
 	free(out);
+	T_CHECKF(t, st == 0, "exit %d: ...%s", st, tail);
 	T_CHECKF(t, progress, "no estimate or summary on stderr");
 	snprintf(path, sizeof path, "%s/results.json", dir);
 	cJSON *doc = test_json_load(t, path);
