@@ -89,7 +89,7 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	if (a->repeats_example)
 		cJSON_AddTrueToObject(j, "repeats_example");
 	if (!in.kv_full)
-		cJSON_AddStringToObject(j, "router", o->router == SEKV_ROUTER_ORACLE ? "oracle" : "summary");
+		cJSON_AddStringToObject(j, "router", sekv_router_name(o->router));
 	if (a->mass_recall >= 0)
 		cJSON_AddNumberToObject(j, "mass_recall", a->mass_recall);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);

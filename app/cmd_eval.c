@@ -86,7 +86,7 @@ static int usage(const char *msg, const char *item)
 	if (msg)
 		app_errorf("sekv eval: %s%s%s\n", msg, item ? ": " : "", item ? item : "");
 	app_errorf("usage: sekv eval --out DIR [--methods LIST] [--budgets LIST] [--tasks LIST] "
-		   "[--lengths LIST] [--depths LIST] [--needles N] [--router summary|oracle]: "
+		   "[--lengths LIST] [--depths LIST] [--needles N] [--router landmark|summary|oracle]: "
 		   "see 'sekv help eval'\n");
 	return 2;
 }

@@ -81,7 +81,8 @@ struct app_opts {
 	int no_evidence;       /* --no-evidence */
 	int evidence_top;      /* --evidence-top N: passages shown per answer */
 	int session_id;        /* --session ID (rm), 0 = none */
-	int router;            /* --router summary|oracle: enum sekv_router */
+	int router;            /* --router landmark|summary|oracle: enum sekv_router
+	                          (the choices' order is the enum's) */
 	int mass_recall;       /* --mass-recall: load exact keys, report mass_recall */
 	/* sekv eval (app/cmd_eval.c parses the lists; NULL: its defaults) */
 	const char *eval_methods;  /* --methods LIST: --kv names and "summary" */

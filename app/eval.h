@@ -68,7 +68,8 @@ int eval_task_find(const char *name);
 
 struct eval_rec {
 	char method[16];        /* eval_method.name */
-	char router[8];         /* "summary", "oracle", "none" (memory methods), "" else */
+	char router[12];        /* memory methods: sekv_router_name ("landmark",
+	                           "summary", "oracle", "none"); "" else */
 	double budget;          /* fraction of full_kv_bytes; 1 for full */
 	int task;               /* enum eval_task */
 	int length;             /* document tokens (as stored) */
@@ -251,7 +252,7 @@ int eval_write_md(const struct eval_recs *v, const char *path, const char *heade
 /* A method at a budget: the rows of one table line. */
 struct eval_group {
 	char method[16];
-	char router[8];
+	char router[12];
 	double budget;
 };
 /* Distinct groups of the records of task (-1: all), in first-seen order,
@@ -259,11 +260,14 @@ struct eval_group {
 int eval_groups(const struct eval_recs *v, int task, struct eval_group *g, int cap);
 /* 1 when r belongs to g. */
 int eval_in_group(const struct eval_rec *r, const struct eval_group *g);
-/* "sekv@0.1", "sekv(oracle)@0.1", "full" into buf. */
+/* "sekv@0.1", "full" into buf; a router other than the default one and
+ * "none" is named: "sekv(oracle)@0.1". */
 void eval_group_label(const struct eval_group *g, char *buf, size_t cap);
 
 /* ---- plots (eval_plot.c) ---------------------------------------------- */
 
+/* 1 when g's router is named in labels and file names (eval_group_label). */
+int eval_router_named(const struct eval_group *g);
 /* Writes into dir, for each group with niah records, heat_<label>.png
  * (accuracy by length x depth) and, per method, mem_<method>.png
  * (resident bytes per budget and full_kv_bytes against length). The file

@@ -141,8 +141,10 @@ static int plot_heat(const struct eval_recs *v, const struct eval_group *g, cons
 	cairo_rotate(cr, -M_PI / 2);
 	text_at(cr, 0, 0, "length (tokens)", 13, 1);
 	cairo_restore(cr);
-	snprintf(name, sizeof name, "heat_%.15s%s_%g.png", g->method, !strcmp(g->router, "oracle") ? "_oracle" : "",
-		 g->budget);
+	if (eval_router_named(g))
+		snprintf(name, sizeof name, "heat_%.15s_%.11s_%g.png", g->method, g->router, g->budget);
+	else
+		snprintf(name, sizeof name, "heat_%.15s_%g.png", g->method, g->budget);
 	cairo_destroy(cr);
 	int rc = save(s, dir, name, names, n_names, err, errlen);
 	cairo_surface_destroy(s);

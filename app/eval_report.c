@@ -17,6 +17,7 @@
 
 #include "app/app.h"
 #include "engine/err.h"
+#include "engine/sekv/sekv.h"
 
 #define MAX_GROUPS 64
 #define MAX_AXIS 32
@@ -28,13 +29,22 @@ int eval_in_group(const struct eval_rec *r, const struct eval_group *g)
 	return !strcmp(r->method, g->method) && !strcmp(r->router, g->router) && r->budget == g->budget;
 }
 
+int eval_router_named(const struct eval_group *g)
+{
+	struct sekv_params p;
+
+	sekv_default_params(&p);
+	return g->router[0] && strcmp(g->router, "none") && strcmp(g->router, sekv_router_name(p.router));
+}
+
 void eval_group_label(const struct eval_group *g, char *buf, size_t cap)
 {
-	int oracle = !strcmp(g->router, "oracle");
 	if (!strcmp(g->method, "full"))
 		snprintf(buf, cap, "%s", g->method);
+	else if (eval_router_named(g))
+		snprintf(buf, cap, "%s(%s)@%g", g->method, g->router, g->budget);
 	else
-		snprintf(buf, cap, "%s%s@%g", g->method, oracle ? "(oracle)" : "", g->budget);
+		snprintf(buf, cap, "%s@%g", g->method, g->budget);
 }
 
 int eval_groups(const struct eval_recs *v, int task, struct eval_group *g, int cap)

@@ -33,9 +33,9 @@
 
 /* One row per method; a rival that session_open knows is one more row. */
 static const struct eval_method eval_methods[] = {
-	{ "full", APP_KV_FULL, SEKV_ROUTER_SUMMARY, 0, 0 },
+	{ "full", APP_KV_FULL, EVAL_ROUTER_OPT, 0, 0 },
 	{ "sekv", APP_KV_SEKV, EVAL_ROUTER_OPT, 1, 1 },
-	{ "streaming", APP_KV_STREAMING, SEKV_ROUTER_SUMMARY, 1, 0 },
+	{ "streaming", APP_KV_STREAMING, EVAL_ROUTER_OPT, 1, 0 },
 	{ "summary", APP_KV_SEKV, SEKV_ROUTER_NONE, 1, 1 },
 };
 #define N_METHOD ((int)(sizeof eval_methods / sizeof eval_methods[0]))
@@ -159,8 +159,7 @@ static void rec_base(const struct hay_run *r, const struct eval_method *mt, doub
 	snprintf(x->method, sizeof x->method, "%s", mt->name);
 	if (mt->mem) {
 		int rt = mt->router == EVAL_ROUTER_OPT ? r->su->router : mt->router;
-		snprintf(x->router, sizeof x->router, "%s", rt == SEKV_ROUTER_ORACLE ? "oracle"
-			 : rt == SEKV_ROUTER_NONE ? "none" : "summary");
+		snprintf(x->router, sizeof x->router, "%s", sekv_router_name(rt));
 	}
 	x->budget = mt->budgeted ? budget : 1.0;
 	x->task = task;

@@ -238,6 +238,11 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		if ((rc = check_budget(s, err, errlen)))
 			return rc;
 		s->sp.router = s->o.router;
+		if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
+		    !s->note[0])
+			snprintf(s->note, sizeof s->note,
+				 "document %lld was stored without landmarks: its spans are routed by their "
+				 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
 		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen);
 		if (rc)
 			return rc;

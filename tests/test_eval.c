@@ -278,7 +278,7 @@ static void fake_records(struct eval_recs *v)
 				for (int i = 0; i < 2; i++) {
 					eval_rec_init(&r);
 					snprintf(r.method, sizeof r.method, "%s", meth[m]);
-					snprintf(r.router, sizeof r.router, "%s", m ? "summary" : "");
+					snprintf(r.router, sizeof r.router, "%s", m ? "landmark" : "");
 					r.budget = m ? 0.1 : 1;
 					r.task = EVAL_NIAH;
 					r.length = 1024 << l;
@@ -376,7 +376,8 @@ static void eval_report_json_fields(struct test_ctx *t)
 /* results.md: a section per task with the method x budget table, the
  * values computed from the records (sekv@0.1 right on half of the niah
  * questions, agreement 0.5, resident ratio 0.1), the length x depth
- * grid, the second question against the first, and the images. */
+ * grid, the second question against the first, the images, and a router
+ * other than the default named in its row. */
 static void eval_report_md_tables(struct test_ctx *t)
 {
 	struct eval_recs v;
@@ -384,6 +385,10 @@ static void eval_report_md_tables(struct test_ctx *t)
 	const char *png[2] = { "heat_sekv_0.1.png", "mem_sekv.png" };
 
 	fake_records(&v);
+	/* a router other than the default is named in the label */
+	struct eval_rec x = v.r[8];
+	snprintf(x.router, sizeof x.router, "oracle");
+	eval_recs_push(&v, &x);
 	snprintf(path, sizeof path, "%s/results.md", test_tmpdir());
 	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
 	eval_recs_free(&v);
@@ -405,6 +410,7 @@ static void eval_report_md_tables(struct test_ctx *t)
 		"| sekv@0.1 | 2048 | 0.50 | 0.50 | 0.50 |",
 		"| sekv@0.1 | 1.000 | 0.000 | 1.000 | 0.000 |",
 		"![heat_sekv_0.1.png](heat_sekv_0.1.png)",
+		"| sekv(oracle)@0.1 | 1 | 1.000 |",
 	};
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		T_CHECKF(t, strstr(buf, want[i]), "results.md lacks '%s'", want[i]);

@@ -71,6 +71,7 @@ struct sekv_ctx {
 	int router;                 /* enum sekv_router */
 	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
 	float *xrow;                /* [d_h] one exact key in fp32 */
+	float *lrow;                /* [d_h] one landmark key in fp32 */
 	float *xs;                  /* [n_head][n_tok] exact scores of this layer */
 	double *xmass;              /* [n_head][n_comp] exact mass per compressed span,
 	                               relative to the head's largest score */
@@ -93,12 +94,13 @@ static void init_kappa(struct sekv_ctx *c)
 		for (int h = 0; h < m->n_head; h++) {
 			const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 			for (int s = 0; s < m->n_comp; s++) {
-				const float *kb = m->k_bar + (((size_t)l * m->n_comp + s) *
-							      m->n_head_kv + h / c->group) * d;
+				const uint16_t *kb = m->k_bar + (((size_t)l * m->n_comp + s) *
+								 m->n_head_kv + h / c->group) * d;
 				float *kp = c->kappa + (((size_t)l * m->n_head + h) * m->n_comp + s) * D;
 				double nrm = 0;
+				quant_f16_to_f32_row(kb, c->lrow, (size_t)d);
 				for (int i = 0; i < D; i++) {
-					kp[i] = vec_dot8(w + (size_t)i * d, kb, d);
+					kp[i] = vec_dot8(w + (size_t)i * d, c->lrow, d);
 					nrm += (double)kp[i] * kp[i];
 				}
 				for (int i = 0; nrm > 0 && i < D; i++)
@@ -135,9 +137,9 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	    (rc = op->buf_wrap(c->be, m->exact_v, (size_t)m->n_layer * m->n_exact * row *
 			       sizeof(uint16_t), &c->exact_v)) ||
 	    (rc = op->buf_wrap(c->be, m->k_bar, (size_t)m->n_layer * m->n_comp * row *
-			       sizeof(float), &c->bar_k)) ||
+			       sizeof(uint16_t), &c->bar_k)) ||
 	    (rc = op->buf_wrap(c->be, m->v_bar, (size_t)m->n_layer * m->n_comp * row *
-			       sizeof(float), &c->bar_v)))
+			       sizeof(uint16_t), &c->bar_v)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: %s buffers: %s",
 				 op->name, sekv_strerror(rc));
 	return 0;
@@ -150,7 +152,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -196,6 +198,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 						   (size_t)comp_tok), sizeof(float));
 	o_xk = arena_reserve(&ar, (size_t)m->n_layer, sizeof(uint16_t *));
 	o_xr = arena_reserve(&ar, (size_t)m->d_h, sizeof(float));
+	o_lr = arena_reserve(&ar, (size_t)m->d_h, sizeof(float));
 	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
 	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
 	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
@@ -228,9 +231,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->probe_row = (float *)((char *)a + o_pr);
-	c->router = p->router;
+	/* a memory stored before landmarks routes by its summaries */
+	c->router = p->router == SEKV_ROUTER_LANDMARK && m->n_lm == 0 ? SEKV_ROUTER_SUMMARY
+								      : p->router;
 	c->xk = (const uint16_t **)((char *)a + o_xk);
 	c->xrow = (float *)((char *)a + o_xr);
+	c->lrow = (float *)((char *)a + o_lr);
 	c->xs = (float *)((char *)a + o_xs);
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
@@ -383,6 +389,58 @@ static void add_mass_recall(struct sekv_ctx *c)
 	}
 }
 
+/* log(exp(a) + exp(b)) without overflow. */
+static float log_add(float a, float b)
+{
+	if (a == -INFINITY)
+		return b;
+	return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
+}
+
+/* Landmark routing of global layer l: per query head, the log-mass estimate
+ * of compressed span S is logsumexp over its blocks b of
+ * q . lm_b * q_scale + log|b| (each block's rows taken at their mean key),
+ * and alpha_S = its share among all compressed spans (softmax over spans),
+ * kept in c->alpha as logit(alpha_S). Unlike the span mean (k_bar), a block
+ * that holds the answer keeps its own score instead of being averaged
+ * over the whole span (issue 9: mass_recall and needles measured). */
+static void route_landmark(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h;
+
+	for (int kv = 0; kv < m->n_head_kv; kv++) {
+		size_t at = (size_t)l * m->n_lm * m->n_head_kv + kv;
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+				c->alpha[(size_t)h * m->n_comp + s] = -INFINITY;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++) {
+				int off = (b - m->lm_first[s]) * m->lm_len;
+				int len = sp->len - off < m->lm_len ? sp->len - off : m->lm_len;
+				float lb = logf((float)len);
+				const int8_t *lk = m->lm_k + (at + (size_t)b * m->n_head_kv) * d;
+				float sc = m->lm_s[at + (size_t)b * m->n_head_kv] * c->q_scale;
+				for (int j = 0; j < d; j++)
+					c->lrow[j] = (float)lk[j];
+				for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
+					float *a = &c->alpha[(size_t)h * m->n_comp + s];
+					*a = log_add(*a, vec_dot8(q + (size_t)h * d, c->lrow, d) * sc + lb);
+				}
+			}
+		}
+	}
+	for (int h = 0; h < m->n_head; h++) {
+		float *a = c->alpha + (size_t)h * m->n_comp, tot = -INFINITY;
+		for (int s = 0; s < m->n_comp; s++)
+			tot = log_add(tot, a[s]);
+		for (int s = 0; s < m->n_comp; s++) {
+			float ls = a[s] - tot;   /* log alpha_S <= 0 */
+			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
+		}
+	}
+}
+
 /* Routes every query head of global layer l and collects the spans wanted
  * per KV head (alpha_S > tau) into c->cand, best first. Returns the count.
  * The oracle router's alpha_S is log(the span's share of the exact mass). */
@@ -412,7 +470,9 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 		qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
 		return n_cand;
 	}
-	for (int h = 0; h < m->n_head; h++) {
+	if (c->router == SEKV_ROUTER_LANDMARK)
+		route_landmark(c, l, q);
+	for (int h = 0; c->router != SEKV_ROUTER_LANDMARK && h < m->n_head; h++) {
 		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
 		for (int i = 0; i < D; i++)
@@ -527,7 +587,7 @@ static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_blo
 	for (int s = 0; s < m->n_comp; s++) {
 		int len = m->span[m->comp_span[s]].len;
 		blk[2 + 2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
-			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 1,
+			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
 			logf((float)len), zr[s] >= 0 };
 		blk[3 + 2 * s] = (struct backend_mix_block){ c->recon_k, c->recon_v,
 			(size_t)(zr[s] >= 0 ? zr[s] : 0) * d, (size_t)d, zr[s] >= 0 ? len : 0,
