@@ -24,6 +24,8 @@
  *           per layer/head breakdown yet)
  * Not measured: correct / full_correct / niah = -1, kl / top1 /
  * mass_recall / decode_tps = NAN; both are null in JSON.
+ * One eval runs in one thread; nothing here is thread-safe. Errors are
+ * negative SEKV_E* codes with "what: object: why" in err.
  */
 #ifndef SEKV_APP_EVAL_H
 #define SEKV_APP_EVAL_H
