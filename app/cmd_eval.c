@@ -3,10 +3,11 @@
  * files it writes (eval.h says what each task measures).
  *
  * Haystacks of a run: for niah, kl and mass one per (length, depth,
- * needle) holding one needle; for second one per (length, depth) and
- * every fourth needle index, holding two needles (the second at depth
- * d + 0.4 or d - 0.4); for multi one per length and every eighth needle
- * index, holding EVAL_MULTI_FACTS facts at depths (i + 0.5) / 10. The
+ * needle) holding one needle (kl on the first half of the needle indices);
+ * for second one per (length, depth) and every eighth needle index,
+ * holding two needles (the second at depth d + 0.4 or d - 0.4); for multi
+ * one per length and every eighth needle index, holding
+ * EVAL_MULTI_FACTS facts at depths (i + 0.5) / 10. The
  * background of needle index i starts at the same corpus paragraph for
  * every length and depth (seeded by --seed and i); each needle's key and
  * value are seeded by its cell. Results are rewritten after every
@@ -51,6 +52,7 @@
 
 struct job {
 	enum eval_hay_kind kind;
+	unsigned tasks;       /* 1 << enum eval_task run on it */
 	int length;
 	double depth;
 	int i_depth;
@@ -184,7 +186,7 @@ static int parse_lists(struct grid *g)
 /* ---- the grid and its estimate --------------------------------------- */
 
 /* Predicted seconds of one haystack: ingest, rebuilds, decoded tokens. */
-static double predict(const struct grid *g, enum eval_hay_kind kind, int length)
+static double predict(const struct grid *g, enum eval_hay_kind kind, unsigned tasks, int length)
 {
 	const struct eval_setup *su = &g->su;
 	int any_mem = 0, n_pass = 0, mem = 0;
@@ -196,9 +198,9 @@ static double predict(const struct grid *g, enum eval_hay_kind kind, int length)
 		n_pass += k;
 		mem += su->meth[i]->mem ? k : 0;
 	}
-	int free_ans = kind != EVAL_HAY_NEEDLE || (g->tasks & (1u << EVAL_NIAH)) ? n_pass
-		: 1 + ((g->tasks & (1u << EVAL_MASS)) ? mem : 0);
-	int forced = kind == EVAL_HAY_NEEDLE && (g->tasks & (1u << EVAL_KL)) ? n_pass : 0;
+	int free_ans = kind != EVAL_HAY_NEEDLE || (tasks & (1u << EVAL_NIAH)) ? n_pass
+		: 1 + ((tasks & (1u << EVAL_MASS)) ? mem : 0);
+	int forced = kind == EVAL_HAY_NEEDLE && (tasks & (1u << EVAL_KL)) ? n_pass : 0;
 	if (kind == EVAL_HAY_NEEDLE)
 		steps = (free_ans + forced) * (double)STEPS_FIRST;
 	else if (kind == EVAL_HAY_SECOND)
@@ -239,13 +241,25 @@ static int probe_speed(struct grid *g, const struct eval_corpus *c, char *err, s
 	return rc;
 }
 
+/* The tasks job (kind, needle index) runs: kl on the first half of the
+ * needle indices only (its forced pass doubles a method's decoding; half
+ * the haystacks give hundreds of compared positions per method). */
+static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int index)
+{
+	unsigned t = g->tasks;
+	if (kind == EVAL_HAY_NEEDLE && index >= (g->o.eval_needles + 1) / 2)
+		t &= ~(1u << EVAL_KL);
+	return t;
+}
+
 static int add_job(struct grid *g, enum eval_hay_kind kind, int length, double depth, int i_depth, int index)
 {
 	struct job *p = realloc(g->job, ((size_t)g->n_job + 1) * sizeof *p);
 	if (!p)
 		return SEKV_ENOMEM;
 	g->job = p;
-	p[g->n_job++] = (struct job){ kind, length, depth, i_depth, index, predict(g, kind, length) };
+	unsigned t = job_tasks(g, kind, index);
+	p[g->n_job++] = (struct job){ kind, t, length, depth, i_depth, index, predict(g, kind, t, length) };
 	g->total_pred += p[g->n_job - 1].predicted_s;
 	return 0;
 }
@@ -254,7 +268,7 @@ static int make_jobs(struct grid *g)
 {
 	unsigned t = g->tasks;
 	int n_needle = g->o.eval_needles, rc = 0;
-	int n_second = (n_needle + 3) / 4, n_multi = (n_needle + 7) / 8;
+	int n_second = (n_needle + 7) / 8, n_multi = (n_needle + 7) / 8;
 
 	for (int l = 0; !rc && l < g->n_length; l++) {
 		if (t & ((1u << EVAL_NIAH) | (1u << EVAL_KL) | (1u << EVAL_MASS)))
@@ -450,7 +464,8 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		snprintf(name, sizeof name, "%s-%d-%g-%d", kind_name(j->kind), j->length, j->depth, j->index);
 		if ((rc = build_hay(g, j, c, ct, &h, err, sizeof err)))
 			break;
-		rc = eval_run_hay(&g->su, j->kind, name, &h, j->depth, j->index, &v, &cost, err, sizeof err);
+		rc = eval_run_hay(&g->su, j->kind, j->tasks, name, &h, j->depth, j->index, &v, &cost, err,
+				  sizeof err);
 		eval_hay_free(&h);
 		g->spent.prefill_s += cost.prefill_s;
 		g->spent.rebuild_s += cost.rebuild_s;

@@ -204,7 +204,7 @@ struct eval_setup {
 	int n_meth;
 	double budget[8];                /* ascending order not required */
 	int n_budget;
-	unsigned tasks;                  /* 1 << enum eval_task */
+	unsigned tasks;                  /* 1 << enum eval_task: those asked for */
 	int router;                      /* --router: enum sekv_router */
 	char hay_dir[4096];              /* DIR/haystacks */
 	/* progress (may be NULL): one line per method, as it finishes */
@@ -226,13 +226,14 @@ struct eval_hay_cost {
 };
 
 /* Ingests h (written to setup->hay_dir/name.txt) into setup->o->db, runs
- * every method and budget of setup over it for the tasks kind serves, and
+ * every method and budget of setup over it for the tasks (1 << enum
+ * eval_task) that kind serves, and
  * appends their records (length, depth, needle index from the arguments)
  * to out; the document is deleted from the library afterwards. A method
  * that cannot open (a budget below what it can hold) gets records with
  * its error in note and nothing measured; other errors stop the run.
  * 0 or a negative code. */
-int eval_run_hay(const struct eval_setup *setup, enum eval_hay_kind kind, const char *name,
+int eval_run_hay(const struct eval_setup *setup, enum eval_hay_kind kind, unsigned tasks, const char *name,
 		 const struct eval_hay *h, double depth, int index, struct eval_recs *out,
 		 struct eval_hay_cost *cost, char *err, size_t errlen);
 

@@ -130,6 +130,7 @@ double eval_kl(const float *logp, const float *logq, int n)
 struct hay_run {
 	const struct eval_setup *su;
 	enum eval_hay_kind kind;
+	unsigned tasks;                  /* 1 << enum eval_task run on this haystack */
 	const struct eval_hay *h;
 	double depth;
 	int index;
@@ -286,7 +287,7 @@ static int push_failed(struct hay_run *r, const struct eval_method *mt, double b
 		int of_kind = r->kind == EVAL_HAY_NEEDLE ? task == EVAL_NIAH || task == EVAL_KL ||
 			(task == EVAL_MASS && mt->mem)
 			: r->kind == EVAL_HAY_SECOND ? task == EVAL_SECOND : task == EVAL_MULTI;
-		if (!of_kind || !(r->su->tasks & (1u << task)))
+		if (!of_kind || !(r->tasks & (1u << task)))
 			continue;
 		rec_base(r, mt, budget, task, &x);
 		snprintf(x.note, sizeof x.note, "%s", why);
@@ -337,7 +338,7 @@ static int run_kl(struct hay_run *r, const struct eval_method *mt, double budget
 static int run_needle(struct hay_run *r, const struct eval_method *mt, double budget, char *err,
 		      size_t errlen)
 {
-	unsigned tk = r->su->tasks;
+	unsigned tk = r->tasks;
 	int full = mt->kv == APP_KV_FULL && !mt->budgeted;
 	int mass = (tk & (1u << EVAL_MASS)) && mt->mem;
 	struct session *s = NULL;
@@ -396,7 +397,7 @@ static int run_questions(struct hay_run *r, const struct eval_method *mt, double
 	struct eval_rec x;
 	int rc = 0;
 
-	if (!(r->su->tasks & (1u << task)))
+	if (!(r->tasks & (1u << task)))
 		return 0;
 	for (int j = 0; !rc && j < r->h->n_needle; j++) {
 		if (!s && (rc = open_method(r, mt, budget, 0, &s, err, errlen)))
@@ -527,7 +528,7 @@ static int drop_doc(const struct eval_setup *su, int64_t doc, char *err, size_t 
 	return rc;
 }
 
-int eval_run_hay(const struct eval_setup *su, enum eval_hay_kind kind, const char *name,
+int eval_run_hay(const struct eval_setup *su, enum eval_hay_kind kind, unsigned tasks, const char *name,
 		 const struct eval_hay *h, double depth, int index, struct eval_recs *out,
 		 struct eval_hay_cost *cost, char *err, size_t errlen)
 {
@@ -538,7 +539,7 @@ int eval_run_hay(const struct eval_setup *su, enum eval_hay_kind kind, const cha
 	memset(cost, 0, sizeof *cost);
 	if (!r)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "eval: out of memory");
-	*r = (struct hay_run){ .su = su, .kind = kind, .h = h, .depth = depth, .index = index, .out = out,
+	*r = (struct hay_run){ .su = su, .kind = kind, .tasks = tasks, .h = h, .depth = depth, .index = index, .out = out,
 			       .cost = cost, .n_vocab = tok_n_vocab(su->tk) };
 	for (int j = 0; j < EVAL_MAX_NEEDLES; j++)
 		r->full_ok[j] = -1;
