@@ -145,8 +145,10 @@ struct eval_needle {
 	int tok_at;          /* eval_hay_build: index of that token in the document */
 	int n_tok;           /* eval_hay_build: tokens of the sentence alone */
 };
+
 /* n (<= EVAL_MAX_NEEDLES) needles with pairwise different keys and values,
- * a function of seed only (splitmix64). */
+ * a function of seed only (splitmix64), every byte set (depth 0, tok_at
+ * -1 until eval_hay_build). */
 void eval_needles_make(uint64_t seed, int n, struct eval_needle *out);
 /* Mixes numbers into a seed (splitmix64 steps): haystack seeds. */
 uint64_t eval_seed_mix(uint64_t seed, uint64_t a, uint64_t b);

@@ -297,6 +297,7 @@ void eval_needles_make(uint64_t seed, int n, struct eval_needle *out)
 		n = EVAL_MAX_NEEDLES;
 	for (int i = 0; i < N_OF(PLACES); i++)
 		place[i] = i;
+	memset(out, 0, (size_t)(n > 0 ? n : 0) * sizeof *out);
 	for (int i = 0; i < n; i++) {
 		struct eval_needle *e = &out[i];
 		/* a partial shuffle: places differ within one haystack */
@@ -317,7 +318,6 @@ void eval_needles_make(uint64_t seed, int n, struct eval_needle *out)
 		snprintf(e->key, sizeof e->key, "%s for the %s", thing, PLACES[place[i]]);
 		snprintf(e->sentence, sizeof e->sentence, "The %s is %s.", e->key, e->value);
 		snprintf(e->question, sizeof e->question, "What is the %s?", e->key);
-		e->depth = e->depth_at = 0;
 		e->tok_at = -1;
 	}
 }
