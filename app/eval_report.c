@@ -439,31 +439,50 @@ static void table_memory(FILE *f, const struct eval_recs *v)
 	fputc('\n', f);
 }
 
+/* The kind of a note: its text up to the first digit (notes differ in
+ * their numbers only, answer by answer). */
+static size_t note_kind(const char *note)
+{
+	return strcspn(note, "0123456789");
+}
+
+/* Records i and k: same method, budget, length and kind of note. */
+static int same_note(const struct eval_rec *a, const struct eval_rec *b)
+{
+	size_t n = note_kind(a->note);
+	return !strcmp(a->method, b->method) && !strcmp(a->router, b->router) && a->budget == b->budget &&
+	       a->length == b->length && n == note_kind(b->note) && !strncmp(a->note, b->note, n);
+}
+
+/* Each kind of note once per method, budget and length, with how many
+ * records carry it, and the first one's text. */
 static void notes(FILE *f, const struct eval_recs *v)
 {
-	int n = 0;
+	int shown = 0;
 	for (int i = 0; i < v->n; i++) {
 		const struct eval_rec *r = &v->r[i];
 		char lab[48];
 		struct eval_group g = { { 0 }, { 0 }, r->budget };
-		int k = i;
+		int k = i, count = 0;
 		if (!r->note[0])
 			continue;
-		/* each distinct note once */
-		while (--k >= 0 && strcmp(v->r[k].note, r->note))
+		while (--k >= 0 && !(v->r[k].note[0] && same_note(&v->r[k], r)))
 			;
 		if (k >= 0)
 			continue;
-		if (!n++)
-			fprintf(f, "## Notes\n\n");
+		for (int j = i; j < v->n; j++)
+			count += v->r[j].note[0] && same_note(&v->r[j], r);
+		if (!shown++)
+			fprintf(f, "## Notes\n\nOne line per method, length and kind of note (the first record's words; "
+				"the count of records with it):\n\n");
 		snprintf(g.method, sizeof g.method, "%s", r->method);
 		snprintf(g.router, sizeof g.router, "%s", r->router);
 		eval_group_label(&g, lab, sizeof lab);
-		fprintf(f, "- %s, %s, length %d: ", lab, eval_task_name(r->task), r->length);
+		fprintf(f, "- %s, length %d, %d record%s: ", lab, r->length, count, count == 1 ? "" : "s");
 		app_print_inert(f, r->note, strlen(r->note));
 		fputc('\n', f);
 	}
-	if (n)
+	if (shown)
 		fputc('\n', f);
 }
 

@@ -376,8 +376,8 @@ static void eval_report_json_fields(struct test_ctx *t)
 /* results.md: a section per task with the method x budget table, the
  * values computed from the records (sekv@0.1 right on half of the niah
  * questions, agreement 0.5, resident ratio 0.1), the length x depth
- * grid, the second question against the first, the images, and a router
- * other than the default named in its row. */
+ * grid, the second question against the first, the images, a router
+ * other than the default named in its row, and notes of one kind once. */
 static void eval_report_md_tables(struct test_ctx *t)
 {
 	struct eval_recs v;
@@ -389,6 +389,9 @@ static void eval_report_md_tables(struct test_ctx *t)
 	struct eval_rec x = v.r[8];
 	snprintf(x.router, sizeof x.router, "oracle");
 	eval_recs_push(&v, &x);
+	/* notes that differ in their numbers only make one line */
+	snprintf(v.r[8].note, sizeof v.r[8].note, "budget 2.0%% is below the fixed part (7.1%%)");
+	snprintf(v.r[9].note, sizeof v.r[9].note, "budget 2.0%% is below the fixed part (6.3%%)");
 	snprintf(path, sizeof path, "%s/results.md", test_tmpdir());
 	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
 	eval_recs_free(&v);
@@ -411,6 +414,7 @@ static void eval_report_md_tables(struct test_ctx *t)
 		"| sekv@0.1 | 1.000 | 0.000 | 1.000 | 0.000 |",
 		"![heat_sekv_0.1.png](heat_sekv_0.1.png)",
 		"| sekv(oracle)@0.1 | 1 | 1.000 |",
+		"- sekv@0.1, length 1024, 2 records: budget 2.0% is below the fixed part (7.1%)",
 	};
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		T_CHECKF(t, strstr(buf, want[i]), "results.md lacks '%s'", want[i]);
