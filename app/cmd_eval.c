@@ -3,7 +3,7 @@
  * files it writes (eval.h says what each task measures).
  *
  * Haystacks of a run: for niah, kl and mass one per (length, depth,
- * needle) holding one needle (kl on the first half of the needle indices);
+ * needle) holding one needle (kl on the first quarter of the needle indices);
  * for second one per (length, depth) and every eighth needle index,
  * holding two needles (the second at depth d + 0.4 or d - 0.4); for multi
  * one per length and every eighth needle index, holding
@@ -241,13 +241,14 @@ static int probe_speed(struct grid *g, const struct eval_corpus *c, char *err, s
 	return rc;
 }
 
-/* The tasks job (kind, needle index) runs: kl on the first half of the
- * needle indices only (its forced pass doubles a method's decoding; half
- * the haystacks give hundreds of compared positions per method). */
+/* The tasks job (kind, needle index) runs: kl on the first quarter of
+ * the needle indices only (its forced pass costs a method a second
+ * decoding of the question; a quarter of the default grid's haystacks
+ * still compares ~180 answer positions per method and budget). */
 static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int index)
 {
 	unsigned t = g->tasks;
-	if (kind == EVAL_HAY_NEEDLE && index >= (g->o.eval_needles + 1) / 2)
+	if (kind == EVAL_HAY_NEEDLE && index >= (g->o.eval_needles + 3) / 4)
 		t &= ~(1u << EVAL_KL);
 	return t;
 }
