@@ -18,6 +18,7 @@
 #include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/evidence.h"
+#include "engine/kv_select.h"
 #include "engine/kv_subset.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -160,9 +161,11 @@ static int open_streaming(struct session *s, char *err, size_t errlen)
 	if (reserve > rows / 2)
 		reserve = rows / 2;
 	s->sub_budget = b;
-	if (!(pos = malloc(((size_t)s->n_tok + 1) * sizeof *pos)))
+	if (!(pos = malloc(((size_t)s->n_tok + 1) * hp->n_global * hp->n_head_kv * sizeof *pos)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
 	n_pos = kv_select_streaming(s->n_tok, (int)(rows - reserve), SESSION_N_SINK, pos);
+	for (int i = 1; i < hp->n_global * hp->n_head_kv; i++)
+		memcpy(pos + (size_t)i * n_pos, pos, (size_t)n_pos * sizeof *pos);
 	for (int l = 0; !rc && l < hp->n_global; l++) {
 		if (!(k[l] = malloc(n * sizeof *k[l])) || !(v[l] = malloc(n * sizeof *v[l])))
 			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");

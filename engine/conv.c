@@ -76,6 +76,7 @@ void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 	kv->evict = kv_subset_evict;
 	kv->resident_bytes = kv_subset_resident_bytes;
 	kv->set_probe = kv_subset_set_probe;
+	kv->answer_begin = kv_subset_answer_begin;
 	kv->fixed_bytes = kv_subset_fixed_bytes(s);
 	kv->budget_bytes = budget_bytes;
 }
@@ -329,6 +330,16 @@ int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errle
 		if (rc)
 			return rc;
 	}
+	return 0;
+}
+
+int conv_answer_begin(struct conv *c, char *err, size_t errlen)
+{
+	int rc = c->kv.answer_begin ? c->kv.answer_begin(c->kv.ctx) : 0;
+
+	if (rc)
+		return sekv_errf(err, errlen, rc, "conversation: %s: choosing the rows for the answer: %s",
+				 c->kv.name, sekv_strerror(rc));
 	return 0;
 }
 
@@ -624,6 +635,8 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 
 	double t0 = clk_now();
 	rc = feed_turn(c, fn, ud, a, err, errlen);
+	if (!rc)
+		rc = conv_answer_begin(c, err, errlen);
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
 	a->peak_resident_bytes = resident_now(c);

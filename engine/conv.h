@@ -35,7 +35,7 @@ struct model_probe;
  * are read at conv_new; ctx is borrowed and must outlive the conversation.
  * A NULL function means the full-KV behaviour named beside it. */
 struct conv_kv {
-	const char *name;  /* "full", "sekv" */
+	const char *name;  /* "full", "sekv", a rival's ("streaming", "snapkv", ...) */
 	void *ctx;         /* the method's decode stream */
 	/* model_attn callback (engine/model.h); NULL: exact rows in the state */
 	int (*attend)(void *ctx, int layer, int pos, const float *q,
@@ -57,12 +57,18 @@ struct conv_kv {
 	/* attention probe of the method (engine/model.h, struct model_probe);
 	 * NULL: the state's exact rows are probed (model_state_set_probe) */
 	void (*set_probe)(void *ctx, const struct model_probe *p);
+	/* called by conv_ask once a question turn is decoded, before the
+	 * answer's first token is (and by conv_answer_begin): a method that
+	 * chooses its rows from the question (SnapKV) chooses them here.
+	 * 0 or a negative code; NULL: nothing */
+	int (*answer_begin)(void *ctx);
 };
 
 /* Full KV: exact rows in the model state (needs global_exact). */
 void conv_kv_full(struct conv_kv *kv);
 /* A rival keeping a subset of the exact rows (engine/kv_subset.h), named
- * name (static storage, e.g. "streaming"), with its device budget. */
+ * name (static storage, e.g. "streaming", "snapkv", "h2o"), with its
+ * device budget. */
 void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 		    size_t budget_bytes);
 /* SeKV over mem through sc (both borrowed, outliving the conversation). */
@@ -190,6 +196,12 @@ int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errle
  * and answers as the model saw them; *n of them (the first tail_cap when
  * more were decoded). Borrowed, valid until the next call on c. */
 const int32_t *conv_tokens(const struct conv *c, int *n);
+
+/* Tells the KV method that the answer begins after the tokens fed so far
+ * (its answer_begin hook; conv_ask does this itself): for teacher-forced
+ * measurements that feed a question, then an answer. 0 or the hook's
+ * negative code. */
+int conv_answer_begin(struct conv *c, char *err, size_t errlen);
 
 /* Logits [n_vocab] after the last fed token, or NULL (borrowed, valid
  * until the next call on c). */
