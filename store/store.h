@@ -1,6 +1,6 @@
 /* store.h - the SQLite library file: documents, their SeKV memories, the
- * exact KV decoding needs, ingest progress, and sessions (each question,
- * answer and its evidence).
+ * exact KV decoding needs, H2O's scores, ingest progress, and sessions
+ * (each question, answer and its evidence).
  *
  * One file (default $XDG_DATA_HOME/sekv/library.db). Every write that
  * belongs together happens in one transaction, so a crash leaves either the
@@ -134,6 +134,24 @@ void store_swa_free(int n_layer, int32_t *layer_id, uint16_t **k, uint16_t **v);
  * with sekv_mem_free). SEKV_ENOTFOUND when none is stored, SEKV_EFORMAT
  * naming the doc and table when the file disagrees with itself. */
 int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
+		      char *err, size_t errlen);
+
+/* H2O's scores of document doc (app/ingest.c; engine/kv_select.h):
+ * score [n_layer][n_head_kv][n_tok] f32, borrowed for the call, the
+ * accumulated attention each position got during the prefill, summed
+ * over each KV head's query heads. Replaces earlier ones; joins an open
+ * transaction (ingest writes them with the memory). The shape must be the
+ * document's: n_layer_global, n_head_kv, its stored n_tok (else
+ * SEKV_EMISMATCH). 0, SEKV_EINVAL, SEKV_ENOTFOUND (no such document),
+ * SEKV_EDB. */
+int store_doc_put_h2o(struct store *s, int64_t doc, const float *score, int n_layer,
+		      int n_head_kv, int n_tok, char *err, size_t errlen);
+/* Reads them into *score, malloc'ed [n_layer_global][n_head_kv][n_tok]
+ * (caller frees), and *n_tok. SEKV_ENOTFOUND: none stored (a document
+ * ingested before the scores were: ingest it again), or no such document;
+ * SEKV_EFORMAT: the row's shape or blob length disagrees with the
+ * document; SEKV_ENOMEM, SEKV_EDB. */
+int store_doc_get_h2o(struct store *s, int64_t doc, float **score, int *n_tok,
 		      char *err, size_t errlen);
 
 /* Bytes the document occupies in the file (sum of its blob lengths).
