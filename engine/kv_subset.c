@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "engine/err.h"
 #include "engine/kv_select.h"
+#include "engine/kv_tail.h"
 #include "engine/model.h"
 
 #include <stdlib.h>
@@ -26,10 +27,8 @@ struct kv_subset {
 	int n_keep, cap, n_tok;
 	size_t row;                 /* elements of one position's row, all KV heads */
 	struct backend_buf *keep_k, *keep_v; /* [n_layer][n_head_kv][cap][d_h] fp16 */
-	struct backend_buf *tail_k, *tail_v; /* [n_layer][tail_cap][row] fp16 */
+	struct kv_tail tail;        /* the conversation's rows */
 	struct backend_ws *ws;
-	int *n_tail;                /* [n_layer] tail index after the last row */
-	int tail_first;             /* tail index of the first row still held */
 	struct backend_mix_block *blk; /* [n_head_kv][2] */
 	const struct model_probe *probe;
 	float *probe_row;           /* [n_head][cap + tail_cap] */
@@ -45,14 +44,13 @@ void kv_subset_free(struct kv_subset *s)
 		return;
 	if (s->p.be) {
 		const struct backend_ops *op = s->p.be->ops;
-		struct backend_buf *b[] = { s->keep_k, s->keep_v, s->tail_k, s->tail_v };
-		for (size_t i = 0; i < sizeof b / sizeof *b; i++)
-			op->buf_free(s->p.be, b[i]);
+		op->buf_free(s->p.be, s->keep_k);
+		op->buf_free(s->p.be, s->keep_v);
 		if (s->ws)
 			op->ws_free(s->ws);
 	}
+	kv_tail_free(&s->tail);
 	free(s->pos);
-	free(s->n_tail);
 	free(s->blk);
 	free(s->probe_row);
 	free(s->vote);
@@ -152,7 +150,6 @@ int kv_subset_new(struct kv_subset **out, const struct kv_subset_params *p,
 	size_t keep = n_pos * p->d_h * sizeof(uint16_t);
 	size_t tail = (size_t)p->n_layer * p->tail_cap * s->row * sizeof(uint16_t);
 	if (!(s->pos = malloc((n_pos ? n_pos : 1) * sizeof *s->pos)) ||
-	    !(s->n_tail = calloc((size_t)p->n_layer, sizeof *s->n_tail)) ||
 	    !(s->blk = calloc((size_t)p->n_head_kv * 2, sizeof *s->blk)) ||
 	    !(s->probe_row = calloc((size_t)p->n_head * (n_keep + p->tail_cap), sizeof *s->probe_row)) ||
 	    (p->snap_keep && (!(s->vote = calloc((size_t)p->n_layer * p->n_head_kv * n_tok, sizeof *s->vote)) ||
@@ -166,8 +163,7 @@ int kv_subset_new(struct kv_subset **out, const struct kv_subset_params *p,
 	if ((rc = op->ws_new(p->be, &wsz, &s->ws)) ||
 	    (rc = op->buf_new(p->be, keep ? keep : 1, &s->keep_k)) ||
 	    (rc = op->buf_new(p->be, keep ? keep : 1, &s->keep_v)) ||
-	    (rc = op->buf_new(p->be, tail, &s->tail_k)) ||
-	    (rc = op->buf_new(p->be, tail, &s->tail_v)) ||
+	    (rc = kv_tail_init(&s->tail, p->be, p->n_layer, p->tail_cap, p->n_head_kv, p->d_h)) ||
 	    (rc = copy_rows(s, k, v))) {
 		rc = sekv_errf(err, errlen, rc, "kv_subset_new: backend buffers: %zu bytes",
 			       2 * (keep + tail));
@@ -200,42 +196,20 @@ size_t kv_subset_fixed_bytes(const struct kv_subset *s)
 size_t kv_subset_resident_bytes(const void *ctx)
 {
 	const struct kv_subset *s = ctx;
-	size_t b = model_kv_bytes(s->n_keep, s->p.n_layer, s->p.n_head_kv, s->p.d_h);
-
-	for (int l = 0; l < s->p.n_layer; l++)
-		b += model_kv_bytes(s->n_tail[l] - s->tail_first, 1, s->p.n_head_kv, s->p.d_h);
-	return b;
+	return model_kv_bytes(s->n_keep, s->p.n_layer, s->p.n_head_kv, s->p.d_h) +
+	       kv_tail_bytes(&s->tail);
 }
 
 int kv_subset_tail_rows(const void *ctx)
 {
-	const struct kv_subset *s = ctx;
-	int n = 0;
-
-	for (int l = 0; l < s->p.n_layer; l++)
-		if (s->n_tail[l] - s->tail_first > n)
-			n = s->n_tail[l] - s->tail_first;
-	return n;
+	return kv_tail_rows(&((const struct kv_subset *)ctx)->tail);
 }
 
 int kv_subset_evict(void *ctx, int pos)
 {
 	struct kv_subset *s = ctx;
-	int first = pos - s->n_tok, lo = s->n_tail[0];
-	size_t rb = s->row * sizeof(uint16_t);
 
-	for (int l = 1; l < s->p.n_layer; l++)
-		lo = s->n_tail[l] < lo ? s->n_tail[l] : lo;
-	if (first < s->tail_first || first > lo)
-		return SEKV_EINVAL;
-	int drop = first - s->tail_first;
-	for (int l = 0; l < s->p.n_layer && drop > 0; l++) {
-		size_t at = (size_t)l * s->p.tail_cap * rb, keep = (size_t)(s->n_tail[l] - first) * rb;
-		s->p.be->ops->buf_copy(s->p.be, s->tail_k, at, s->tail_k, at + (size_t)drop * rb, keep);
-		s->p.be->ops->buf_copy(s->p.be, s->tail_v, at, s->tail_v, at + (size_t)drop * rb, keep);
-	}
-	s->tail_first = first;
-	return 0;
+	return kv_tail_evict(&s->tail, pos - s->n_tok);
 }
 
 void kv_subset_set_probe(void *ctx, const struct model_probe *p)
@@ -327,31 +301,25 @@ int kv_subset_attend(void *ctx, int layer, int pos, const float *q,
 	const struct backend_ops *op;
 	struct backend_mix mx;
 	struct backend_probe pr;
-	int l = -1, idx, rc;
+	int l = -1, rc;
 
 	if (!s || !q || !k || !v || !out)
 		return SEKV_EINVAL;
 	for (int i = 0; i < s->p.n_layer; i++)
 		if (s->layer_id[i] == layer)
 			l = i;
-	idx = pos - s->n_tok;
-	if (l < 0 || idx < s->tail_first || idx - s->tail_first >= s->p.tail_cap || idx > s->n_tail[l])
+	if (l < 0 || kv_tail_append(&s->tail, l, pos - s->n_tok, k, v))
 		return SEKV_EINVAL;
 	op = s->p.be->ops;
-	op->kv_store(s->p.be, s->tail_k, s->tail_v, s->p.n_layer * s->p.tail_cap, (int)s->row, k, v,
-		     l * s->p.tail_cap + (idx - s->tail_first), 1);
-	s->n_tail[l] = idx + 1;
 	for (int g = 0; g < s->p.n_head_kv; g++) {
 		s->blk[2 * g] = (struct backend_mix_block){ s->keep_k, s->keep_v, keep_at(s, l, g, 0),
 			(size_t)s->p.d_h, s->n_keep, 0, 0.0f, 0 };
-		s->blk[2 * g + 1] = (struct backend_mix_block){ s->tail_k, s->tail_v,
-			(size_t)l * s->p.tail_cap * s->row + (size_t)g * s->p.d_h, s->row,
-			s->n_tail[l] - s->tail_first, 0, 0.0f, 0 };
+		s->blk[2 * g + 1] = kv_tail_block(&s->tail, l, g);
 	}
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = s->p.n_head,
 		.n_head_kv = s->p.n_head_kv, .d_head = s->p.d_h, .scale = s->p.q_scale,
 		.blk = s->blk, .n_blk = 2 };
-	if (probe_begin(s, layer, s->n_keep + s->n_tail[l] - s->tail_first, &pr))
+	if (probe_begin(s, layer, s->n_keep + s->blk[1].n, &pr))
 		mx.probe = &pr;
 	if ((rc = op->attention_mix(s->p.be, s->ws, &mx)))
 		return rc;
