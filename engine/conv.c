@@ -4,8 +4,9 @@
  * so far (the caller's start + earlier turns); the sampled token that ends
  * a turn is not decoded: the next turn starts by closing the model turn.
  * Turn starts are remembered so a KV method that evicts forgets whole turns,
- * oldest first. The KV methods themselves live in engine/sekv/ and in the
- * model state; documents are loaded by app/.
+ * oldest first. The KV methods themselves live in engine/sekv/, in the
+ * model state and in the rivals' streams (kv_subset.c, kv_quest.c);
+ * documents are loaded by app/.
  */
 #include "engine/conv.h"
 
@@ -15,6 +16,7 @@
 
 #include "engine/chat.h"
 #include "engine/clock.h"
+#include "engine/kv_quest.h"
 #include "engine/kv_subset.h"
 #include "engine/err.h"
 #include "engine/model.h"
@@ -78,6 +80,20 @@ void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 	kv->set_probe = kv_subset_set_probe;
 	kv->answer_begin = kv_subset_answer_begin;
 	kv->fixed_bytes = kv_subset_fixed_bytes(s);
+	kv->budget_bytes = budget_bytes;
+}
+
+void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = "quest";
+	kv->ctx = s;
+	kv->attend = kv_quest_attend;
+	kv->tail_rows = kv_quest_tail_rows;
+	kv->evict = kv_quest_evict;
+	kv->resident_bytes = kv_quest_resident_bytes;
+	kv->set_probe = kv_quest_set_probe;
+	kv->fixed_bytes = kv_quest_fixed_bytes(s);
 	kv->budget_bytes = budget_bytes;
 }
 

@@ -6,7 +6,8 @@
  * chat template (chat_build_turn); answers are sampled (engine/sampler.h)
  * and streamed as complete UTF-8 pieces, one view (struct conv_step) per
  * step. Global layers attend through a KV method (struct conv_kv): full
- * (exact rows in the state) or SeKV; a method that can evict forgets the
+ * (exact rows in the state), SeKV, or a rival at the same device budget
+ * (StreamingLLM, SnapKV, H2O, Quest); a method that can evict forgets the
  * oldest turns to stay within its budget. One loaded model serves any
  * number of conversations. Loading documents lives in app/ (store/).
  */
@@ -25,6 +26,7 @@ struct tok;
 struct sekv_ctx;
 struct sekv_mem;
 struct kv_subset;
+struct kv_quest;
 struct sekv_stats;
 struct sekv_zoom;
 struct model_probe;
@@ -71,6 +73,8 @@ void conv_kv_full(struct conv_kv *kv);
  * device budget. */
 void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 		    size_t budget_bytes);
+/* Quest (engine/kv_quest.h), named "quest", with its device budget. */
+void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes);
 /* SeKV over mem through sc (both borrowed, outliving the conversation). */
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem);
 
