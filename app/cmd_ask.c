@@ -75,8 +75,8 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 	return arr;
 }
 
-static int print_json(const struct session *s, const struct app_opts *o,
-		      const struct conv_answer *a, const struct app_evidence *ev)
+static int print_json(const struct session *s, const struct conv_answer *a,
+		      const struct app_evidence *ev)
 {
 	struct session_info in;
 	cJSON *j = cJSON_CreateObject();
@@ -88,8 +88,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 		app_json_add_text(j, "warning", a->warn);
 	if (a->repeats_example)
 		cJSON_AddTrueToObject(j, "repeats_example");
-	if (!in.kv_full)
-		cJSON_AddStringToObject(j, "router", o->router == SEKV_ROUTER_ORACLE ? "oracle" : "summary");
+	if (in.router)
+		cJSON_AddStringToObject(j, "router", in.router);
 	if (a->mass_recall >= 0)
 		cJSON_AddNumberToObject(j, "mass_recall", a->mass_recall);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
@@ -114,8 +114,9 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
 	if (in.note[0])
 		app_json_add_text(j, "note", in.note);
-	if (!in.kv_full) {
+	if (!in.kv_full)
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
+	if (in.mem) {
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
 		cJSON_AddNumberToObject(j, "n_span", in.n_span);
 		cJSON_AddNumberToObject(j, "n_compressed", in.n_comp);
@@ -127,7 +128,6 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	}
 	if (ev->on)
 		cJSON_AddItemToObject(j, "evidence", app_evidence_json(ev));
-	(void)o;
 	char *txt = cJSON_PrintUnformatted(j);
 	char *safe = txt ? app_json_inert_dup(txt) : NULL;
 	cJSON_Delete(j);
@@ -206,7 +206,7 @@ int cmd_ask(int argc, char **argv)
 	if (rc && rc != SEKV_EINTR) {
 		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
-		rc = print_json(s, &o, &a, &ev);
+		rc = print_json(s, &a, &ev);
 	} else {
 		printf("\n");
 		app_evidence_print(&ev, stdout);
