@@ -200,12 +200,17 @@ static int rival_rows(struct session *s, long long fixed_rows, int need, int *ke
 	double fit = (double)rows / (double)(n_tok ? n_tok : 1);
 	if (fit > b + 1e-12) {
 		double shown = ceil(fit * 1e4) / 1e4;
+		while ((long long)(shown * (double)n_tok) < rows)
+			shown += 1e-4;
+		char meta[64] = "";
+		if (fixed_rows)
+			snprintf(meta, sizeof meta, "%lld for its metadata, ", fixed_rows);
 		if (s->o.budget_set)
 			return sekv_errf(err, errlen, SEKV_EINVAL,
-					 "budget %g: %s needs %lld rows of document %lld's %lld for its metadata "
-					 "and the conversation and %d for the document; ask with --budget %.4f or more",
-					 b, name, fixed_rows + (rows - fixed_rows - k), (long long)s->doc.id, n_tok,
-					 need, shown);
+					 "budget %g (%lld rows of document %lld's %lld): %s needs %s%lld for the "
+					 "conversation and %d for the document; ask with --budget %.4f or more",
+					 b, (long long)(b * (double)n_tok), (long long)s->doc.id, n_tok, name, meta,
+					 rows - fixed_rows - k, need, shown);
 		snprintf(s->note, sizeof s->note,
 			 "budget %.1f%% leaves %s less than %d document rows: %.2f%% is used", 100 * b, name,
 			 need, 100 * fit);
