@@ -117,103 +117,122 @@ static double ref_bound(const struct fx_doc *d, int l, int h, int pg, const floa
 	return b;
 }
 
-/* One step of random q, k, v through every layer (heads' queries in q
- * [n_layer][n_head][d_h], out likewise); checks against the double
- * reference over the chosen pages' rows and the tail, that the chosen
- * pages have the largest bounds (max over the group), and, with a probe
- * on head ph of every layer (mass [n_layer][n_tok]), the weights on the
- * chosen positions. Returns the worst output difference, -1 on failure,
- * 1e9 when the pages or the probe are wrong. */
+/* 1 when the pages KV head g of layer index l chose have the largest
+ * bounds for queries q [n_head][d_h] (the most over its query heads). */
+static int pages_are_best(const struct qrig *r, int l, int g, const float *q)
+{
+	const struct fx_doc *d = r->d;
+	int group = d->n_head / d->n_head_kv, n_page = (d->n_tok + 15) / 16;
+	const int32_t *pg;
+	int n_pg = kv_quest_chosen(r->s, l, g, &pg);
+	char in[4096] = { 0 };
+	double lo = INFINITY, hi = -INFINITY;
+
+	for (int c = 0; c < n_pg; c++)
+		in[pg[c]] = 1;
+	for (int p = 0; p < n_page; p++) {
+		double b = -INFINITY;
+		for (int hh = 0; hh < group; hh++)
+			b = fmax(b, ref_bound(d, l, g * group + hh, p, q + (size_t)(g * group + hh) * d->d_h));
+		if (in[p])
+			lo = fmin(lo, b);
+		else
+			hi = fmax(hi, b);
+	}
+	return lo >= hi - 1e-3 * fabs(hi) - 1e-4;
+}
+
+/* Query head h of layer index l against the double reference over the
+ * chosen pages' rows and the tail so far: the worst difference of out
+ * [d_h], or 1e9 when mass (this head's probe row [n_tok], or NULL) is not
+ * the reference weight on every chosen position and 0 elsewhere. */
+static double check_head(const struct qrig *r, int l, int h, const float *q, const float *out,
+			 const float *mass)
+{
+	const struct fx_doc *d = r->d;
+	int dh = d->d_h, nkv = d->n_head_kv * dh, g = h / (d->n_head / d->n_head_kv), n = 0;
+	const int32_t *pg;
+	int n_pg = kv_quest_chosen(r->s, l, g, &pg);
+	double *lg = malloc(((size_t)d->n_tok + r->cap) * sizeof *lg), mx = -INFINITY, z = 0, acc[64] = { 0 };
+	double worst = 0, seen = 0;
+
+	for (int c = 0; c < n_pg; c++)
+		for (int t = pg[c] * 16; t < (pg[c] + 1) * 16 && t < d->n_tok; t++, n++) {
+			double a = 0;
+			for (int j = 0; j < dh; j++)
+				a += (double)q[j] * key_at(d, l, t, g, j);
+			lg[n] = a * QSCALE;
+		}
+	for (int i = 0; i <= r->n_step; i++, n++) {
+		double a = 0;
+		for (int j = 0; j < dh; j++)
+			a += (double)q[j] * r->tk[((size_t)l * r->cap + i) * nkv + g * dh + j];
+		lg[n] = a * QSCALE;
+	}
+	for (int i = 0; i < n; i++)
+		mx = fmax(mx, lg[i]);
+	for (int i = 0; i < n; i++)
+		z += lg[i] = exp(lg[i] - mx);
+	n = 0;
+	for (int c = 0; c < n_pg; c++)
+		for (int t = pg[c] * 16; t < (pg[c] + 1) * 16 && t < d->n_tok; t++, n++) {
+			for (int j = 0; j < dh; j++)
+				acc[j] += lg[n] / z * quant_f16_to_f32(d->v[l][((size_t)t * d->n_head_kv + g) * dh + j]);
+			if (mass && fabs(mass[t] - lg[n] / z) > 1e-5)
+				worst = 1e9;
+			seen += mass ? mass[t] : 0;
+		}
+	for (int i = 0; i <= r->n_step; i++, n++)
+		for (int j = 0; j < dh; j++)
+			acc[j] += lg[n] / z * r->tv[((size_t)l * r->cap + i) * nkv + g * dh + j];
+	for (int j = 0; j < dh; j++)
+		worst = fmax(worst, fabs(out[j] - acc[j]));
+	for (int t = 0; mass && t < d->n_tok; t++)
+		seen -= mass[t];
+	free(lg);
+	/* mass outside the chosen pages: what all positions got beyond them */
+	return fabs(seen) > 1e-6 ? 1e9 : worst;
+}
+
+/* One step of random q, k, v through every layer, each checked by
+ * pages_are_best and check_head (with a probe on query head ph when mass
+ * [n_layer][n_tok] is given). The worst difference, -1 on failure, 1e9
+ * when the pages or the probe are wrong. */
 static double qrig_step(struct qrig *r, float *mass, int ph)
 {
 	const struct fx_doc *d = r->d;
-	int dh = d->d_h, nq = d->n_head * dh, nkv = d->n_head_kv * dh, group = d->n_head / d->n_head_kv;
-	int n_page = (d->n_tok + 15) / 16;
+	int dh = d->d_h, nq = d->n_head * dh, nkv = d->n_head_kv * dh;
 	float q[8 * 64], k[8 * 64], v[8 * 64], out[8 * 64];
-	double worst = 0, *lg = malloc(((size_t)d->n_tok + r->cap) * sizeof *lg);
+	double worst = 0;
 
 	if (mass)
 		memset(mass, 0, (size_t)d->n_layer * d->n_tok * sizeof *mass);
 	for (int l = 0; l < d->n_layer && worst >= 0 && worst < 1e9; l++) {
-		float *tk = r->tk + ((size_t)l * r->cap + r->n_step) * nkv;
-		float *tv = r->tv + ((size_t)l * r->cap + r->n_step) * nkv;
+		float *ml = mass ? mass + (size_t)l * d->n_tok : NULL;
 		struct model_probe pr = { .n = 1, .layer = { d->layer_id[l] }, .head = { ph },
-					  .n_pos = d->n_tok, .mass = mass ? mass + (size_t)l * d->n_tok : NULL };
+					  .n_pos = d->n_tok, .mass = ml };
 		kv_quest_set_probe(r->s, mass ? &pr : NULL);
 		for (int i = 0; i < nq; i++)
 			q[i] = (float)(2 * fx_rng_n());
 		for (int i = 0; i < nkv; i++) {
 			k[i] = (float)fx_rng_n();
 			v[i] = (float)fx_rng_n();
-			tk[i] = fx_f16r(k[i]);
-			tv[i] = fx_f16r(v[i]);
+			r->tk[((size_t)l * r->cap + r->n_step) * nkv + i] = fx_f16r(k[i]);
+			r->tv[((size_t)l * r->cap + r->n_step) * nkv + i] = fx_f16r(v[i]);
 		}
 		if (kv_quest_attend(r->s, d->layer_id[l], d->n_tok + r->n_step, q, k, v, out)) {
 			worst = -1;
 			break;
 		}
 		kv_quest_set_probe(r->s, NULL);
-		for (int h = 0; h < d->n_head; h++) {
-			int g = h / group, n = 0;
-			const int32_t *pg;
-			int n_pg = kv_quest_chosen(r->s, l, g, &pg);
-			char in[4096] = { 0 };
-			double lo = INFINITY, hi = -INFINITY, mx = -INFINITY, z = 0, acc[64] = { 0 };
-			/* the group's bound of every page: chosen ones first */
-			for (int c = 0; c < n_pg; c++)
-				in[pg[c]] = 1;
-			for (int p = 0; h % group == 0 && p < n_page; p++) {
-				double b = -INFINITY;
-				for (int hh = 0; hh < group; hh++)
-					b = fmax(b, ref_bound(d, l, g * group + hh, p, q + (size_t)(g * group + hh) * dh));
-				if (in[p])
-					lo = fmin(lo, b);
-				else
-					hi = fmax(hi, b);
-			}
-			if (lo < hi - 1e-3 * fabs(hi) - 1e-4) {
+		for (int g = 0; g < d->n_head_kv; g++)
+			if (!pages_are_best(r, l, g, q))
 				worst = 1e9;
-				break;
-			}
-			/* reference softmax over the chosen pages' rows, then the tail */
-			for (int c = 0; c < n_pg; c++)
-				for (int t = pg[c] * 16; t < (pg[c] + 1) * 16 && t < d->n_tok; t++, n++) {
-					double a = 0;
-					for (int j = 0; j < dh; j++)
-						a += (double)q[h * dh + j] * key_at(d, l, t, g, j);
-					lg[n] = a * QSCALE;
-				}
-			for (int i = 0; i <= r->n_step; i++, n++) {
-				double a = 0;
-				for (int j = 0; j < dh; j++)
-					a += (double)q[h * dh + j] * r->tk[((size_t)l * r->cap + i) * nkv + g * dh + j];
-				lg[n] = a * QSCALE;
-			}
-			for (int i = 0; i < n; i++)
-				mx = fmax(mx, lg[i]);
-			for (int i = 0; i < n; i++)
-				z += lg[i] = exp(lg[i] - mx);
-			n = 0;
-			for (int c = 0; c < n_pg; c++)
-				for (int t = pg[c] * 16; t < (pg[c] + 1) * 16 && t < d->n_tok; t++, n++) {
-					for (int j = 0; j < dh; j++)
-						acc[j] += lg[n] / z * quant_f16_to_f32(d->v[l][((size_t)t * d->n_head_kv + g) * dh + j]);
-					if (mass && h == ph && fabs(mass[(size_t)l * d->n_tok + t] - lg[n] / z) > 1e-5)
-						worst = 1e9;
-				}
-			for (int i = 0; i <= r->n_step; i++, n++)
-				for (int j = 0; j < dh; j++)
-					acc[j] += lg[n] / z * r->tv[((size_t)l * r->cap + i) * nkv + g * dh + j];
-			for (int j = 0; j < dh && worst < 1e9; j++)
-				worst = fmax(worst, fabs(out[h * dh + j] - acc[j]));
-			if (mass && h == ph)
-				for (int t = 0; t < d->n_tok; t++)
-					if (!in[t / 16] && mass[(size_t)l * d->n_tok + t] != 0)
-						worst = 1e9;
-		}
+		for (int h = 0; h < d->n_head && worst < 1e9; h++)
+			worst = fmax(worst, check_head(r, l, h, q + (size_t)h * dh, out + (size_t)h * dh,
+						       h == ph ? ml : NULL));
 	}
 	r->n_step++;
-	free(lg);
 	return worst;
 }
 
