@@ -220,11 +220,14 @@ int cmd_ask(int argc, char **argv)
 		if (!o.quiet) {
 			struct session_info in;
 			session_get_info(s, &in);
-			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
-				"%.1f zoomed spans/token, resume %.3fs, session %lld\n",
+			char zooms[48] = "";
+			if (in.mem)
+				snprintf(zooms, sizeof zooms, "%.1f zoomed spans/token, ", a.zoom_per_token);
+			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV (%s), "
+				"%sresume %.3fs, session %lld\n",
 				a.n_gen, a.decode_tps,
 				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),
-				a.zoom_per_token, in.resume_s, (long long)session_stored_id(s));
+				in.method, zooms, in.resume_s, (long long)session_stored_id(s));
 		}
 	}
 	conv_answer_free(&a);
