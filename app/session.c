@@ -323,7 +323,8 @@ static int open_h2o(struct session *s, char *err, size_t errlen)
 }
 
 /* Quest: every exact row in the host tier; the page metadata takes one
- * row's worth per page of the budget, chosen pages what is left. */
+ * row's worth per page of the budget, chosen pages what is left (a
+ * document shorter than a page is one page). */
 static int open_quest(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
@@ -339,7 +340,7 @@ static int open_quest(struct session *s, char *err, size_t errlen)
 	struct kv_quest_params qp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
 		.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
 		.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m),
-		.page = KV_QUEST_PAGE, .page_rows = keep };
+		.page = KV_QUEST_PAGE, .page_rows = keep > KV_QUEST_PAGE ? keep : KV_QUEST_PAGE };
 	rc = kv_quest_new(&s->quest, &qp, s->n_tok, (const uint16_t *const *)k,
 			  (const uint16_t *const *)v, err, errlen);
 	free_rows(k, v);
