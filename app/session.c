@@ -177,9 +177,10 @@ static int load_exact_keys(struct session *s, char *err, size_t errlen)
  * of its own metadata: of budget * n_tok rows, the metadata's, then a
  * reserve for the conversation (2 * (n_predict + 64) rows, at most half of
  * what the metadata leaves: conv.c evicts turns past half of what the
- * fixed part leaves), then the rest. Fewer than need rows: a budget given
- * is refused naming the smallest that fits; the document's own budget is
- * raised to it with a note. *keep and s->riv_budget set. */
+ * fixed part leaves), then the rest. Fewer than need rows (at most the
+ * document): a budget given is refused naming the smallest that fits;
+ * the document's own budget, or one a document too short for any budget
+ * needs, is raised to it with a note. *keep and s->riv_budget set. */
 static int rival_rows(struct session *s, long long fixed_rows, int need, int *keep,
 		      char *err, size_t errlen)
 {
@@ -187,6 +188,8 @@ static int rival_rows(struct session *s, long long fixed_rows, int need, int *ke
 	long long n_tok = s->n_tok, k = 0, rows = (long long)(b * (double)n_tok);
 	const char *name = app_kv_name(s->o.kv);
 
+	if (need > n_tok)
+		need = (int)n_tok;
 	for (;; rows++) {
 		long long left = rows - fixed_rows, reserve = 2 * ((long long)s->o.n_predict + 64);
 		if (reserve > left / 2)
@@ -205,15 +208,20 @@ static int rival_rows(struct session *s, long long fixed_rows, int need, int *ke
 		char meta[64] = "";
 		if (fixed_rows)
 			snprintf(meta, sizeof meta, "%lld for its metadata, ", fixed_rows);
-		if (s->o.budget_set)
+		if (s->o.budget_set && fit <= 1)
 			return sekv_errf(err, errlen, SEKV_EINVAL,
 					 "budget %g (%lld rows of document %lld's %lld): %s needs %s%lld for the "
 					 "conversation and %d for the document; ask with --budget %.4f or more",
 					 b, (long long)(b * (double)n_tok), (long long)s->doc.id, n_tok, name, meta,
 					 rows - fixed_rows - k, need, shown);
-		snprintf(s->note, sizeof s->note,
-			 "budget %.1f%% leaves %s less than %d document rows: %.2f%% is used", 100 * b, name,
-			 need, 100 * fit);
+		if (fit > 1)
+			snprintf(s->note, sizeof s->note,
+				 "document %lld is too short for a budget (%lld tokens): %s holds %.0f%% of its "
+				 "full KV", (long long)s->doc.id, n_tok, name, 100 * fit);
+		else
+			snprintf(s->note, sizeof s->note,
+				 "budget %.1f%% leaves %s less than %d document rows: %.2f%% is used", 100 * b,
+				 name, need, 100 * fit);
 		b = fit;
 	}
 	*keep = (int)k;
