@@ -5,8 +5,10 @@
  * layer, KV head) keeps its own positions, the same number of them, so
  * StreamingLLM (the same positions everywhere), H2O and SnapKV (positions
  * per layer and head) share one decode path (the backend's attention_mix,
- * as SeKV's). SnapKV chooses its rows late: the stream starts over every
- * row, the question turn votes, and the answer begins on the chosen rows.
+ * as SeKV's). SnapKV chooses its rows late: the question turn runs with
+ * the full cache (every exact row, as SnapKV's prefill does) and votes,
+ * and the answer begins on the chosen rows; resident bytes count the kept
+ * rows from then on.
  * Choosing the rows: engine/kv_select.h; the stream: kv_subset_*;
  * plugging it into a conversation: conv_kv_subset (engine/conv.h).
  */
