@@ -163,7 +163,7 @@ int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
 struct store_session {
 	int64_t id;
 	int64_t doc;
-	char kv[16];              /* memory answered from: "sekv", "full" */
+	char kv[16];              /* memory answered from (--kv): "sekv", "full", a rival's name */
 	double created;           /* unix time */
 	double last_used;         /* unix time of the last turn (created before) */
 	int n_turn;
@@ -188,7 +188,7 @@ struct store_turn {
 	struct store_evidence_row *ev; /* [n_ev] by rank; owned when read */
 };
 
-/* Creates a session over document doc answering from kv ("sekv", "full");
+/* Creates a session over document doc answering from kv (--kv: "sekv", "full", a rival's name);
  * *id set. 0, SEKV_ENOTFOUND (no such document), SEKV_EDB. */
 int store_session_create(struct store *s, int64_t doc, const char *kv, int64_t *id,
 			 char *err, size_t errlen);
