@@ -400,6 +400,11 @@ static void oracle_router_zooms_most_mass(struct test_ctx *t)
 		T_CHECK(t, sekv_attend(c[r], d.layer_id[0], d.n_tok, q, kk, vv, out) == 0);
 		const struct sekv_stats *st = sekv_ctx_stats(c[r]);
 		T_CHECK(t, st->mass_recall_n == 4);
+		for (int h = 0; h < 4; h++)
+			T_CHECKF(t, st->mass_recall_lh[h] >= 0 && st->mass_recall_lh[h] <= 1 + 1e-9,
+				 "head %d: %g", h, st->mass_recall_lh[h]);
+		T_CHECK(t, fabs(st->mass_recall_lh[0] + st->mass_recall_lh[1] + st->mass_recall_lh[2] +
+				st->mass_recall_lh[3] - st->mass_recall_sum) < 1e-9);
 		recall[r] = st->mass_recall_sum / st->mass_recall_n;
 		double ref = ref_mass_recall(&d, m, st, q, 0.18f);
 		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "router %d: mass_recall %.6f, reference %.6f",

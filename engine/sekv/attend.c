@@ -152,7 +152,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -192,6 +192,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
 			      sizeof(struct backend_mix_block));
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
+	o_mr = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(double));
 	o_z = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1,
 			    sizeof(struct sekv_zoom));
 	o_pr = arena_reserve(&ar, (size_t)m->n_head * ((size_t)m->n_exact + tail_cap + n_comp +
@@ -229,6 +230,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
+	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->probe_row = (float *)((char *)a + o_pr);
 	/* a memory stored before landmarks routes by its summaries */
@@ -286,6 +288,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	c->st.recon_bytes = 0;
 	c->st.mass_recall_sum = 0;
 	c->st.mass_recall_n = 0;
+	memset(c->st.mass_recall_lh, 0, (size_t)m->n_layer * m->n_head * sizeof(double));
 	c->st.resident_bytes = m->static_bytes;
 	c->st.peak_resident_bytes = m->static_bytes;
 	c->st.budget_bytes = budget;
@@ -375,7 +378,7 @@ static void exact_mass(struct sekv_ctx *c, int l, const float *q)
 }
 
 /* mass_recall of this step's zooms of layer l (exact_mass computed). */
-static void add_mass_recall(struct sekv_ctx *c)
+static void add_mass_recall(struct sekv_ctx *c, int l)
 {
 	const struct sekv_mem *m = c->m;
 
@@ -384,7 +387,9 @@ static void add_mass_recall(struct sekv_ctx *c)
 		double lost = 0;
 		for (int s = 0; s < m->n_comp; s++)
 			lost += zr[s] < 0 ? c->xmass[(size_t)h * m->n_comp + s] : 0;
-		c->st.mass_recall_sum += c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		double r = c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		c->st.mass_recall_sum += r;
+		c->st.mass_recall_lh[(size_t)l * m->n_head + h] += r;
 		c->st.mass_recall_n++;
 	}
 }
@@ -674,7 +679,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])
-		add_mass_recall(c);
+		add_mass_recall(c, l);
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		mix_blocks(c, l, kv, c->blk + (size_t)kv * c->n_blk);
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,

@@ -242,6 +242,10 @@ struct sekv_stats {
 	                             of the exact attention mass on exact rows and
 	                             zoomed spans */
 	long long mass_recall_n;  /* terms in mass_recall_sum */
+	double *mass_recall_lh;   /* [n_layer][n_head] the same sum per global layer
+	                             and query head; each has mass_recall_n /
+	                             (n_layer * n_head) terms when every layer was
+	                             decoded as often */
 };
 
 struct sekv_ctx; /* opaque decode stream */
