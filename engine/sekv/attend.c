@@ -333,6 +333,7 @@ static void new_step(struct sekv_ctx *c, int pos, int idx)
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
+	c->st.factor_read_bytes = 0;
 	for (int l = 0; l < m->n_layer; l++)
 		if (c->n_tail[l] > idx)
 			c->n_tail[l] = idx;
@@ -579,6 +580,11 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 		if (!same) {
 			c->rj[n_job++] = recon_job(c, &m->fac[fi], len, c->recon_k, base + rows);
 			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, base + rows);
+			for (int kv2 = 0; kv2 < 2; kv2++) {
+				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
+				st->factor_read_bytes += (size_t)rj->r * (((size_t)len + m->d_h) *
+					(m->factor_f16 ? 2 : 4) + sizeof(float));
+			}
 		}
 		zl[n_z++] = cd->kv * m->n_comp + cd->comp;
 		rows += len;
@@ -727,6 +733,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	st->tail_bytes = tail;
 	st->recon_bytes = recon;
 	st->resident_bytes = m->static_bytes + tail + recon;
+	st->read_bytes = st->resident_bytes + st->factor_read_bytes;
 	if (st->resident_bytes > st->peak_resident_bytes)
 		st->peak_resident_bytes = st->resident_bytes;
 	return SEKV_OK;
