@@ -112,6 +112,7 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	cJSON_AddNumberToObject(j, "host_bytes", (double)in.host_bytes);
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
+	cJSON_AddNumberToObject(j, "kv_read_bytes_per_token", a->kv_read_per_token);
 	if (in.note[0])
 		app_json_add_text(j, "note", in.note);
 	if (!in.kv_full)

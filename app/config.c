@@ -182,9 +182,10 @@ static const struct opt_row opt_table[] = {
 		  "per step the pages with the best key bound (Quest), SeKV's summaries never zoomed",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
-	  .choices = "summary|oracle",
-	  .help = "SeKV zoom choice: span summaries, or the spans with the most exact attention "
-		  "(measurement: reads the exact KV; implies --mass-recall)",
+	  .choices = "landmark|summary|oracle",
+	  .help = "SeKV zoom choice: landmarks (mean keys of short blocks), the paper's router over "
+		  "span summaries, or the spans with the most exact attention (measurement: reads "
+		  "the exact KV; implies --mass-recall)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and report the share of exact attention "

@@ -80,7 +80,8 @@ struct app_opts {
 	int no_evidence;       /* --no-evidence */
 	int evidence_top;      /* --evidence-top N: passages shown per answer */
 	int session_id;        /* --session ID (rm), 0 = none */
-	int router;            /* --router summary|oracle: enum sekv_router */
+	int router;            /* --router landmark|summary|oracle: enum sekv_router
+	                          (the choices' order is the enum's) */
 	int mass_recall;       /* --mass-recall: load exact keys, report mass_recall */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */

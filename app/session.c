@@ -400,6 +400,11 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	if ((rc = check_budget(s, err, errlen)))
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
+	if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
+	    !s->note[0])
+		snprintf(s->note, sizeof s->note,
+			 "document %lld was stored without landmarks: its spans are routed by their "
+			 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
 	if ((rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen)))
 		return rc;
 	if (s->sp.router == SEKV_ROUTER_ORACLE || s->o.mass_recall)
@@ -633,8 +638,7 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->tokens = s->tokens;
 	in->note = s->note;
 	if (s->sc)
-		in->router = s->sp.router == SEKV_ROUTER_NONE ? "none"
-			   : s->sp.router == SEKV_ROUTER_ORACLE ? "oracle" : "summary";
+		in->router = sekv_router_name(s->sp.router);
 	if (s->sub)
 		in->static_bytes = kv_subset_fixed_bytes(s->sub);
 	if (s->quest) {

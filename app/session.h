@@ -63,8 +63,9 @@ struct session_info {
 	int kv_full;
 	const char *method;       /* app_kv_name of --kv: "sekv", "full", "streaming",
 	                             "snapkv", "h2o", "quest", "summary" (static storage) */
-	const char *router;       /* SeKV's zoom choice: "summary", "oracle", "none"
-	                             (--kv summary); NULL for the other methods */
+	const char *router;       /* SeKV's zoom choice (sekv_router_name: "landmark",
+	                             "summary", "oracle", "none" with --kv summary);
+	                             NULL for the other methods */
 	double budget;            /* device budget, a fraction of full_kv_bytes (full: 1) */
 	int r_use;
 	double resume_s;          /* opening the stored memory (model, tokenizer excluded) */

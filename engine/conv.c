@@ -530,7 +530,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 {
 	char pend[CONV_PEND_CAP], shown[CONV_PEND_CAP + CHAT_STOP_HOLD];
 	size_t n_pend = 0, cap = 0;
-	int rc, n_agg = 0;
+	int rc, n_agg = 0, n_read = 0;
 	struct chat_stop sr;
 
 	if ((rc = append_text(a, &cap, "", 0)))
@@ -569,6 +569,10 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 		if (st && c->agg)
 			agg_step(c, st, a, &n_agg);
 		size_t res = resident_now(c);
+		if (!sr.done) {
+			a->kv_read_per_token += (double)(st ? st->read_bytes : res);
+			n_read++;
+		}
 		if (res > a->peak_resident_bytes)
 			a->peak_resident_bytes = res;
 		double el = clk_now() - g0;
@@ -591,6 +595,8 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	trim_end(a);
 	a->decode_s = clk_now() - g0;
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
+	if (n_read > 0)
+		a->kv_read_per_token /= n_read;
 	return finish_zoom(c, a, n_agg, err, errlen);
 }
 

@@ -155,6 +155,8 @@ struct conv_answer {
 	double decode_tps;
 	size_t peak_resident_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	double kv_read_per_token; /* mean KV bytes an answer step read: the method's
+	                            sekv_stats.read_bytes, else the rows it holds */
 	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):
 	                            mean mass_recall over the answer's steps, global
 	                            layers and query heads; -1 otherwise */

@@ -113,7 +113,17 @@ static const char *const store_migration[] = {
 	" start INTEGER NOT NULL, end INTEGER NOT NULL, score REAL NOT NULL,"
 	" PRIMARY KEY (session, idx, rank),"
 	" FOREIGN KEY (session, idx) REFERENCES turns(session, idx) ON DELETE CASCADE);",
-	/* 5 -> 6: h2o_score: H2O's accumulated attention (engine/kv_select.h),
+	/* 5 -> 6: landmarks (SeKV routing, engine/sekv/sekv.h): mem.lm_len
+	 * tokens per block, 0 for memories stored before (they route by their
+	 * summaries); mem_layer.lm_k int8 [n_lm][n_head_kv][d_h] and lm_s f32
+	 * [n_lm][n_head_kv], NULL then */
+	"ALTER TABLE mem ADD COLUMN lm_len INTEGER NOT NULL DEFAULT 0;"
+	/* and mem.bar_f16: 1 when k_bar, v_bar hold fp16 halves, 0 when fp32
+	 * (memories stored before; they load converted to fp16) */
+	"ALTER TABLE mem ADD COLUMN bar_f16 INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE mem_layer ADD COLUMN lm_k BLOB;"
+	"ALTER TABLE mem_layer ADD COLUMN lm_s BLOB;",
+	/* 6 -> 7: h2o_score: H2O's accumulated attention (engine/kv_select.h),
 	 * score f32 [n_layer][n_head_kv][n_tok]: the softmax weight each
 	 * position got from every document token under full attention at
 	 * ingest, summed over each KV head's query heads. Documents ingested

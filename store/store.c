@@ -72,7 +72,8 @@ static const char *const store_sql[ST_COUNT] = {
 		"  FROM mem WHERE doc = ?1)"
 		" + (SELECT IFNULL(SUM(length(tau) + length(route_w) + length(k_bar)"
 		"  + length(v_bar) + length(exact_k) + length(exact_v) + length(fac_s)"
-		"  + length(fac_u) + length(fac_v)), 0) FROM mem_layer WHERE doc = ?1)"
+		"  + length(fac_u) + length(fac_v) + IFNULL(length(lm_k), 0)"
+		"  + IFNULL(length(lm_s), 0)), 0) FROM mem_layer WHERE doc = ?1)"
 		" + (SELECT IFNULL(SUM(length(score)), 0) FROM h2o_score WHERE doc = ?1)",
 	[ST_VACUUM] = "PRAGMA incremental_vacuum",
 	[ST_TOK_INSERT] = "INSERT INTO tok_chunk (doc, pos0, n, tokens, surprisal)"
@@ -94,18 +95,18 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_MEM_DELETE] = "DELETE FROM mem WHERE doc = ?",
 	[ST_MEM_INSERT] = "INSERT INTO mem (doc, n_tok, n_layer, n_head, n_head_kv,"
 		" d_h, r_max, alpha_used, note, n_span, n_exact, layer_id, spans,"
-		" exact_pos, ranks, tokens, surprisal, is_anchor, factor_f16)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		" exact_pos, ranks, tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1)",
 	[ST_MEML_INSERT] = "INSERT INTO mem_layer (doc, layer, tau, route_w, k_bar,"
-		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v, lm_k, lm_s)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	[ST_DOC_READY] = "UPDATE documents SET state = 1, budget = ?2, r_max = ?3,"
 		" alpha_used = ?4 WHERE id = ?1",
 	[ST_MEM_GET] = "SELECT n_tok, n_layer, n_head, n_head_kv, d_h, r_max,"
 		" alpha_used, note, n_span, n_exact, layer_id, spans, exact_pos, ranks,"
-		" tokens, surprisal, is_anchor, factor_f16 FROM mem WHERE doc = ?",
+		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16 FROM mem WHERE doc = ?",
 	[ST_MEML_GET] = "SELECT layer, tau, route_w, k_bar, v_bar, exact_k, exact_v,"
-		" fac_s, fac_u, fac_v FROM mem_layer WHERE doc = ? ORDER BY layer",
+		" fac_s, fac_u, fac_v, lm_k, lm_s FROM mem_layer WHERE doc = ? ORDER BY layer",
 };
 
 int store_dberr(struct store *s, int rc, char *err, size_t errlen,

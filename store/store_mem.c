@@ -10,6 +10,7 @@
  */
 #include "store/store_int.h"
 #include "engine/err.h"
+#include "engine/quant.h"
 #include "engine/sekv/sekv.h"
 
 #include <stdio.h>
@@ -26,7 +27,12 @@ struct mem_shape {
 	int n_tok, n_layer, n_head, n_head_kv, d_h, n_span, n_exact, n_comp;
 	int32_t *comp_len;  /* [n_comp] lengths of the compressed spans */
 	int factor_f16;     /* factors' u, v: 1 fp16, 0 fp32 (s always fp32) */
+	int lm_len;         /* tokens per landmark block, 0: none */
+	int bar_f32;        /* stored k_bar, v_bar are fp32 (before schema 6) */
+	size_t n_lm;        /* landmark blocks (spans_check) */
 };
+
+#define MEM_MAX_LM_LEN 65536
 
 /* Bytes of one element of a factor's u or v. */
 static size_t fac_es(const struct mem_shape *sh)
@@ -63,9 +69,13 @@ static int spans_check(struct mem_shape *sh, const struct sekv_span *span)
 	sh->comp_len = malloc((size_t)(sh->n_comp ? sh->n_comp : 1) * sizeof *sh->comp_len);
 	if (!sh->comp_len)
 		return -2;
+	sh->n_lm = 0;
 	for (int i = 0, c = 0; i < sh->n_span; i++)
-		if (!span[i].full)
+		if (!span[i].full) {
 			sh->comp_len[c++] = span[i].len;
+			if (sh->lm_len > 0)
+				sh->n_lm += (size_t)(span[i].len + sh->lm_len - 1) / (size_t)sh->lm_len;
+		}
 	return -1;
 }
 
@@ -114,7 +124,7 @@ static void fac_counts(const struct mem_shape *sh, const int32_t *ranks,
 
 /* Per-layer element counts of the fixed-size arrays. */
 struct layer_counts {
-	size_t tau, route_w, bar, exact;
+	size_t tau, route_w, bar, exact, lm, lm_s;
 };
 
 static struct layer_counts layer_counts(const struct mem_shape *sh)
@@ -126,6 +136,8 @@ static struct layer_counts layer_counts(const struct mem_shape *sh)
 	c.route_w = sat_mul(sat_mul((size_t)sh->n_head, SEKV_D_ROUTE), (size_t)sh->d_h);
 	c.bar = sat_mul((size_t)sh->n_comp, row);
 	c.exact = sat_mul((size_t)sh->n_exact, row);
+	c.lm = sat_mul(sh->n_lm, row);
+	c.lm_s = sat_mul(sh->n_lm, (size_t)sh->n_head_kv);
 	return c;
 }
 
@@ -140,8 +152,9 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 
 	*ranks = NULL;
 	*sh = (struct mem_shape){ m->n_tok, m->n_layer, m->n_head, m->n_head_kv, m->d_h,
-				  m->n_span, m->n_exact, 0, NULL, m->factor_f16 };
-	if (shape_bad(sh) || (m->factor_f16 != 0 && m->factor_f16 != 1) || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
+				  m->n_span, m->n_exact, 0, NULL, m->factor_f16, m->lm_len, 0, 0 };
+	if (shape_bad(sh) || (m->factor_f16 != 0 && m->factor_f16 != 1) ||
+	    m->lm_len < 0 || m->lm_len > MEM_MAX_LM_LEN || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
 	    !m->route_w || (sh->n_tok && (!m->tokens || !m->surprisal || !m->is_anchor)) ||
 	    (sh->n_exact && (!m->exact_pos || !m->exact_k || !m->exact_v)))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: bad memory shape", what, obj);
@@ -153,6 +166,9 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 						       !m->fac)))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: n_comp %d, spans say %d",
 				 what, obj, m->n_comp, sh->n_comp);
+	if ((size_t)m->n_lm != sh->n_lm || (sh->n_lm && (!m->lm_k || !m->lm_s)))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: %d landmarks, spans say %zu",
+				 what, obj, m->n_lm, sh->n_lm);
 	for (int i = 0, c = 0; i < sh->n_span; i++)
 		if (!m->span[i].full && m->comp_span[c++] != i)
 			return sekv_errf(err, errlen, SEKV_EINVAL,
@@ -213,6 +229,7 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 	store_bind_blob(st, 17, m->surprisal, (size_t)sh->n_tok * sizeof(float));
 	store_bind_blob(st, 18, m->is_anchor, (size_t)sh->n_tok);
 	sqlite3_bind_int(st, 19, sh->factor_f16);
+	sqlite3_bind_int(st, 20, sh->lm_len);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
 		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
 	else
@@ -271,13 +288,20 @@ static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
 		sqlite3_bind_int(st, 2, l);
 		store_bind_blob(st, 3, m->tau + l * c.tau, c.tau * sizeof(float));
 		store_bind_blob(st, 4, m->route_w + l * c.route_w, c.route_w * sizeof(float));
-		store_bind_blob(st, 5, m->k_bar + l * c.bar, c.bar * sizeof(float));
-		store_bind_blob(st, 6, m->v_bar + l * c.bar, c.bar * sizeof(float));
+		store_bind_blob(st, 5, m->k_bar + l * c.bar, c.bar * sizeof(uint16_t));
+		store_bind_blob(st, 6, m->v_bar + l * c.bar, c.bar * sizeof(uint16_t));
 		store_bind_blob(st, 7, m->exact_k + l * c.exact, c.exact * sizeof(uint16_t));
 		store_bind_blob(st, 8, m->exact_v + l * c.exact, c.exact * sizeof(uint16_t));
 		store_bind_blob(st, 9, buf, ns * sizeof(float));
 		store_bind_blob(st, 10, buf + ns * sizeof(float), nu * es);
 		store_bind_blob(st, 11, buf + ns * sizeof(float) + nu * es, nv * es);
+		if (c.lm) {
+			store_bind_blob(st, 12, m->lm_k + l * c.lm, c.lm);
+			store_bind_blob(st, 13, m->lm_s + l * c.lm_s, c.lm_s * sizeof(float));
+		} else {
+			sqlite3_bind_null(st, 12);
+			sqlite3_bind_null(st, 13);
+		}
 		if ((rc = store_step(s, st)) != SQLITE_DONE)
 			rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem_layer");
 		else
@@ -351,8 +375,11 @@ out:
 	return rc;
 }
 
-/* Column of mem.factor_f16 in ST_MEM_GET (after the blobs, see schema.c). */
+/* Columns of mem.factor_f16 and mem.lm_len in ST_MEM_GET (after the
+ * blobs, see schema.c). */
 #define MEM_COL_FACTOR_F16 17
+#define MEM_COL_LM_LEN 18
+#define MEM_COL_BAR_F16 19
 
 /* Reads the mem row's shapes and factor type and checks them against the
  * doc row. */
@@ -360,6 +387,8 @@ static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_sh
 		      char *err, size_t errlen)
 {
 	int64_t v[10], f16 = sqlite3_column_int64(st, MEM_COL_FACTOR_F16);
+	int64_t lm_len = sqlite3_column_int64(st, MEM_COL_LM_LEN);
+	int64_t bar_f16 = sqlite3_column_int64(st, MEM_COL_BAR_F16);
 
 	/* columns 6 (alpha_used) and 7 (note) are not integers */
 	for (int i = 0; i < 10; i++)
@@ -373,8 +402,17 @@ static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_sh
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "store_doc_get_mem: doc %lld: mem.factor_f16: %lld is not 0 or 1",
 				 (long long)d->id, (long long)f16);
+	if (sqlite3_column_type(st, MEM_COL_LM_LEN) != SQLITE_INTEGER || lm_len < 0 ||
+	    lm_len > MEM_MAX_LM_LEN)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "store_doc_get_mem: doc %lld: mem.lm_len: %lld out of range",
+				 (long long)d->id, (long long)lm_len);
+	if (sqlite3_column_type(st, MEM_COL_BAR_F16) != SQLITE_INTEGER || (bar_f16 != 0 && bar_f16 != 1))
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "store_doc_get_mem: doc %lld: mem.bar_f16: %lld is not 0 or 1",
+				 (long long)d->id, (long long)bar_f16);
 	*sh = (struct mem_shape){ (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4],
-				  (int)v[8], (int)v[9], 0, NULL, (int)f16 };
+				  (int)v[8], (int)v[9], 0, NULL, (int)f16, (int)lm_len, !bar_f16, 0 };
 	if (shape_bad(sh) || sh->n_layer != d->n_layer_global || sh->n_head_kv != d->n_head_kv ||
 	    sh->d_h != d->d_h || sh->n_tok > d->n_tok)
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
@@ -475,7 +513,7 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 	if (rc)
 		goto out;
 	rc = sekv_mem_alloc(&m, sh->n_tok, sh->n_layer, sh->n_head, sh->n_head_kv, sh->d_h,
-			    sh->n_span, span, sh->n_exact, b[MB_RANKS], sh->factor_f16);
+			    sh->n_span, span, sh->n_exact, b[MB_RANKS], sh->factor_f16, sh->lm_len);
 	if (rc) {
 		rc = sekv_errf(err, errlen, rc == SEKV_ENOMEM ? SEKV_ENOMEM : SEKV_EFORMAT,
 			       "%s: doc %lld: mem: sekv_mem_alloc: %s", what, (long long)doc,
@@ -506,16 +544,31 @@ out:
 	return rc;
 }
 
+/* n summary elements from a blob: fp16 as they are, or fp32 (stored
+ * before schema 6) rounded to fp16. */
+static void bar_copy(uint16_t *dst, const void *src, size_t n, int f32)
+{
+	if (!f32) {
+		memcpy(dst, src, n * sizeof *dst);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		float x;
+		memcpy(&x, (const char *)src + 4 * i, 4);
+		dst[i] = quant_f32_to_f16(x);
+	}
+}
+
 /* Copies one mem_layer row into layer l of m. */
 static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 		      struct sekv_mem *m, int64_t doc, char *err, size_t errlen)
 {
 	static const char what[] = "store_doc_get_mem";
 	static const char *const col[] = { "tau", "route_w", "k_bar", "v_bar", "exact_k",
-					   "exact_v", "fac_s", "fac_u", "fac_v" };
+					   "exact_v", "fac_s", "fac_u", "fac_v", "lm_k", "lm_s" };
 	struct layer_counts c = layer_counts(sh);
-	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, bytes[9];
-	const void *b[9];
+	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, bytes[11];
+	const void *b[11];
 	const char *ps, *pu, *pv;
 	struct sekv_factor *f;
 	int rc;
@@ -535,12 +588,14 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	}
 	bytes[0] = c.tau * 4;
 	bytes[1] = sat_mul(c.route_w, 4);
-	bytes[2] = bytes[3] = sat_mul(c.bar, 4);
+	bytes[2] = bytes[3] = sat_mul(c.bar, sh->bar_f32 ? 4 : 2);
 	bytes[4] = bytes[5] = sat_mul(c.exact, 2);
 	bytes[6] = ns * 4;
 	bytes[7] = nu * es;
 	bytes[8] = nv * es;
-	for (int i = 0; i < 9; i++)
+	bytes[9] = c.lm;
+	bytes[10] = sat_mul(c.lm_s, 4);
+	for (int i = 0; i < 11; i++)
 		if ((rc = store_col_blob(st, 1 + i, bytes[i], &b[i], what, doc, "mem_layer", col[i],
 					 err, errlen)))
 			return rc;
@@ -549,12 +604,16 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	if (bytes[1])
 		memcpy(m->route_w + l * c.route_w, b[1], bytes[1]);
 	if (bytes[2]) {
-		memcpy(m->k_bar + l * c.bar, b[2], bytes[2]);
-		memcpy(m->v_bar + l * c.bar, b[3], bytes[3]);
+		bar_copy(m->k_bar + l * c.bar, b[2], c.bar, sh->bar_f32);
+		bar_copy(m->v_bar + l * c.bar, b[3], c.bar, sh->bar_f32);
 	}
 	if (bytes[4]) {
 		memcpy(m->exact_k + l * c.exact, b[4], bytes[4]);
 		memcpy(m->exact_v + l * c.exact, b[5], bytes[5]);
+	}
+	if (bytes[9]) {
+		memcpy(m->lm_k + l * c.lm, b[9], bytes[9]);
+		memcpy(m->lm_s + l * c.lm_s, b[10], bytes[10]);
 	}
 	ps = b[6];
 	pu = b[7];

@@ -7,6 +7,8 @@
 #include "tests/store_fixtures.h"
 #include "tests/test.h"
 
+#include "engine/quant.h"
+
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +87,7 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 					     fixture_rnd_int(&s, 0, cap);
 		}
 	if (sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
-			   ranks, (int)(seed & 1)))
+			   ranks, (int)(seed & 1), seed % 3 == 0 ? 0 : (int)(2 + seed % 15)))
 		goto out;
 	fixture_rnd_fill(&s, m->layer_id, (size_t)n_layer * 4);
 	fixture_rnd_fill(&s, m->tokens, (size_t)n_tok * 4);
@@ -99,8 +101,8 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 		size_t es = m->factor_f16 ? 2 : 4;
 		fixture_rnd_fill(&s, m->exact_k, (size_t)n_layer * n_exact * row * 2);
 		fixture_rnd_fill(&s, m->exact_v, (size_t)n_layer * n_exact * row * 2);
-		fixture_rnd_fill(&s, m->k_bar, (size_t)n_layer * n_comp * row * 4);
-		fixture_rnd_fill(&s, m->v_bar, (size_t)n_layer * n_comp * row * 4);
+		fixture_rnd_fill(&s, m->k_bar, (size_t)n_layer * n_comp * row * 2);
+		fixture_rnd_fill(&s, m->v_bar, (size_t)n_layer * n_comp * row * 2);
 		for (size_t f = 0; f < nf; f++) {
 			struct sekv_factor *fc = &m->fac[f];
 			int len = m->span[m->comp_span[(f / ((size_t)n_head_kv * 2)) % (size_t)n_comp]].len;
@@ -110,6 +112,8 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 		}
 		fixture_rnd_fill(&s, m->route_w, (size_t)n_layer * n_head * SEKV_D_ROUTE * d_h * 4);
 		fixture_rnd_fill(&s, m->tau, (size_t)n_layer * n_head * 4);
+		fixture_rnd_fill(&s, m->lm_k, (size_t)n_layer * m->n_lm * row);
+		fixture_rnd_fill(&s, m->lm_s, (size_t)n_layer * m->n_lm * n_head_kv * 4);
 	}
 	m->r_max = r_max;
 	m->alpha_used = 1.0f + (float)(fixture_rnd(&s) % 1000) / 100.0f;
@@ -138,6 +142,7 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max);
 	CMP_VAL(a, b, n_span); CMP_VAL(a, b, n_comp); CMP_VAL(a, b, n_exact);
 	CMP_VAL(a, b, full_kv_bytes); CMP_VAL(a, b, static_bytes); CMP_VAL(a, b, host_bytes);
+	CMP_VAL(a, b, lm_len); CMP_VAL(a, b, n_lm);
 	if (memcmp(&a->alpha_used, &b->alpha_used, sizeof a->alpha_used) ||
 	    strcmp(a->note, b->note)) {
 		snprintf(why, whylen, "alpha_used or note differ");
@@ -154,10 +159,13 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 	CMP_ARR(a, b, exact_pos, (size_t)a->n_exact * 4);
 	CMP_ARR(a, b, exact_k, (size_t)a->n_layer * a->n_exact * row * 2);
 	CMP_ARR(a, b, exact_v, (size_t)a->n_layer * a->n_exact * row * 2);
-	CMP_ARR(a, b, k_bar, (size_t)a->n_layer * a->n_comp * row * 4);
-	CMP_ARR(a, b, v_bar, (size_t)a->n_layer * a->n_comp * row * 4);
+	CMP_ARR(a, b, k_bar, (size_t)a->n_layer * a->n_comp * row * 2);
+	CMP_ARR(a, b, v_bar, (size_t)a->n_layer * a->n_comp * row * 2);
 	CMP_ARR(a, b, route_w, (size_t)a->n_layer * a->n_head * SEKV_D_ROUTE * a->d_h * 4);
 	CMP_ARR(a, b, tau, (size_t)a->n_layer * a->n_head * 4);
+	CMP_ARR(a, b, lm_first, ((size_t)a->n_comp + 1) * 4);
+	CMP_ARR(a, b, lm_k, (size_t)a->n_layer * a->n_lm * row);
+	CMP_ARR(a, b, lm_s, (size_t)a->n_layer * a->n_lm * a->n_head_kv * 4);
 	for (size_t f = 0; f < nf; f++) {
 		const struct sekv_factor *fa = &a->fac[f], *fb = &b->fac[f];
 		size_t len = (size_t)a->span[a->comp_span[(f / ((size_t)a->n_head_kv * 2)) %
@@ -343,6 +351,49 @@ int fixture_raw_exec(const char *path, const char *sql)
 		sqlite3_busy_timeout(db, 2000);
 		rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
 	}
+	sqlite3_close(db);
+	return rc;
+}
+
+/* One blob of fp16 halves as fp32, bound to parameter i of st. */
+static int bind_f16_as_f32(sqlite3_stmt *st, int i, const void *b, int n)
+{
+	float *x = malloc(((size_t)n / 2 + 1) * sizeof *x);
+	uint16_t h;
+
+	if (!x)
+		return SQLITE_NOMEM;
+	for (int j = 0; j < n / 2; j++) {
+		memcpy(&h, (const char *)b + 2 * j, 2);
+		x[j] = quant_f16_to_f32(h);
+	}
+	return sqlite3_bind_blob(st, i, x, (n / 2) * 4, free);
+}
+
+int fixture_raw_bars_to_f32(const char *path)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *sel = NULL, *up = NULL;
+	int rc = sqlite3_open(path, &db);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db, "SELECT doc, layer, k_bar, v_bar FROM mem_layer", -1,
+					&sel, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_prepare_v2(db, "UPDATE mem_layer SET k_bar = ?3, v_bar = ?4"
+					" WHERE doc = ?1 AND layer = ?2", -1, &up, NULL);
+	while (rc == SQLITE_OK && sqlite3_step(sel) == SQLITE_ROW) {
+		sqlite3_bind_int64(up, 1, sqlite3_column_int64(sel, 0));
+		sqlite3_bind_int64(up, 2, sqlite3_column_int64(sel, 1));
+		if ((rc = bind_f16_as_f32(up, 3, sqlite3_column_blob(sel, 2),
+					  sqlite3_column_bytes(sel, 2))) == SQLITE_OK &&
+		    (rc = bind_f16_as_f32(up, 4, sqlite3_column_blob(sel, 3),
+					  sqlite3_column_bytes(sel, 3))) == SQLITE_OK)
+			rc = sqlite3_step(up) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+		sqlite3_reset(up);
+	}
+	sqlite3_finalize(sel);
+	sqlite3_finalize(up);
 	sqlite3_close(db);
 	return rc;
 }

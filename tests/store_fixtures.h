@@ -69,6 +69,9 @@ void fixture_free(struct fixture *f);
 /* Runs sql on the file at path through its own connection; returns the
  * SQLite code. */
 int fixture_raw_exec(const char *path, const char *sql);
+/* Rewrites every mem_layer k_bar, v_bar blob of the file at path from fp16
+ * to fp32, as libraries before schema 6 stored them. SQLite code. */
+int fixture_raw_bars_to_f32(const char *path);
 /* The first column of the first row of sql on the file at path, or -1. */
 int64_t fixture_raw_int(const char *path, const char *sql);
 

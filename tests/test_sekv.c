@@ -158,11 +158,11 @@ static void mem_alloc_shapes_and_counts(struct test_ctx *t)
 	/* u, v fp32 (4 bytes) and fp16 (2 bytes); s fp32 in both */
 	for (int f16 = 0; f16 < 2; f16++) {
 		size_t host = 0, es = f16 ? 2 : 4;
-		T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, f16) == 0);
+		T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, f16, 0) == 0);
 		T_CHECK(t, m->factor_f16 == f16);
 		T_CHECK(t, m->n_comp == 2 && m->comp_span[0] == 0 && m->comp_span[1] == 2);
 		T_CHECK(t, m->full_kv_bytes == 100u * 2 * 1 * 64 * 2 * 2);
-		T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 4);
+		T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 2);
 		T_CHECK(t, m->r_max == 32 && m->layer_id[1] == 1);
 		for (int f = 0; f < 8; f++) {
 			int len = f % 4 < 2 ? 10 : 40;
@@ -192,19 +192,19 @@ static void mem_alloc_shapes_and_counts(struct test_ctx *t)
 
 	/* rank larger than its span, overlap, out of range, bad type: refused */
 	ranks[4] = 11;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1, 0) == SEKV_EINVAL);
 	T_CHECK(t, m == NULL);
 	ranks[4] = 5;
 	sp[1].start = 13;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1, 0) == SEKV_EINVAL);
 	sp[1].start = 15;
 	sp[2].len = 83;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 1, 0) == SEKV_EINVAL);
 	sp[2].len = 40;
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 3, 2, 64, 3, sp, 60, ranks, 1) == SEKV_EINVAL);
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 101, ranks, 1) == SEKV_EINVAL);
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 2) == SEKV_EINVAL);
-	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, NULL, 1) == 0);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 3, 2, 64, 3, sp, 60, ranks, 1, 0) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 101, ranks, 1, 0) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, ranks, 2, 0) == SEKV_EINVAL);
+	T_CHECK(t, sekv_mem_alloc(&m, 100, 2, 4, 1, 64, 3, sp, 60, NULL, 1, 0) == 0);
 	T_CHECK(t, m->fac[7].rank == 0 && m->host_bytes == 0);
 	sekv_mem_free(m);
 }

@@ -72,7 +72,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 6);
+	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 7);
 	T_CHECK(t, fixture_raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());
@@ -339,7 +339,8 @@ static void store_disk_bytes_is_sum_of_blobs(struct test_ctx *t)
 	       + (int64_t)2 * 16 * row * 4                                       /* swa */
 	       + m->n_layer * 4 + m->n_span * 12 + m->n_exact * 4 + nf * 4 + m->n_tok * 9
 	       + (int64_t)m->n_layer * (m->n_head * 4 + m->n_head * SEKV_D_ROUTE * m->d_h * 4 +
-					m->n_comp * row * 8 + m->n_exact * row * 4)
+					m->n_comp * row * 4 + m->n_exact * row * 4 +
+					m->n_lm * (row + (size_t)m->n_head_kv * 4))
 	       + (int64_t)fac;
 	T_CHECK(t, m->host_bytes == fac);
 	sekv_mem_free(m);

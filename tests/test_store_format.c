@@ -5,6 +5,7 @@
  * migrates and its memory loads as fp32. Helpers in store_fixtures.c.
  */
 #include "tests/test.h"
+#include "engine/quant.h"
 #include "tests/store_fixtures.h"
 #include "engine/err.h"
 
@@ -200,7 +201,8 @@ static void store_newer_schema_refused(struct test_ctx *t)
 static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 {
 	const char *path = fixture_db_path("v1mem");
-	struct sekv_mem *m = fixture_synth_mem(62, 300, 2, 2, 1, 16, 8, 30);
+	/* seeds with no landmarks (fixture_synth_mem: seed % 3 == 0) */
+	struct sekv_mem *m = fixture_synth_mem(60, 300, 2, 2, 1, 16, 8, 30);
 	struct sekv_mem *m16 = fixture_synth_mem(63, 300, 2, 2, 1, 16, 8, 30);
 	struct sekv_mem *g = NULL, *g16 = NULL;
 	struct fixture f;
@@ -211,16 +213,25 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 
 	memset(&f, 0, sizeof f);
 	T_CHECK(t, m && m16 && m->factor_f16 == 0 && m16->factor_f16 == 1);
+	/* finite summaries: fp32 files held real numbers, not random bits */
+	for (size_t i = 0; m && i < (size_t)m->n_layer * m->n_comp * m->n_head_kv * m->d_h; i++) {
+		m->k_bar[i] = quant_f32_to_f16((float)(i % 97) / 7.0f - 5.0f);
+		m->v_bar[i] = quant_f32_to_f16((float)(i % 89) / 3.0f - 11.0f);
+	}
 	rc = store_open(&s, path, err, sizeof err);
 	if (rc == 0)
-		rc = fixture_with_mem(s, &f, m, 62, 0.1, err, sizeof err);
+		rc = fixture_with_mem(s, &f, m, 60, 0.1, err, sizeof err);
 	store_close(s);
 	s = NULL;
 	v1_ok = rc == 0 &&
 		fixture_raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
+			 " ALTER TABLE mem DROP COLUMN lm_len; ALTER TABLE mem_layer DROP COLUMN lm_k;"
+			 " ALTER TABLE mem DROP COLUMN bar_f16;"
+			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
 			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE turns; DROP TABLE sessions;"
 			 " PRAGMA user_version = 1") == SQLITE_OK &&
+		fixture_raw_bars_to_f32(path) == SQLITE_OK &&
 		fixture_raw_int(path, "SELECT count(*) FROM pragma_table_info('mem')"
 			" WHERE name = 'factor_f16'") == 0;
 	if (rc == 0)
@@ -240,7 +251,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 6, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 7, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
 	sekv_mem_free(m);

@@ -1,7 +1,7 @@
 /* build.c - builds a document's SeKV memory from its global-layer KV cache
  * (DESIGN.md section 2 steps 4-5): segmentation under the budget, exact
- * rows, surprisal-weighted summaries, truncated-SVD factors of every
- * compressed span and the untrained router (top principal directions of
+ * rows, surprisal-weighted summaries, landmark keys (block means) and
+ * truncated-SVD factors of every compressed span and the untrained router (top principal directions of
  * each layer's keys), both as backend operations (svd, pca) on the
  * backend's pool; LAPACK lives in the CPU backend (cpu_lapack.c).
  * Invariant: the memory holds copies only; the raw KV is never kept.
@@ -82,13 +82,13 @@ static void route_scale(struct sekv_mem *m, int l, int kv, const float *vec, int
 	double norm_sum = 0;
 
 	for (int c = 0; c < m->n_comp; c++) {
-		const float *kb = m->k_bar + (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * d;
+		const uint16_t *kb = m->k_bar + (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * d;
 		double nrm = 0;
 		for (int i = 0; i < n_w; i++) {
 			const float *e = vec + (size_t)i * d;
 			double x = 0;
 			for (int jj = 0; jj < d; jj++)
-				x += (double)e[jj] * kb[jj];
+				x += (double)e[jj] * quant_f16_to_f32(kb[jj]);
 			nrm += x * x;
 		}
 		norm_sum += sqrt(nrm);
@@ -142,13 +142,17 @@ out:
 
 /* Copies exact rows and computes the summaries k_bar, v_bar of every
  * compressed span: weights H_t / sum H over the span (uniform if the sum is
- * not positive; negative surprisal counts as 0). */
-static void fill_rows(struct sekv_mem *m, const uint16_t *const *k,
-		      const uint16_t *const *v)
+ * not positive; negative surprisal counts as 0), summed in fp32 and
+ * rounded to fp16. Returns 0 or SEKV_ENOMEM. */
+static int fill_rows(struct sekv_mem *m, const uint16_t *const *k,
+		     const uint16_t *const *v)
 {
 	size_t row = (size_t)m->n_head_kv * m->d_h;
+	float *kb = malloc(2 * row * sizeof *kb), *vb = kb + row;
 	int e = 0, c = 0, t = 0;
 
+	if (!kb)
+		return SEKV_ENOMEM;
 	for (int i = 0; i <= m->n_span && t < m->n_tok; i++) {
 		int end = i < m->n_span ? m->span[i].start : m->n_tok;
 		int keep = i < m->n_span && m->span[i].full;
@@ -172,8 +176,7 @@ static void fill_rows(struct sekv_mem *m, const uint16_t *const *k,
 		for (int i = 0; i < sp->len; i++)
 			sum += m->surprisal[sp->start + i] > 0 ? m->surprisal[sp->start + i] : 0;
 		for (int l = 0; l < m->n_layer; l++) {
-			float *kb = m->k_bar + ((size_t)l * m->n_comp + c) * row;
-			float *vb = m->v_bar + ((size_t)l * m->n_comp + c) * row;
+			memset(kb, 0, 2 * row * sizeof *kb);
 			for (int i = 0; i < sp->len; i++) {
 				float h = m->surprisal[sp->start + i];
 				float wt = sum > 0 ? (float)((h > 0 ? h : 0) / sum) : 1.0f / sp->len;
@@ -184,8 +187,56 @@ static void fill_rows(struct sekv_mem *m, const uint16_t *const *k,
 					vb[j] += wt * quant_f16_to_f32(vr[j]);
 				}
 			}
+			for (size_t j = 0; j < row; j++) {
+				m->k_bar[((size_t)l * m->n_comp + c) * row + j] = quant_f32_to_f16(kb[j]);
+				m->v_bar[((size_t)l * m->n_comp + c) * row + j] = quant_f32_to_f16(vb[j]);
+			}
 		}
 	}
+	free(kb);
+	return SEKV_OK;
+}
+
+/* Landmarks: the plain mean key of every lm_len-token block of every
+ * compressed span (the last block may be shorter), per layer and KV head,
+ * as int8 with an absmax/127 scale (round to nearest). Uniform weights: a landmark stands for its block's
+ * largest attention scores, which surprisal weighting would blur. */
+static int fill_landmarks(struct sekv_mem *m, const uint16_t *const *k)
+{
+	size_t row = (size_t)m->n_head_kv * m->d_h;
+	float *acc;
+
+	if (m->lm_len < 1 || m->n_lm == 0)
+		return SEKV_OK;
+	if (!(acc = malloc(row * sizeof *acc)))
+		return SEKV_ENOMEM;
+	for (int l = 0; l < m->n_layer; l++)
+		for (int c = 0; c < m->n_comp; c++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[c]];
+			for (int b = m->lm_first[c]; b < m->lm_first[c + 1]; b++) {
+				int t0 = sp->start + (b - m->lm_first[c]) * m->lm_len;
+				int t1 = t0 + m->lm_len < sp->start + sp->len ? t0 + m->lm_len
+									 : sp->start + sp->len;
+				size_t at = ((size_t)l * m->n_lm + b) * m->n_head_kv;
+				memset(acc, 0, row * sizeof *acc);
+				for (int t = t0; t < t1; t++)
+					for (size_t j = 0; j < row; j++)
+						acc[j] += quant_f16_to_f32(k[l][(size_t)t * row + j]);
+				for (int kv = 0; kv < m->n_head_kv; kv++) {
+					const float *x = acc + (size_t)kv * m->d_h;
+					int8_t *dst = m->lm_k + (at + kv) * m->d_h;
+					float amax = 0, inv;
+					for (int j = 0; j < m->d_h; j++)
+						amax = fmaxf(amax, fabsf(x[j]));
+					m->lm_s[at + kv] = amax / (127.0f * (float)(t1 - t0));
+					inv = amax > 0 ? 127.0f / amax : 0;
+					for (int j = 0; j < m->d_h; j++)
+						dst[j] = (int8_t)lrintf(x[j] * inv);
+				}
+			}
+		}
+	free(acc);
+	return SEKV_OK;
 }
 
 static int check_input(const struct sekv_params *p, int n_tok,
@@ -234,7 +285,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	struct backend *be = p ? p->be : NULL, *own_be = NULL;
 	char note[256];
 	float alpha;
-	int rc, n_span = 0, n_exact, n_comp;
+	int rc, n_span = 0, n_exact, n_comp, lm_len = 0;
 	size_t row = (size_t)n_layer * n_head_kv * d_h;
 
 	*out = NULL;
@@ -248,9 +299,9 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: segments: out of memory");
 		goto out;
 	}
-	sekv_seg_fit(surprisal, n_tok, p, row, anchor, span, &n_span, &alpha,
+	sekv_seg_fit(surprisal, n_tok, p, row, d_h, anchor, span, &n_span, &alpha, &lm_len,
 		     note, sizeof note);
-	sekv_seg_static_bytes(n_tok, span, n_span, row, &n_exact, &n_comp);
+	sekv_seg_static_bytes(n_tok, span, n_span, row, d_h, lm_len, &n_exact, &n_comp);
 	ranks = malloc(((size_t)n_layer * n_comp * n_head_kv * 2 + 1) * sizeof *ranks);
 	if (!ranks) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: ranks: out of memory");
@@ -263,7 +314,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 				ranks[f++] = r < p->r_max ? r : p->r_max;
 			}
 	rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
-			    span, n_exact, ranks, p->factor_f16);
+			    span, n_exact, ranks, p->factor_f16, lm_len);
 	if (rc) {
 		rc = sekv_errf(err, errlen, rc, "sekv_build: memory: %s (%d tokens, %d spans)",
 			       sekv_strerror(rc), n_tok, n_span);
@@ -282,7 +333,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	}
 	for (int i = 0; i < n_layer * n_head; i++)
 		m->tau[i] = p->tau;
-	fill_rows(m, k, v);
+	if ((rc = fill_rows(m, k, v)) || (rc = fill_landmarks(m, k))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_build: summaries: out of memory");
+		goto out;
+	}
 	if (!be && (rc = backend_open("cpu", p->n_threads, &own_be, err, errlen)))
 		goto out;
 	if ((rc = build_router(m, be ? be : own_be, k,

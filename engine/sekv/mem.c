@@ -6,6 +6,7 @@
  * Segmentation and building live in segment.c/build.c, decoding in attend.c.
  */
 #include "engine/sekv/sekv.h"
+#include "engine/sekv/sekv_int.h"
 #include "engine/arena.h"
 #include "engine/err.h"
 #include "engine/model.h"
@@ -32,6 +33,15 @@ void sekv_default_params(struct sekv_params *p)
 	p->recon_f32 = 0;
 	p->factor_f16 = 1;
 	p->n_threads = 0;
+	p->router = SEKV_ROUTER_LANDMARK;
+	p->lm_len = 16;
+	p->lm_share = 0.5;
+}
+
+const char *sekv_router_name(int router)
+{
+	static const char *const name[] = { "landmark", "summary", "oracle", "none" };
+	return router >= 0 && router < (int)(sizeof name / sizeof *name) ? name[router] : "?";
 }
 
 static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
@@ -53,16 +63,20 @@ static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
  * (*n_fs) and u, v elements (*n_fuv). 0 or SEKV_EINVAL. */
 static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d_h,
 			int n_span, const struct sekv_span *span, int n_exact,
-			const int32_t *ranks, int factor_f16, int *n_comp,
-			size_t *n_fs, size_t *n_fuv)
+			const int32_t *ranks, int factor_f16, int lm_len, int *n_comp,
+			int *n_lm, size_t *n_fs, size_t *n_fuv)
 {
 	if (n_tok < 0 || n_layer < 1 || n_head < 1 || n_head_kv < 1 ||
 	    n_head % n_head_kv || d_h < 1 || n_span < 0 || n_exact < 0 ||
 	    n_exact > n_tok || (n_span > 0 && !span) ||
-	    !check_spans(n_tok, n_span, span) || (factor_f16 != 0 && factor_f16 != 1))
+	    !check_spans(n_tok, n_span, span) || (factor_f16 != 0 && factor_f16 != 1) ||
+	    lm_len < 0)
 		return SEKV_EINVAL;
-	for (int i = 0; i < n_span; i++)
+	for (int i = 0; i < n_span; i++) {
 		*n_comp += !span[i].full;
+		if (!span[i].full && lm_len > 0)
+			*n_lm += (span[i].len + lm_len - 1) / lm_len;
+	}
 	/* factor f of (layer l, compressed span c, KV head, K/V) is
 	 * ((l * n_comp + c) * n_head_kv + kv) * 2 + K/V: spans in order */
 	if (ranks) {
@@ -110,28 +124,29 @@ static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs,
 
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
-		   int n_exact, const int32_t *ranks, int factor_f16)
+		   int n_exact, const int32_t *ranks, int factor_f16, int lm_len)
 {
 	struct sekv_mem *m;
 	struct arena ar = {0};
 	size_t o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
-	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fs, o_fuv, n_row, n_bar, n_fac,
-	       n_rw, n_fs = 0, n_fuv = 0;
+	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fs, o_fuv, o_lf, o_lk, o_ls, n_row, n_bar,
+	       n_fac, n_rw, n_lmk, n_fs = 0, n_fuv = 0;
 	size_t es = factor_f16 ? sizeof(uint16_t) : sizeof(float);
-	int n_comp = 0;
+	int n_comp = 0, n_lm = 0;
 	char *a;
 	void *blk;
 	int rc;
 
 	*out = NULL;
 	rc = check_counts(n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
-			  ranks, factor_f16, &n_comp, &n_fs, &n_fuv);
+			  ranks, factor_f16, lm_len, &n_comp, &n_lm, &n_fs, &n_fuv);
 	if (rc)
 		return rc;
 	n_fac = (size_t)n_layer * n_comp * n_head_kv * 2;
 	if (!arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_exact, &n_row) ||
 	    !arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_comp, &n_bar) ||
-	    !arena_mul((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw))
+	    !arena_mul((size_t)n_layer * n_head * SEKV_D_ROUTE, (size_t)d_h, &n_rw) ||
+	    !arena_mul((size_t)n_layer * n_head_kv * d_h, (size_t)n_lm, &n_lmk))
 		return SEKV_EINVAL;
 	o_m = arena_reserve(&ar, 1, sizeof *m);
 	o_lid = arena_reserve(&ar, (size_t)n_layer, sizeof(int32_t));
@@ -143,13 +158,16 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	o_epos = arena_reserve(&ar, (size_t)n_exact, sizeof(int32_t));
 	o_ek = arena_reserve(&ar, n_row, sizeof(uint16_t));
 	o_ev = arena_reserve(&ar, n_row, sizeof(uint16_t));
-	o_kb = arena_reserve(&ar, n_bar, sizeof(float));
-	o_vb = arena_reserve(&ar, n_bar, sizeof(float));
+	o_kb = arena_reserve(&ar, n_bar, sizeof(uint16_t));
+	o_vb = arena_reserve(&ar, n_bar, sizeof(uint16_t));
 	o_fac = arena_reserve(&ar, n_fac, sizeof(struct sekv_factor));
 	o_rw = arena_reserve(&ar, n_rw, sizeof(float));
 	o_tau = arena_reserve(&ar, (size_t)n_layer * n_head, sizeof(float));
 	o_fs = arena_reserve(&ar, n_fs, sizeof(float));
 	o_fuv = arena_reserve(&ar, n_fuv, es);
+	o_lf = arena_reserve(&ar, (size_t)n_comp + 1, sizeof(int32_t));
+	o_lk = arena_reserve(&ar, n_lmk, 1);
+	o_ls = arena_reserve(&ar, (size_t)n_layer * n_head_kv * n_lm, sizeof(float));
 	rc = arena_alloc(&ar, &blk);
 	if (rc)
 		return rc;
@@ -177,11 +195,22 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->exact_pos = (int32_t *)(a + o_epos);
 	m->exact_k = (uint16_t *)(a + o_ek);
 	m->exact_v = (uint16_t *)(a + o_ev);
-	m->k_bar = (float *)(a + o_kb);
-	m->v_bar = (float *)(a + o_vb);
+	m->k_bar = (uint16_t *)(a + o_kb);
+	m->v_bar = (uint16_t *)(a + o_vb);
 	m->fac = (struct sekv_factor *)(a + o_fac);
 	m->route_w = (float *)(a + o_rw);
 	m->tau = (float *)(a + o_tau);
+	m->lm_len = lm_len;
+	m->n_lm = n_lm;
+	m->lm_first = (int32_t *)(a + o_lf);
+	m->lm_k = (int8_t *)(a + o_lk);
+	m->lm_s = (float *)(a + o_ls);
+	for (int i = 0, c = 0; i < n_span; i++)
+		if (!span[i].full) {
+			m->lm_first[c + 1] = m->lm_first[c] +
+				(lm_len > 0 ? (span[i].len + lm_len - 1) / lm_len : 0);
+			c++;
+		}
 	/* s of every factor in one fp32 run, u and v in one run of es */
 	if (ranks)
 		place_factors(m, ranks, (float *)(a + o_fs), a + o_fuv, es);
@@ -207,7 +236,8 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 			m->comp_span[m->n_comp++] = i;
 	m->full_kv_bytes = model_kv_bytes(m->n_tok, m->n_layer, m->n_head_kv, m->d_h);
 	m->static_bytes = model_kv_bytes(m->n_exact, m->n_layer, m->n_head_kv, m->d_h) +
-			  (size_t)m->n_comp * row * 2 * sizeof(float);
+			  (size_t)m->n_comp * row * 2 * sizeof(uint16_t) +
+			  sekv_lm_bytes(m->n_lm, m->n_layer, m->n_head_kv, m->d_h);
 	for (int l = 0; l < m->n_layer; l++)
 		for (int c = 0; c < m->n_comp; c++)
 			for (int kv = 0; kv < m->n_head_kv * 2; kv++) {

@@ -76,23 +76,35 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 }
 
 /* Device-tier static bytes of a segmentation (DESIGN.md section 4): exact
- * rows fp16 + one fp32 (k_bar, v_bar) per compressed span, per layer/KV head.
+ * rows fp16 + one fp16 (k_bar, v_bar) per compressed span, per layer/KV head,
+ * + one int8 landmark key per lm_len-token block of a compressed span.
  * model_kv_bytes(n, 1, 1, 1) * row_elems is full KV of n positions with the
- * row_elems = n_layer * n_head_kv * d_h elements of a position as one. */
+ * row_elems = n_layer * n_head_kv * d_h elements of a position as one;
+ * landmarks: sekv_lm_bytes of ceil(len / lm_len) blocks per compressed span. */
+size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h)
+{
+	return n_lm * (size_t)n_layer * n_head_kv * ((size_t)d_h + sizeof(float));
+}
+
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
-			     size_t row_elems, int *n_exact_out, int *n_comp_out)
+			     size_t row_elems, int d_h, int lm_len, int *n_exact_out,
+			     int *n_comp_out)
 {
 	int n_exact = n, n_comp = 0;
+	size_t n_lm = 0;
 
 	for (int i = 0; i < n_span; i++)
 		if (!span[i].full) {
 			n_comp++;
 			n_exact -= span[i].len;
+			if (lm_len > 0)
+				n_lm += (size_t)(span[i].len + lm_len - 1) / lm_len;
 		}
 	*n_exact_out = n_exact;
 	*n_comp_out = n_comp;
 	return model_kv_bytes(n_exact, 1, 1, 1) * row_elems +
-	       (size_t)n_comp * row_elems * 2 * sizeof(float);
+	       (size_t)n_comp * row_elems * 2 * sizeof(uint16_t) +
+	       sekv_lm_bytes(n_lm, 1, (int)(row_elems / (size_t)d_h), d_h);
 }
 
 /* Merges each pair of neighbouring spans, with the anchors between them,
@@ -115,22 +127,31 @@ static int merge_pairs(uint8_t *is_anchor, struct sekv_span *span, int n_span,
 }
 
 int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
-		 size_t row_elems, uint8_t *is_anchor, struct sekv_span *span,
-		 int *n_span, float *alpha_used, char *note, size_t note_len)
+		 size_t row_elems, int d_h, uint8_t *is_anchor, struct sekv_span *span,
+		 int *n_span, float *alpha_used, int *lm_len_used, char *note, size_t note_len)
 {
 	size_t full = model_kv_bytes(n, 1, 1, 1) * row_elems, cap = 0, bytes;
 	double b = p->budget;
-	int n_exact, n_comp, ns;
+	int n_exact, n_comp, ns, lm = p->lm_len > 0 ? p->lm_len : 0;
 	float lo = p->alpha, hi, a;
 
 	note[0] = 0;
 	*alpha_used = p->alpha;
+	/* landmarks over every position (an upper bound) within their share */
+	if (lm > 0 && b > 0 && b < 1 && n > 0) {
+		double lm_cap = p->lm_share * p->static_share * b * (double)full;
+		int n_lk = (int)(row_elems / (size_t)d_h);
+		while (lm < n && (double)sekv_lm_bytes((size_t)(n + lm - 1) / (size_t)lm, 1, n_lk,
+						       d_h) > lm_cap)
+			lm *= 2;
+	}
+	*lm_len_used = lm;
 	sekv_seg_anchors(h, n, p->alpha, p->n_sink, is_anchor);
 	*n_span = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
 	if (b <= 0 || b >= 1 || n == 0)
 		return SEKV_OK;
 	cap = (size_t)(p->static_share * b * (double)full);
-	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, &n_exact, &n_comp) <= cap)
+	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
 		return SEKV_OK;
 
 	/* grow alpha geometrically until it fits, then bisect to the smallest */
@@ -139,7 +160,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		hi = p->alpha + step;
 		sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
 			break;
 		lo = hi;
 	}
@@ -147,7 +168,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		a = 0.5f * (lo + hi);
 		sekv_seg_anchors(h, n, a, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
 			hi = a;
 		else
 			lo = a;
@@ -155,16 +176,16 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	*alpha_used = hi;
 	sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 	ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, &n_exact, &n_comp);
+	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp);
 	if (bytes <= cap) {
 		int n_anchor = 0;
 		for (int t = 0; t < n; t++)
 			n_anchor += is_anchor[t];
 		*n_span = ns;
 		snprintf(note, note_len, "alpha raised %.2f -> %.2f, %d anchors "
-			 "(%.1f%%), %d spans (%d compressed), static %.1f%% of "
-			 "full KV", p->alpha, hi, n_anchor, 100.0 * n_anchor / n,
-			 ns, n_comp, 100.0 * bytes / full);
+			 "(%.1f%%), %d spans (%d compressed), landmarks every %d tokens, "
+			 "static %.1f%% of full KV", p->alpha, hi, n_anchor, 100.0 * n_anchor / n,
+			 ns, n_comp, lm, 100.0 * bytes / full);
 		return SEKV_OK;
 	}
 
@@ -172,7 +193,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	 * merge neighbouring spans (and the anchors between them) */
 	while (ns > 1 && bytes > cap) {
 		ns = merge_pairs(is_anchor, span, ns, p->l_min);
-		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, &n_exact, &n_comp);
+		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp);
 	}
 	*n_span = ns;
 	snprintf(note, note_len, "%salpha raised %.2f -> %.2f and spans merged: "

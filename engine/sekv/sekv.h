@@ -49,21 +49,36 @@ struct sekv_params {
 	                        one with a single thread for the ctx (NULL) */
 	float q_scale;       /* model attention scale (model_hparams.q_scale);
 	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
-	int router;          /* enum sekv_router of sekv_ctx_new (SUMMARY) */
+	int router;          /* enum sekv_router of sekv_ctx_new (LANDMARK) */
+	int lm_len;          /* landmark block of sekv_build: fewest tokens per
+	                        mean key kept for routing (16); 0: no landmarks */
+	double lm_share;     /* landmarks may take this share of the static part
+	                        (static_share * budget); the block doubles until
+	                        they fit (0.5) */
 };
 
-/* How a decode stream picks the spans to zoom. */
+/* How a decode stream picks the spans to zoom (the first three in the
+ * order of the command line's --router choices). */
 enum sekv_router {
-	SEKV_ROUTER_SUMMARY = 0, /* alpha_S from the spans' summaries (DESIGN.md section 3) */
-	SEKV_ROUTER_ORACLE = 1,  /* the spans holding the most exact attention mass of the
+	SEKV_ROUTER_LANDMARK = 0,/* the spans whose landmarks (int8 mean keys of lm_len-
+	                            token blocks, sekv_mem.lm_k) score highest: alpha_S is
+	                            the span's estimated share of the head's attention
+	                            over compressed spans (issue 9: measured above the
+	                            summary router; a memory without landmarks falls
+	                            back to SUMMARY) */
+	SEKV_ROUTER_SUMMARY = 1, /* alpha_S from the spans' summaries through the
+	                            router W (DESIGN.md section 3) */
+	SEKV_ROUTER_ORACLE = 2,  /* the spans holding the most exact attention mass of the
 	                            current query (needs sekv_ctx_set_exact_keys): an upper
 	                            bound that separates routing loss from reconstruction
 	                            loss (issue 9) */
-	SEKV_ROUTER_NONE = 2,    /* never zoom: span summaries only (the summary-only
+	SEKV_ROUTER_NONE = 3,    /* never zoom: span summaries only (the summary-only
 	                            rival, a SentenceKV-style cache; issue 9 part 3) */
 };
 
 void sekv_default_params(struct sekv_params *p);
+/* "landmark", "summary", "oracle", "none" (static storage; "?" otherwise). */
+const char *sekv_router_name(int router);
 
 /* A run of tokens between anchors. */
 struct sekv_span {
@@ -110,15 +125,24 @@ struct sekv_mem {
 	uint16_t *exact_k;        /* [n_layer][n_exact][n_head_kv][d_h] fp16 */
 	uint16_t *exact_v;        /* same */
 
-	float *k_bar;             /* [n_layer][n_comp][n_head_kv][d_h] */
-	float *v_bar;             /* same */
+	uint16_t *k_bar;          /* [n_layer][n_comp][n_head_kv][d_h] fp16 */
+	uint16_t *v_bar;          /* same */
 	struct sekv_factor *fac;  /* [n_layer][n_comp][n_head_kv][2] (0 = K, 1 = V) */
+
+	int lm_len;               /* tokens per landmark block (0: no landmarks) */
+	int n_lm;                 /* landmark blocks over all compressed spans:
+	                             span c has ceil(len / lm_len), from lm_first[c] */
+	int32_t *lm_first;        /* [n_comp + 1] first block of compressed span c */
+	int8_t *lm_k;             /* [n_layer][n_lm][n_head_kv][d_h] mean key of each
+	                             block, int8 of scale lm_s (device tier, routing
+	                             only): key ~= lm_k * lm_s */
+	float *lm_s;              /* [n_layer][n_lm][n_head_kv] absmax / 127 */
 
 	float *route_w;           /* [n_layer][n_head][SEKV_D_ROUTE][d_h] */
 	float *tau;               /* [n_layer][n_head] */
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
-	size_t static_bytes;      /* exact rows + summaries, device tier */
+	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier */
 	size_t host_bytes;        /* all factors at their stored type */
 	void *arena;              /* implementation-owned storage */
 };
@@ -166,17 +190,18 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
  * else fp32; s always fp32); used by store/ when loading.
  * span [n_span] is copied and checked (ascending, non-overlapping, inside
  * 0..n_tok, full 0/1); n_comp = spans with full == 0; ranks may be NULL
- * (all ranks 0), else each rank is in 0..min(len, d_h). r_max is set to the
+ * (all ranks 0), else each rank is in 0..min(len, d_h). lm_len >= 0 sizes
+ * the landmarks (lm_first filled, lm_k, lm_s zeroed; 0: none). r_max is set to the
  * largest rank, tau to 0, layer_id to 0..n_layer-1: the caller fills the
  * rest. One allocation (m->arena). Returns 0, SEKV_EINVAL (bad shape, span
  * or rank) or SEKV_ENOMEM. Byte counters are filled (update_counts). */
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
-		   int n_exact, const int32_t *ranks, int factor_f16);
+		   int n_exact, const int32_t *ranks, int factor_f16, int lm_len);
 void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
 /* Recomputes n_comp/comp_span from span[], and the byte counters:
  * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows (fp16)
- * + k_bar/v_bar (fp32); host_bytes = all factors (u, v at 2 bytes
+ * + k_bar/v_bar (fp16) + landmarks (int8 keys, fp32 scales); host_bytes = all factors (u, v at 2 bytes
  * per element when factor_f16, else 4; s fp32). The span
  * array's full flags must not change the number of compressed spans the
  * factor arrays were sized for (store/ only calls this after filling). */
@@ -211,12 +236,21 @@ struct sekv_stats {
 	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
 	size_t tail_bytes;        /* question + generated rows */
 	size_t recon_bytes;       /* reconstructed rows this step */
+	size_t read_bytes;        /* KV memory this step read, all layers so far:
+	                             device rows attended or routed on (static +
+	                             tail + reconstructed) and the host-tier
+	                             factors of the spans it rebuilt */
+	size_t factor_read_bytes; /* the factors' part of read_bytes */
 	double mass_recall_sum;   /* with exact keys: sum over steps, global layers
 	                             and query heads of mass_recall (DESIGN.md
 	                             section 6, over document positions): the share
 	                             of the exact attention mass on exact rows and
 	                             zoomed spans */
 	long long mass_recall_n;  /* terms in mass_recall_sum */
+	double *mass_recall_lh;   /* [n_layer][n_head] the same sum per global layer
+	                             and query head; each has mass_recall_n /
+	                             (n_layer * n_head) terms when every layer was
+	                             decoded as often */
 };
 
 struct sekv_ctx; /* opaque decode stream */

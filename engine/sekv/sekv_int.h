@@ -16,15 +16,21 @@ void sekv_seg_anchors(const float *h, int n, float alpha, int n_sink,
  * span [n / 2 + 1]; returns their number. */
 int sekv_seg_spans(const uint8_t *is_anchor, int n, int l_min, int n_sink,
 		   int n_recent, struct sekv_span *span);
-/* Static device bytes of a segmentation; row_elems = n_layer*n_head_kv*d_h. */
+/* Device bytes of n_lm landmarks: int8 keys + an fp32 scale per layer
+ * and KV head. */
+size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h);
+/* Static device bytes of a segmentation with landmark blocks of lm_len
+ * tokens (0: none); row_elems = n_layer*n_head_kv*d_h. */
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
-			     size_t row_elems, int *n_exact, int *n_comp);
+			     size_t row_elems, int d_h, int lm_len, int *n_exact, int *n_comp);
 /* Segments with the smallest alpha >= p->alpha whose static bytes fit
  * p->static_share * p->budget * full KV, merging spans when no alpha does;
+ * the landmark block *lm_len is p->lm_len doubled until landmarks over the
+ * whole document fit p->lm_share of that (0 when p->lm_len is 0);
  * writes is_anchor [n], span [n / 2 + 1], *n_span, *alpha_used and a note
  * (empty when p->alpha already fit or there is no budget). Returns 0. */
 int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
-		 size_t row_elems, uint8_t *is_anchor, struct sekv_span *span,
-		 int *n_span, float *alpha_used, char *note, size_t note_len);
+		 size_t row_elems, int d_h, uint8_t *is_anchor, struct sekv_span *span,
+		 int *n_span, float *alpha_used, int *lm_len, char *note, size_t note_len);
 
 #endif
