@@ -50,6 +50,17 @@ typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progres
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
 	       void *ud, int64_t *doc_id, char *err, size_t errlen);
 
+/* Rebuilds document doc_id's SeKV memory in library o->db for another
+ * budget (a fraction of its full KV) from what the library stores: tokens,
+ * surprisal and the global layers' exact KV; no forward pass. The new
+ * memory (o's --alpha, --rmax, --recent, as ingest builds it) replaces
+ * the stored one and its budget (store_doc_put_mem). m is the loaded
+ * model (borrowed; its backend runs the SVD). 0 or a negative code
+ * (SEKV_EMISMATCH: ingested with another model). `sekv eval` measures
+ * every budget on one prefill this way. */
+int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc_id, double budget,
+		    char *err, size_t errlen);
+
 /* A progress printer for stderr: a live line on a terminal, a line per
  * tenth of each stage in a log. ud of app_ingest_print is a meter set up
  * by app_ingest_meter_init (one per ingest). */
@@ -139,5 +150,6 @@ int cmd_sessions(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 #endif

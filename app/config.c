@@ -139,8 +139,8 @@ struct opt_row {
 #define SAMPLER_DEF(field) .def = DEF_SAMPLER, .def_off = offsetof(struct sampler_params, field)
 
 /* Sub-commands that load the model (app_load). */
-#define USES_MODEL (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE)
-#define ANSWERS (APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_GENERATE)
+#define USES_MODEL (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_EVAL)
+#define ANSWERS (APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_EVAL)
 #define MEMORY (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK)
 
 /* An engine default is copied by the option's kind: the types must agree. */
@@ -186,13 +186,13 @@ static const struct opt_row opt_table[] = {
 	  .help = "SeKV zoom choice: landmarks (mean keys of short blocks), the paper's router over "
 		  "span summaries, or the spans with the most exact attention (measurement: reads "
 		  "the exact KV; implies --mass-recall)",
-	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and report the share of exact attention "
 		  "on exact and zoomed rows (--json: mass_recall)",
 	  .cmds = APP_CMD_ASK },
 	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
-	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
+	  .set_off = F(n_predict_set), .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
 	  .help = "most answer tokens", .cmds = ANSWERS },
 	{ .name = "--json", .kind = OPT_FLAG, .off = F(json), .set_off = NO_SET,
 	  .help = "one JSON object: answer, metrics, zoomed spans", .cmds = APP_CMD_ASK },
@@ -237,9 +237,32 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--act", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
 	  .choices = "q8|f32", .help = "decode activations: int8 blocks as llama.cpp, or fp32",
 	  .cmds = USES_MODEL },
+	/* sekv eval: the grid (lists are parsed by app/cmd_eval.c) */
+	{ .name = "--methods", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_methods), .set_off = NO_SET,
+	  .def_text = APP_EVAL_METHODS,
+	  .help = "KV methods to compare: full (the reference), sekv, and the rivals streaming, "
+		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed)", .cmds = APP_CMD_EVAL },
+	{ .name = "--budgets", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_budgets), .set_off = NO_SET,
+	  .def_text = APP_EVAL_BUDGETS, .help = "device budgets of every method but full, fractions of "
+		  "the full KV cache", .cmds = APP_CMD_EVAL },
+	{ .name = "--tasks", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_tasks), .set_off = NO_SET,
+	  .def_text = APP_EVAL_TASKS,
+	  .help = "needle retrieval, ten facts in one haystack, a second question in the same "
+		  "conversation, KL and top-1 against full KV, SeKV mass_recall", .cmds = APP_CMD_EVAL },
+	{ .name = "--lengths", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_lengths), .set_off = NO_SET,
+	  .def_text = APP_EVAL_LENGTHS, .help = "haystack lengths, tokens", .cmds = APP_CMD_EVAL },
+	{ .name = "--depths", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_depths), .set_off = NO_SET,
+	  .def_text = APP_EVAL_DEPTHS, .help = "needle depths, fractions of the haystack",
+	  .cmds = APP_CMD_EVAL },
+	{ .name = "--needles", .arg = "N", .kind = OPT_INT, .off = F(eval_needles), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = APP_EVAL_NEEDLES, .imin = 1, .imax = 10000, .what = "a number of needles",
+	  .help = "needles (haystacks) per length x depth cell", .cmds = APP_CMD_EVAL },
+	{ .name = "--out", .arg = "DIR", .kind = OPT_TEXT, .off = F(eval_out), .set_off = NO_SET,
+	  .help = "directory for results.json, results.md, the plots and eval.db (created)",
+	  .cmds = APP_CMD_EVAL },
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
 	  .help = "no progress output",
-	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM },
+	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL },
 	{ .name = "-h", .alias = "--help", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
 	  .help = "this help", .cmds = APP_CMD_ALL },
 };

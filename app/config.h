@@ -29,7 +29,8 @@ enum {
 	APP_CMD_INSPECT = 1 << 7,
 	APP_CMD_SESSIONS = 1 << 8,
 	APP_CMD_EXPORT = 1 << 9,
-	APP_CMD_ALL = (1 << 10) - 1,
+	APP_CMD_EVAL = 1 << 10,
+	APP_CMD_ALL = (1 << 11) - 1,
 };
 
 /* The memory an answer is decoded from (--kv): SeKV, the reference, and
@@ -48,6 +49,14 @@ enum app_kv {
 /* "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary"
  * (static storage; "?" outside the enum). */
 const char *app_kv_name(int kv);
+/* sekv eval's default grid (app/cmd_eval.c; its run time is measured in
+ * README.md). */
+#define APP_EVAL_METHODS "full,sekv,streaming,summary"
+#define APP_EVAL_BUDGETS "0.1,0.02"
+#define APP_EVAL_TASKS "niah,multi,second,kl,mass"
+#define APP_EVAL_LENGTHS "1024,2048,4096"
+#define APP_EVAL_DEPTHS "0.1,0.5,0.9"
+#define APP_EVAL_NEEDLES 8
 
 /* Evidence passages shown per answer unless --evidence-top says. */
 #define APP_EVIDENCE_TOP 3
@@ -63,6 +72,7 @@ struct app_opts {
 	int r_max_set;
 	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
+	int n_predict_set;     /* -n given */
 	int json;              /* --json */
 	float temperature;     /* --temp T (0 = greedy) */
 	uint64_t seed;         /* --seed S */
@@ -83,6 +93,14 @@ struct app_opts {
 	int router;            /* --router landmark|summary|oracle: enum sekv_router
 	                          (the choices' order is the enum's) */
 	int mass_recall;       /* --mass-recall: load exact keys, report mass_recall */
+	/* sekv eval (app/cmd_eval.c parses the lists; NULL: its defaults) */
+	const char *eval_methods;  /* --methods LIST: --kv names and "summary" */
+	const char *eval_budgets;  /* --budgets LIST: fractions of the full KV cache */
+	const char *eval_tasks;    /* --tasks LIST: niah, multi, second, kl, mass */
+	const char *eval_lengths;  /* --lengths LIST: haystack tokens */
+	const char *eval_depths;   /* --depths LIST: needle positions, fractions */
+	int eval_needles;          /* --needles N: needles per length x depth cell (8) */
+	const char *eval_out;      /* --out DIR: where results go */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };

@@ -362,22 +362,28 @@ static int stage_swa(struct ingest *g, char *err, size_t errlen)
 	return rc;
 }
 
+/* The SeKV build's parameters from the options, at budget. */
+static void mem_params(const struct app_opts *o, const struct model *m, double budget,
+		       struct sekv_params *sp)
+{
+	sekv_default_params(sp);
+	sp->alpha = o->alpha;
+	sp->r_max = o->r_max;
+	sp->r_use = o->r_max;
+	sp->budget = budget;
+	sp->n_recent = o->n_recent;
+	sp->n_threads = o->n_threads;
+	sp->be = model_backend(m);
+	sp->q_scale = model_hparams(m)->q_scale;
+}
+
 static int stage_build(struct ingest *g, char *err, size_t errlen)
 {
-	const struct app_opts *o = g->o;
 	const struct model_hparams *hp = g->hp;
 	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
 	struct sekv_params sp;
 
-	sekv_default_params(&sp);
-	sp.alpha = o->alpha;
-	sp.r_max = o->r_max;
-	sp.r_use = o->r_max;
-	sp.budget = o->budget;
-	sp.n_recent = o->n_recent;
-	sp.n_threads = o->n_threads;
-	sp.be = model_backend(g->m);
-	sp.q_scale = hp->q_scale;
+	mem_params(g->o, g->m, g->o->budget, &sp);
 	for (int l = 0; l < hp->n_global; l++) {
 		ck[l] = g->glob_k[l];
 		cv[l] = g->glob_v[l];
@@ -386,6 +392,55 @@ static int stage_build(struct ingest *g, char *err, size_t errlen)
 	int rc = sekv_build(&g->mem, &sp, g->tv.n, g->tv.ids, g->surprisal, hp->n_global,
 			    hp->global_layer, hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen);
 	g->build_s = clk_now() - b0;
+	return rc;
+}
+
+int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc_id, double budget,
+		    char *err, size_t errlen)
+{
+	const struct model_hparams *hp = model_hparams(m);
+	struct store *st = NULL;
+	struct store_doc d;
+	struct sekv_params sp;
+	struct sekv_mem *mem = NULL;
+	int32_t *tokens = NULL;
+	float *surprisal = NULL;
+	uint16_t *k[MODEL_MAX_LAYER] = { 0 }, *v[MODEL_MAX_LAYER] = { 0 };
+	int64_t n_tok = 0;
+	int rc;
+
+	if ((rc = store_open(&st, o->db, err, errlen)) || (rc = store_doc_get(st, doc_id, &d, err, errlen)))
+		goto out;
+	if (strcmp(d.model_fp, hp->fingerprint) || d.n_layer_global != hp->n_global) {
+		rc = sekv_errf(err, errlen, SEKV_EMISMATCH, "rebuild: document %lld: ingested with another model",
+			       (long long)doc_id);
+		goto out;
+	}
+	if ((rc = store_doc_get_tokens(st, doc_id, &tokens, &surprisal, &n_tok, err, errlen)))
+		goto out;
+	size_t n = (size_t)n_tok * hp->n_head_kv * hp->d_head;
+	for (int l = 0; !rc && l < hp->n_global; l++) {
+		if (!(k[l] = malloc(n * sizeof *k[l])) || !(v[l] = malloc(n * sizeof *v[l])))
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "rebuild: out of memory");
+		else
+			rc = store_doc_get_full_kv(st, doc_id, l, k[l], v[l], err, errlen);
+	}
+	mem_params(o, m, budget, &sp);
+	if (!rc)
+		rc = sekv_build(&mem, &sp, (int)n_tok, tokens, surprisal, hp->n_global, hp->global_layer,
+				hp->n_head, hp->n_head_kv, hp->d_head, (const uint16_t *const *)k,
+				(const uint16_t *const *)v, err, errlen);
+	if (!rc)
+		rc = store_doc_put_mem(st, doc_id, mem, budget, err, errlen);
+out:
+	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
+		free(k[l]);
+		free(v[l]);
+	}
+	free(tokens);
+	free(surprisal);
+	sekv_mem_free(mem);
+	store_close(st);
 	return rc;
 }
 

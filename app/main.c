@@ -31,6 +31,10 @@ static const struct cmd cmds[] = {
 	  "list stored sessions: id, document, title, turns, memory, last used" },
 	{ "export", cmd_export, APP_CMD_EXPORT, "SESSION",
 	  "write a session as Markdown: questions, answers, evidence quoted from the document" },
+	{ "eval", cmd_eval, APP_CMD_EVAL, "--out DIR",
+	  "measure SeKV against full KV and rival KV methods on needle haystacks built from this "
+	  "machine's text: results.json, results.md, PNG plots in DIR (answers of at most 32 tokens "
+	  "unless -n says; --seed also seeds the haystacks)" },
 	{ "generate", cmd_generate, APP_CMD_GENERATE, "-p TEXT",
 	  "plain generation, the prompt wrapped in the model's chat template" },
 	{ "tokenize", cmd_tokenize, APP_CMD_TOKENIZE, "-- TEXT", "print token ids separated by spaces" },

@@ -365,7 +365,7 @@ int conv_answer_begin(struct conv *c, char *err, size_t errlen)
  * question and answer rows, plus this turn and its longest answer, would
  * take more than half of the budget left after the fixed part (the other
  * half stays for zooming) or more than the tail capacity. */
-static void evict_turns(struct conv *c, int n_new, struct conv_answer *a)
+static void evict_turns(struct conv *c, int n_new, int n_answer, struct conv_answer *a)
 {
 	long long cap = c->p.tail_cap;
 
@@ -375,16 +375,16 @@ static void evict_turns(struct conv *c, int n_new, struct conv_answer *a)
 		if (free_rows / 2 < cap)
 			cap = free_rows / 2;
 	}
-	if ((long long)n_new + c->p.n_predict > cap) {
+	if ((long long)n_new + n_answer > cap) {
 		snprintf(a->warn, sizeof a->warn,
 			 "this question (%d tokens) and an answer of up to %d tokens need more fast-tier rows "
 			 "than the budget leaves (%lld): the device tier goes over the budget for this answer",
-			 n_new, c->p.n_predict, cap);
+			 n_new, n_answer, cap);
 		if (c->warn)
 			c->warn(c->warn_ud, a->warn);
 	}
 	int k = 0;
-	while (k < c->n_turn_held && held_rows(c) + (long long)n_new + c->p.n_predict > cap) {
+	while (k < c->n_turn_held && held_rows(c) + (long long)n_new + n_answer > cap) {
 		int upto = k + 1 < c->n_turn_held ? c->turn_pos[k + 1] : c->n_start + c->n_tail;
 		int before = held_rows(c);
 		if (c->kv.evict(c->kv.ctx, upto))
@@ -436,7 +436,8 @@ static int feed_turn(struct conv *c, conv_step_fn fn, void *ud, struct conv_answ
 		if (rc)
 			return rc;
 		struct conv_step ev = { .question = 1, .piece = "", .token = -1,
-					.resident_bytes = resident_now(c) };
+					.resident_bytes = resident_now(c),
+					.logits = i == v->n - 1 ? c->logits : NULL };
 		ev.peak_resident_bytes = ev.resident_bytes;
 		if (fn && fn(ud, &ev)) {
 			a->stopped = CONV_STOP_USER;
@@ -580,6 +581,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 			.piece = shown, .piece_len = n_shown, .token = id, .n_gen = a->n_gen,
 			.tps = el > 0 ? a->n_gen / el : 0, .stats = st,
 			.resident_bytes = res, .peak_resident_bytes = a->peak_resident_bytes,
+			.logits = sr.done ? NULL : c->logits,
 		};
 		if (fn && fn(ud, &ev)) {
 			a->stopped = CONV_STOP_USER;
@@ -603,12 +605,12 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 /* Positions past the model's training context (hparams n_ctx_train) are
  * never decoded: a question that would cross it is refused, an answer
  * that would is capped where the context ends (and a->warn says so). */
-static int fit_context(struct conv *c, struct conv_answer *a, char *err, size_t errlen)
+static int fit_context(struct conv *c, int n_answer, struct conv_answer *a, char *err, size_t errlen)
 {
 	long long n_ctx = c->hp->n_ctx_train;
 	long long at = (long long)c->n_start + c->n_tail + c->turn.n;
 
-	c->n_answer_max = c->p.n_predict;
+	c->n_answer_max = n_answer;
 	if (n_ctx <= 0)
 		return 0;
 	if (at >= n_ctx)
@@ -616,43 +618,48 @@ static int fit_context(struct conv *c, struct conv_answer *a, char *err, size_t 
 				 "this question would end at position %lld, past the model's context of %lld "
 				 "tokens (document and conversation so far: %lld): start a new conversation "
 				 "or ask a shorter question", at, n_ctx, at - c->turn.n);
-	if (at + c->p.n_predict > n_ctx) {
+	if (at + n_answer > n_ctx) {
 		c->n_answer_max = (int)(n_ctx - at);
 		snprintf(a->warn, sizeof a->warn,
 			 "the model's context of %lld tokens ends %d tokens into this answer: "
-			 "it stops there (-n %d asked)", n_ctx, c->n_answer_max, c->p.n_predict);
+			 "it stops there (-n %d asked)", n_ctx, c->n_answer_max, n_answer);
 		if (c->warn)
 			c->warn(c->warn_ud, a->warn);
 	}
 	return 0;
 }
 
-int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
-	     struct conv_answer *a, char *err, size_t errlen)
+/* The turn for text up to its answer, shared by conv_ask and
+ * conv_ask_forced: built, checked against the tail capacity and the
+ * context for an answer of up to n_answer tokens (what (static text) names
+ * that cap in messages: "-n" or "a forced answer of"), old turns evicted,
+ * decoded. a is initialised here. */
+static int start_turn(struct conv *c, const char *text, int n_answer, const char *what,
+		      conv_step_fn fn, void *ud, struct conv_answer *a, char *err, size_t errlen)
 {
 	int rc;
 
 	memset(a, 0, sizeof *a);
 	if (!c->tk)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: no tokenizer: only given tokens can be fed");
-	if (!(a->ids = malloc(((size_t)c->p.n_predict + 1) * sizeof *a->ids)))
+	if (!(a->ids = malloc(((size_t)n_answer + 1) * sizeof *a->ids)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 	if ((rc = build_turn(c, text, err, errlen)))
 		return rc;
 	if (c->agg_idx)
 		memset(c->agg_idx, 0xff, (size_t)c->hp->n_global * c->kv.n_span * sizeof *c->agg_idx);
-	if (c->p.n_predict >= c->p.tail_cap)
+	if (n_answer >= c->p.tail_cap)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
-				 "-n %d is too large: a question and its answer may take at most %d tokens",
-				 c->p.n_predict, c->p.tail_cap);
-	if ((long long)c->turn.n + c->p.n_predict > c->p.tail_cap)
+				 "%s %d is too large: a question and its answer may take at most %d tokens",
+				 what, n_answer, c->p.tail_cap);
+	if ((long long)c->turn.n + n_answer > c->p.tail_cap)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
-				 "question of %d tokens is too long: a question and its answer (-n %d) may take "
-				 "at most %d tokens", c->turn.n, c->p.n_predict, c->p.tail_cap);
-	if ((rc = fit_context(c, a, err, errlen)))
+				 "question of %d tokens is too long: a question and its answer (%s %d) may take "
+				 "at most %d tokens", c->turn.n, what, n_answer, c->p.tail_cap);
+	if ((rc = fit_context(c, n_answer, a, err, errlen)))
 		return rc;
 	if (c->kv.evict)
-		evict_turns(c, c->turn.n, a);
+		evict_turns(c, c->turn.n, n_answer, a);
 	remember_turn(c);
 
 	double t0 = clk_now();
@@ -662,6 +669,16 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
 	a->peak_resident_bytes = resident_now(c);
+	return rc;
+}
+
+int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
+	     struct conv_answer *a, char *err, size_t errlen)
+{
+	int rc = start_turn(c, text, c->p.n_predict, "-n", fn, ud, a, err, errlen);
+
+	if (rc && rc != SEKV_EINTR)
+		return rc;
 	const struct sekv_stats *st0 = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
 	double mr_sum = st0 ? st0->mass_recall_sum : 0;
 	long long mr_n = st0 ? st0->mass_recall_n : 0;
@@ -675,4 +692,44 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	a->repeats_example = c->ct.example && a->text && chat_repeats_example(a->text, c->ct.example);
 	c->n_turn++;
 	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;
+}
+
+int conv_ask_forced(struct conv *c, const char *text, const int32_t *ids, int n,
+		    conv_forced_fn fn, void *ud, struct conv_answer *out, char *err, size_t errlen)
+{
+	struct conv_answer tmp, *a = out ? out : &tmp;
+	int rc;
+
+	if (n < 0) {
+		memset(a, 0, sizeof *a);
+		return sekv_errf(err, errlen, SEKV_EINVAL, "conversation: forced answer of %d tokens", n);
+	}
+	if ((rc = start_turn(c, text, n, "a forced answer of", NULL, NULL, a, err, errlen)))
+		goto out;
+	if (n > c->n_answer_max) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "conversation: a forced answer of %d tokens passes "
+			       "the model's context (%d fit)", n, c->n_answer_max);
+		goto out;
+	}
+	double g0 = clk_now();
+	for (int i = 0; i < n; i++) {
+		if (fn && fn(ud, i, c->logits)) {
+			rc = SEKV_EINTR;
+			break;
+		}
+		if ((rc = decode_one(c, ids[i], i + 1 < n, err, errlen)))
+			break;
+		a->ids[a->n_gen++] = ids[i];
+		size_t res = resident_now(c);
+		if (res > a->peak_resident_bytes)
+			a->peak_resident_bytes = res;
+	}
+	a->decode_s = clk_now() - g0;
+	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
+	a->mass_recall = -1;
+	c->n_turn++;
+out:
+	if (!out)
+		conv_answer_free(&tmp);
+	return rc;
 }

@@ -111,6 +111,12 @@ struct conv_step {
 	const struct sekv_stats *stats; /* zooms of this step; NULL without */
 	size_t resident_bytes;   /* device tier now */
 	size_t peak_resident_bytes;
+	const float *logits;     /* [n_vocab] raw logits after this token (the
+	                            next token's distribution, before any sampler
+	                            penalty): during the question its last token
+	                            only (NULL before), in the answer every token
+	                            that was decoded (NULL for one a stop rule
+	                            ended, which is not) */
 };
 
 /* Return nonzero to stop (the question or the answer). */
@@ -223,5 +229,25 @@ const float *conv_logits(const struct conv *c);
  * code. ans is always initialised (conv_answer_free it). */
 int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	     struct conv_answer *ans, char *err, size_t errlen);
+
+/* Logits before answer token i of a teacher-forced answer: logits
+ * [n_vocab] raw (no sampler penalty), borrowed for the call. Return
+ * nonzero to stop. */
+typedef int (*conv_forced_fn)(void *ud, int i, const float *logits);
+
+/* Teacher forcing (`sekv eval` kl, DESIGN.md section 6): asks text with the
+ * turn built, evicted for and checked against the context exactly as
+ * conv_ask does (the turn counts as asked, so a later question follows
+ * it), then, instead of sampling, feeds the given answer ids[0..n) one by
+ * one through the KV method, calling fn (may be NULL) with the logits
+ * before each ids[i], i = 0..n-1. All n ids are decoded. With the same
+ * conversation state and ids = the greedy answer of conv_ask, fn sees
+ * exactly the logits that answer was sampled from. Returns 0, SEKV_EINTR
+ * when fn stopped it, SEKV_EINVAL (n < 0, or the turn and n ids pass the
+ * tail capacity or the model's context), or another negative code.
+ * a (may be NULL) gets n_question, question_s, decode_s, decode_tps and
+ * peak_resident_bytes; conv_answer_free it. */
+int conv_ask_forced(struct conv *c, const char *text, const int32_t *ids, int n,
+		    conv_forced_fn fn, void *ud, struct conv_answer *a, char *err, size_t errlen);
 
 #endif

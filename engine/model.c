@@ -159,7 +159,7 @@ static struct model_scratch *scratch_new(const struct model *m, int n_batch)
 	size_t nb = (size_t)n_batch, E = (size_t)hp->n_embd;
 	size_t nq = (size_t)hp->n_head * hp->d_head, nkv = (size_t)hp->n_head_kv * hp->d_head;
 	size_t half = (size_t)m->n_rot / 2;
-	struct backend_ws_size wsz;
+	struct backend_ws_size wsz = { 0 }; /* mix_rows 0: no SeKV operation */
 	int ok = 1;
 
 	if (!sc)

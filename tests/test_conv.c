@@ -567,6 +567,124 @@ static void conv_probe_splits_fixed_part(struct test_ctx *t)
 	}
 }
 
+/* Logits of each answer position, kept from a step callback (free answer)
+ * or a forced one: [CAP][n_vocab]. */
+#define FORCED_CAP 32
+struct logit_log {
+	float *l;          /* [FORCED_CAP][n_vocab] */
+	int n_vocab;
+	int n;             /* positions recorded */
+	int n_null;        /* answer steps without logits */
+	int bad_index;     /* a forced callback out of order */
+};
+
+static int log_free_step(void *ud, const struct conv_step *st)
+{
+	struct logit_log *g = ud;
+	int i = st->question ? 0 : st->n_gen;
+	if (!st->logits) {
+		g->n_null += !st->question;
+		return 0;
+	}
+	if (i < FORCED_CAP) {
+		memcpy(g->l + (size_t)i * g->n_vocab, st->logits, (size_t)g->n_vocab * sizeof *g->l);
+		if (i + 1 > g->n)
+			g->n = i + 1;
+	}
+	return 0;
+}
+
+static int log_forced(void *ud, int i, const float *logits)
+{
+	struct logit_log *g = ud;
+	if (i != g->n || i >= FORCED_CAP) {
+		g->bad_index = 1;
+		return 1;
+	}
+	memcpy(g->l + (size_t)i * g->n_vocab, logits, (size_t)g->n_vocab * sizeof *g->l);
+	g->n++;
+	return 0;
+}
+
+static int argmax_of(const float *x, int n)
+{
+	int b = 0;
+	for (int i = 1; i < n; i++)
+		if (x[i] > x[b])
+			b = i;
+	return b;
+}
+
+/* Teacher forcing (conv_ask_forced) with full KV on the greedy answer of
+ * conv_ask over the same stored state sees the very logits the answer was
+ * sampled from (top-1 agreement 1, KL 0: equal bits), one callback per
+ * answer token in order; forcing other tokens changes later logits; and
+ * the forced turn counts, so a question after it is answered. */
+static void conv_forced_equals_free_answer(struct test_ctx *t)
+{
+	struct fix f;
+	struct conv_answer a = {0}, b = {0}, c2 = {0};
+	struct logit_log lf = {0}, lt = {0}, lx = {0};
+	char err[1024];
+	const char *q = "Who owns the Harbor Street bakery?";
+	int rc, n_vocab, same_bits = 1, top_ok = 1;
+
+	if (fix_open(t, &f, 1))
+		return;
+	n_vocab = tok_n_vocab(f.tk);
+	lf.n_vocab = lt.n_vocab = lx.n_vocab = n_vocab;
+	lf.l = malloc((size_t)FORCED_CAP * n_vocab * sizeof *lf.l);
+	lt.l = malloc((size_t)FORCED_CAP * n_vocab * sizeof *lt.l);
+	lx.l = malloc((size_t)FORCED_CAP * n_vocab * sizeof *lx.l);
+	rc = lf.l && lt.l && lx.l ? 0 : SEKV_ENOMEM;
+	if (!rc)
+		rc = conv_ask(session_conv(f.s), q, log_free_step, &lf, &a, err, sizeof err);
+	session_close(f.s);
+	f.s = NULL;
+	if (!rc)
+		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+	if (!rc)
+		rc = conv_ask_forced(session_conv(f.s), q, a.ids, a.n_gen, log_forced, &lt, &b, err, sizeof err);
+	for (int i = 0; !rc && i < a.n_gen && i < lf.n; i++) {
+		const float *x = lf.l + (size_t)i * n_vocab, *y = lt.l + (size_t)i * n_vocab;
+		same_bits &= !memcmp(x, y, (size_t)n_vocab * sizeof *x);
+		top_ok &= argmax_of(x, n_vocab) == argmax_of(y, n_vocab);
+	}
+	/* a question after the forced answer follows it */
+	if (!rc)
+		rc = conv_ask(session_conv(f.s), "When does the bakery close?", NULL, NULL, &c2, err, sizeof err);
+	/* other forced tokens: the first logits agree, the later ones do not */
+	int32_t other[2] = { a.n_gen > 0 && a.ids[0] == 1000 ? 1001 : 1000, 1002 };
+	session_close(f.s);
+	f.s = NULL;
+	if (!rc)
+		rc = session_open(&f.s, f.m, f.tk, &f.o, g_conv_doc, err, sizeof err);
+	if (!rc)
+		rc = conv_ask_forced(session_conv(f.s), q, other, 2, log_forced, &lx, NULL, err, sizeof err);
+	int first_same = lx.n == 2 && !memcmp(lx.l, lt.l, (size_t)n_vocab * sizeof *lx.l);
+	int second_diff = lx.n == 2 && lt.n >= 2 &&
+		memcmp(lx.l + n_vocab, lt.l + n_vocab, (size_t)n_vocab * sizeof *lx.l) != 0;
+	int n_gen = a.n_gen, nf = lf.n, nt = lt.n, bad = lt.bad_index || lx.bad_index, n_null = lf.n_null;
+	int b_gen = b.n_gen, c_gen = c2.n_gen;
+	conv_answer_free(&a);
+	conv_answer_free(&b);
+	conv_answer_free(&c2);
+	free(lf.l);
+	free(lt.l);
+	free(lx.l);
+	fix_close(&f);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, n_gen >= 2, "greedy answer of %d tokens: too short to compare", n_gen);
+	T_CHECKF(t, !bad, "forced callback out of order");
+	T_CHECKF(t, nt == n_gen && b_gen == n_gen, "%d forced callbacks, %d fed, for %d tokens", nt, b_gen, n_gen);
+	T_CHECKF(t, nf >= n_gen - (n_null > 0), "free answer logged %d positions of %d", nf, n_gen);
+	T_CHECKF(t, same_bits, "forced logits differ from the free answer's");
+	T_CHECK(t, top_ok);
+	T_CHECKF(t, c_gen > 0, "no answer after a forced turn");
+	T_CHECKF(t, first_same, "logits before the first forced token depend on it");
+	T_CHECKF(t, second_diff, "logits after another forced token did not change");
+}
+
 const struct test_case test_conv[] = {
 	{ "conv_resumed_equals_live_prefill", conv_resumed_equals_live_prefill },
 	{ "conv_stop_during_question", conv_stop_during_question },
@@ -576,5 +694,6 @@ const struct test_case test_conv[] = {
 	{ "conv_completion_stops_and_keeps_history", conv_completion_stops_and_keeps_history },
 	{ "conv_old_format_row_answers", conv_old_format_row_answers },
 	{ "conv_probe_splits_fixed_part", conv_probe_splits_fixed_part },
+	{ "conv_forced_equals_free_answer", conv_forced_equals_free_answer },
 	{ NULL, NULL },
 };

@@ -1,0 +1,601 @@
+/* cmd_eval.c - `sekv eval --out DIR`: the grid (methods x budgets x tasks x
+ * lengths x depths x needles), its time estimate and progress, and the
+ * files it writes (eval.h says what each task measures).
+ *
+ * Haystacks of a run: for niah, kl and mass one per (length, depth,
+ * needle) holding one needle (kl on the first half of the needle indices);
+ * for second one per (length, depth) and every eighth needle index,
+ * holding two needles (the second at depth d + 0.4 or d - 0.4); for multi
+ * one per length and every eighth needle index, holding
+ * EVAL_MULTI_FACTS facts at depths (i + 0.5) / 10. The
+ * background of needle index i starts at the same corpus paragraph for
+ * every length and depth (seeded by --seed and i); each needle's key and
+ * value are seeded by its cell. Results are rewritten after every
+ * haystack, so an interrupted run keeps what it measured.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/app.h"
+#include "app/eval.h"
+#include "engine/clock.h"
+#include "engine/err.h"
+#include "engine/model.h"
+#include "engine/sekv/sekv.h"
+#include "engine/tokenizer.h"
+
+#define EVAL_N_PREDICT 32     /* answer tokens unless -n says: a quoted needle sentence is ~20 */
+#define EVAL_CTX_ROOM 512     /* tokens a haystack leaves in the context for questions */
+#define EVAL_MIN_LENGTH 256
+#define EVAL_MULTI_MIN 768    /* ten facts and some text between them */
+#define MAX_LIST 32
+
+/* The cost model of the estimate: ingest seconds per document token and
+ * seconds per decoded token (session opening included), as multiples of
+ * what a short probe of this machine measures at the start (a prefill
+ * with surprisal, decode steps); the factors come from runs on the
+ * project's 2-core VM (README, "sekv eval"). The live ETA then scales the
+ * estimate by the speed measured so far. */
+#define PROBE_PREFILL 256     /* tokens */
+#define PROBE_DECODE 64
+#define K_INGEST 1.1          /* ingest s/token over the probe's prefill s/token */
+#define K_DECODE 0.75         /* session s/decoded token over the probe's decode s/token */
+#define K_DECODE_CTX 0.02     /* ... plus this share per 1,000 context tokens */
+#define K_REBUILD 0.03        /* a memory rebuild, in ingests of the same document */
+#define STEPS_FIRST 60        /* worked example, question, answer */
+#define STEPS_NEXT 35         /* a later question and its answer */
+
+struct job {
+	enum eval_hay_kind kind;
+	unsigned tasks;       /* 1 << enum eval_task run on it */
+	int length;
+	double depth;
+	int i_depth;
+	int index;
+	double predicted_s;
+};
+
+struct grid {
+	struct app_opts o;
+	struct eval_setup su;
+	int length[MAX_LIST], n_length;
+	double depth[MAX_LIST];
+	int n_depth;
+	unsigned tasks;
+	struct job *job;
+	int n_job;
+	double prefill_s_tok; /* the probe: prefill seconds per token */
+	double decode_s_tok;  /* the probe: decode seconds per token */
+	char dir[APP_PATH_MAX];
+	int tty;
+	/* progress */
+	int at;               /* job running */
+	double t_start;       /* clk_now at the start of the run */
+	double t_job;         /* clk_now at the job's start */
+	double done_pred;     /* predicted seconds of the jobs done */
+	double total_pred;
+	struct eval_hay_cost spent; /* summed over the jobs done */
+	long long toks_done;  /* document tokens ingested */
+};
+
+static int usage(const char *msg, const char *item)
+{
+	if (msg)
+		app_errorf("sekv eval: %s%s%s\n", msg, item ? ": " : "", item ? item : "");
+	app_errorf("usage: sekv eval --out DIR [--methods LIST] [--budgets LIST] [--tasks LIST] "
+		   "[--lengths LIST] [--depths LIST] [--needles N] [--router landmark|summary|oracle]: "
+		   "see 'sekv help eval'\n");
+	return 2;
+}
+
+/* Splits a comma list into items [cap] of at most 63 bytes. -1: an empty
+ * or too long item, or too many. */
+static int split(const char *s, char item[][64], int cap)
+{
+	int n = 0;
+	while (1) {
+		size_t len = strcspn(s, ",");
+		if (!len || len >= 64 || n == cap)
+			return -1;
+		memcpy(item[n], s, len);
+		item[n++][len] = 0;
+		if (!s[len])
+			return n;
+		s += len + 1;
+	}
+}
+
+static int parse_num(const char *s, double lo, double hi, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= lo && v <= hi))
+		return -1;
+	*out = v;
+	return 0;
+}
+
+/* Fills g from the option lists; returns 0 or an exit status (usage). */
+static int parse_lists(struct grid *g)
+{
+	const struct app_opts *o = &g->o;
+	char item[MAX_LIST][64];
+	int n;
+	double v;
+
+	/* full always runs first: the reference of full_correct and kl */
+	g->su.meth[g->su.n_meth++] = eval_method_find("full");
+	if ((n = split(o->eval_methods ? o->eval_methods : APP_EVAL_METHODS, item, MAX_LIST)) < 0)
+		return usage("--methods: expected a comma list of methods", o->eval_methods);
+	for (int i = 0; i < n; i++) {
+		const struct eval_method *m = eval_method_find(item[i]);
+		int dup = 0;
+		if (!m) {
+			char known[256] = "";
+			for (int k = 0; eval_method_at(k); k++)
+				snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s", k ? ", " : "",
+					 eval_method_at(k)->name);
+			app_errorf("sekv eval: --methods: unknown method '%s' (known: %s)\n", item[i], known);
+			return usage(NULL, NULL);
+		}
+		for (int k = 0; k < g->su.n_meth; k++)
+			dup |= g->su.meth[k] == m;
+		if (!dup && g->su.n_meth < (int)(sizeof g->su.meth / sizeof *g->su.meth))
+			g->su.meth[g->su.n_meth++] = m;
+	}
+	if ((n = split(o->eval_budgets ? o->eval_budgets : APP_EVAL_BUDGETS, item, 8)) < 0)
+		return usage("--budgets: expected a comma list of at most 8 fractions", o->eval_budgets);
+	for (int i = 0; i < n; i++) {
+		if (parse_num(item[i], 1e-6, 1, &v))
+			return usage("--budgets: expected fractions of the full KV cache in (0, 1]", item[i]);
+		g->su.budget[g->su.n_budget++] = v;
+	}
+	if ((n = split(o->eval_tasks ? o->eval_tasks : APP_EVAL_TASKS, item, MAX_LIST)) < 0)
+		return usage("--tasks: expected a comma list of tasks", o->eval_tasks);
+	for (int i = 0; i < n; i++) {
+		int t = eval_task_find(item[i]);
+		if (t < 0)
+			return usage("--tasks: unknown task (known: niah, multi, second, kl, mass)", item[i]);
+		g->tasks |= 1u << t;
+	}
+	if ((n = split(o->eval_lengths ? o->eval_lengths : APP_EVAL_LENGTHS, item, MAX_LIST)) < 0)
+		return usage("--lengths: expected a comma list of token counts", o->eval_lengths);
+	for (int i = 0; i < n; i++) {
+		if (parse_num(item[i], EVAL_MIN_LENGTH, 1 << 24, &v) || v != floor(v))
+			return usage("--lengths: expected whole token counts of at least 256", item[i]);
+		if ((g->tasks & (1u << EVAL_MULTI)) && v < EVAL_MULTI_MIN)
+			return usage("--lengths: multi plants ten facts: lengths of at least 768 tokens", item[i]);
+		g->length[g->n_length++] = (int)v;
+	}
+	if ((n = split(o->eval_depths ? o->eval_depths : APP_EVAL_DEPTHS, item, MAX_LIST)) < 0)
+		return usage("--depths: expected a comma list of fractions", o->eval_depths);
+	for (int i = 0; i < n; i++) {
+		if (parse_num(item[i], 0, 1, &v))
+			return usage("--depths: expected fractions in [0, 1]", item[i]);
+		g->depth[g->n_depth++] = v;
+	}
+	return 0;
+}
+
+/* ---- the grid and its estimate --------------------------------------- */
+
+/* Predicted seconds of one haystack: ingest, rebuilds, decoded tokens. */
+static double predict(const struct grid *g, enum eval_hay_kind kind, unsigned tasks, int length)
+{
+	const struct eval_setup *su = &g->su;
+	int any_mem = 0, n_pass = 0, mem = 0;
+	double steps = 0, s;
+
+	for (int i = 0; i < su->n_meth; i++) {
+		int k = su->meth[i]->budgeted ? su->n_budget : 1;
+		any_mem |= su->meth[i]->mem;
+		n_pass += k;
+		mem += su->meth[i]->mem ? k : 0;
+	}
+	int free_ans = kind != EVAL_HAY_NEEDLE || (tasks & (1u << EVAL_NIAH)) ? n_pass
+		: 1 + ((tasks & (1u << EVAL_MASS)) ? mem : 0);
+	int forced = kind == EVAL_HAY_NEEDLE && (tasks & (1u << EVAL_KL)) ? n_pass : 0;
+	if (kind == EVAL_HAY_NEEDLE)
+		steps = (free_ans + forced) * (double)STEPS_FIRST;
+	else if (kind == EVAL_HAY_SECOND)
+		steps = n_pass * (double)(STEPS_FIRST + STEPS_NEXT);
+	else
+		steps = n_pass * (double)EVAL_MULTI_FACTS * STEPS_FIRST;
+	double ingest = length * g->prefill_s_tok * K_INGEST;
+	s = ingest + steps * g->decode_s_tok * (K_DECODE + K_DECODE_CTX * length / 1000.0);
+	if (any_mem && su->n_budget > 1)
+		s += (su->n_budget - 1) * ingest * K_REBUILD;
+	return s;
+}
+
+/* A short measurement of this machine now: PROBE_PREFILL tokens of the
+ * corpus prefilled with surprisal, then PROBE_DECODE decode steps. */
+static int probe_speed(struct grid *g, const struct eval_corpus *c, char *err, size_t errlen)
+{
+	struct model_state *ms = NULL;
+	int32_t ids[PROBE_PREFILL + PROBE_DECODE];
+	float sur[PROBE_PREFILL];
+	size_t len = c->len < 4096 ? c->len : 4096;
+	int n = tok_encode(g->su.tk, c->text, len, 1, ids, PROBE_PREFILL + PROBE_DECODE, err, errlen), rc;
+
+	if (n < PROBE_PREFILL + PROBE_DECODE)
+		return n < 0 ? n : sekv_errf(err, errlen, SEKV_EINVAL, "eval: corpus too small to probe");
+	if ((rc = model_state_new(&ms, g->su.m, PROBE_PREFILL + PROBE_DECODE, PROBE_PREFILL, 1, err, errlen)))
+		return rc;
+	double t0 = clk_now();
+	rc = model_prefill(g->su.m, ms, ids, PROBE_PREFILL, sur, err, errlen);
+	double t1 = clk_now();
+	/* as a question and its answer: logits for one step in five */
+	for (int i = 0; !rc && i < PROBE_DECODE; i++)
+		rc = model_decode_ex(g->su.m, ms, ids[PROBE_PREFILL + i], NULL, NULL, i % 5 == 4, err, errlen);
+	double t2 = clk_now();
+	model_state_free(ms);
+	g->prefill_s_tok = (t1 - t0) / PROBE_PREFILL;
+	g->decode_s_tok = (t2 - t1) / PROBE_DECODE;
+	return rc;
+}
+
+/* The tasks job (kind, needle index) runs: kl on the first half of the
+ * needle indices only (its forced pass doubles a method's decoding; half
+ * the haystacks give hundreds of compared positions per method). */
+static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int index)
+{
+	unsigned t = g->tasks;
+	if (kind == EVAL_HAY_NEEDLE && index >= (g->o.eval_needles + 1) / 2)
+		t &= ~(1u << EVAL_KL);
+	return t;
+}
+
+static int add_job(struct grid *g, enum eval_hay_kind kind, int length, double depth, int i_depth, int index)
+{
+	struct job *p = realloc(g->job, ((size_t)g->n_job + 1) * sizeof *p);
+	if (!p)
+		return SEKV_ENOMEM;
+	g->job = p;
+	unsigned t = job_tasks(g, kind, index);
+	p[g->n_job++] = (struct job){ kind, t, length, depth, i_depth, index, predict(g, kind, t, length) };
+	g->total_pred += p[g->n_job - 1].predicted_s;
+	return 0;
+}
+
+static int make_jobs(struct grid *g)
+{
+	unsigned t = g->tasks;
+	int n_needle = g->o.eval_needles, rc = 0;
+	int n_second = (n_needle + 7) / 8, n_multi = (n_needle + 7) / 8;
+
+	for (int l = 0; !rc && l < g->n_length; l++) {
+		if (t & ((1u << EVAL_NIAH) | (1u << EVAL_KL) | (1u << EVAL_MASS)))
+			for (int d = 0; !rc && d < g->n_depth; d++)
+				for (int i = 0; !rc && i < n_needle; i++)
+					rc = add_job(g, EVAL_HAY_NEEDLE, g->length[l], g->depth[d], d, i);
+		if (t & (1u << EVAL_SECOND))
+			for (int d = 0; !rc && d < g->n_depth; d++)
+				for (int i = 0; !rc && i < n_second; i++)
+					rc = add_job(g, EVAL_HAY_SECOND, g->length[l], g->depth[d], d, i);
+		if (t & (1u << EVAL_MULTI))
+			for (int i = 0; !rc && i < n_multi; i++)
+				rc = add_job(g, EVAL_HAY_MULTI, g->length[l], 0.5, 0, i);
+	}
+	return rc;
+}
+
+static void fmt_dur(double s, char *buf, size_t cap)
+{
+	if (s < 90)
+		snprintf(buf, cap, "%.0fs", s);
+	else if (s < 5400)
+		snprintf(buf, cap, "%.0fm", s / 60);
+	else
+		snprintf(buf, cap, "%.1fh", s / 3600);
+}
+
+/* ---- progress --------------------------------------------------------- */
+
+static const char *kind_name(enum eval_hay_kind k)
+{
+	return k == EVAL_HAY_NEEDLE ? "needle" : k == EVAL_HAY_SECOND ? "second" : "multi";
+}
+
+/* Seconds left: the prediction of the jobs not done, scaled by measured /
+ * predicted so far (1 before any job is done), less the current job's
+ * time spent. */
+static double eta(const struct grid *g, double now)
+{
+	double left = 0, scale = g->done_pred > 0 ? (now - g->t_start) / g->done_pred : 1;
+	for (int i = g->at + 1; i < g->n_job; i++)
+		left += g->job[i].predicted_s;
+	double cur = g->job[g->at].predicted_s * scale - (now - g->t_job);
+	return left * scale + (cur > 0 ? cur : 0);
+}
+
+static void on_ready(void *ud, double ingest_s, double tps)
+{
+	struct grid *g = ud;
+	const struct job *j = &g->job[g->at];
+	char e[32];
+
+	fmt_dur(eta(g, clk_now()), e, sizeof e);
+	fprintf(stderr, "%s[%d/%d] %s haystack: length %d, depth %g, #%d: ingest %.1fs (prefill %.0f tokens/s), "
+		"ETA %s\n", g->tty ? "\r\033[K" : "", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth,
+		j->index, ingest_s, tps, e);
+}
+
+static void on_method(void *ud, const char *line)
+{
+	(void)ud;
+	fprintf(stderr, "    ");
+	app_print_inert(stderr, line, strlen(line));
+	fputc('\n', stderr);
+}
+
+static void on_ingest(void *ud, long long done, long long total, double rate)
+{
+	struct grid *g = ud;
+	const struct job *j = &g->job[g->at];
+	if (!g->tty)
+		return;
+	fprintf(stderr, "\r\033[K[%d/%d] %s haystack: length %d, depth %g, #%d: prefill %lld/%lld tokens, "
+		"%.0f tokens/s", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth, j->index, done,
+		total, rate);
+}
+
+/* ---- the run ---------------------------------------------------------- */
+
+/* DIR and DIR/haystacks exist and take files; an earlier eval.db goes. */
+static int prepare_dir(struct grid *g, char *err, size_t errlen)
+{
+	char path[APP_PATH_MAX + 64];
+
+	for (char *p = g->dir + 1; ; p++) {
+		char c = *p;
+		if (c != '/' && c)
+			continue;
+		*p = 0;
+		if (mkdir(g->dir, 0777) && errno != EEXIST) {
+			int e = errno;
+			*p = c;
+			return sekv_errf(err, errlen, SEKV_EIO, "%s: cannot create: %s", g->dir, strerror(e));
+		}
+		*p = c;
+		if (!c)
+			break;
+	}
+	snprintf(path, sizeof path, "%s/.sekv-eval-write-test", g->dir);
+	FILE *f = fopen(path, "wb");
+	if (!f || fclose(f))
+		return sekv_errf(err, errlen, SEKV_EIO, "%s: cannot write there: %s", g->dir, strerror(errno));
+	unlink(path);
+	snprintf(g->su.hay_dir, sizeof g->su.hay_dir, "%.3900s/haystacks", g->dir);
+	if (mkdir(g->su.hay_dir, 0777) && errno != EEXIST)
+		return sekv_errf(err, errlen, SEKV_EIO, "%s: cannot create: %s", g->su.hay_dir, strerror(errno));
+	snprintf(g->o.db, sizeof g->o.db, "%.3900s/eval.db", g->dir);
+	for (int i = 0; i < 3; i++) {
+		snprintf(path, sizeof path, "%s%s", g->o.db, (const char *[]){ "", "-wal", "-shm" }[i]);
+		if (unlink(path) && errno != ENOENT)
+			return sekv_errf(err, errlen, SEKV_EIO, "%s: cannot remove: %s", path, strerror(errno));
+	}
+	return 0;
+}
+
+/* The haystack of job j: needles seeded by the cell, background by index. */
+static int build_hay(const struct grid *g, const struct job *j, const struct eval_corpus *c,
+		     const struct chat_template *ct, struct eval_hay *h, char *err, size_t errlen)
+{
+	struct eval_needle e[EVAL_MAX_NEEDLES];
+	uint64_t seed = g->o.seed;
+	int n = j->kind == EVAL_HAY_NEEDLE ? 1 : j->kind == EVAL_HAY_SECOND ? 2 : EVAL_MULTI_FACTS;
+
+	eval_needles_make(eval_seed_mix(seed, (uint64_t)j->kind << 32 | (uint64_t)j->length,
+					(uint64_t)j->i_depth << 32 | (uint64_t)j->index), n, e);
+	if (j->kind == EVAL_HAY_NEEDLE) {
+		e[0].depth = j->depth;
+	} else if (j->kind == EVAL_HAY_SECOND) {
+		e[0].depth = j->depth;
+		e[1].depth = j->depth < 0.5 ? j->depth + 0.4 : j->depth - 0.4;
+	} else {
+		for (int i = 0; i < n; i++)
+			e[i].depth = (i + 0.5) / n;
+	}
+	return eval_hay_build(h, c, g->su.tk, ct, j->length, eval_seed_mix(seed, 0xba5e, (uint64_t)j->index), e, n,
+			      err, errlen);
+}
+
+static void write_outputs(struct grid *g, const struct eval_recs *v, int final, double wall)
+{
+	char path[APP_PATH_MAX + 64], err[512], header[1024];
+	char **png = NULL;
+	int n_png = 0;
+
+	snprintf(path, sizeof path, "%s/results.json", g->dir);
+	if (eval_write_json(v, path, err, sizeof err))
+		app_errorf("sekv eval: %s\n", err);
+	if (!final)
+		return;
+	if (eval_plot_all(v, g->dir, &png, &n_png, err, sizeof err))
+		app_errorf("sekv eval: plots: %s\n", err);
+	char w[32];
+	fmt_dur(wall, w, sizeof w);
+	snprintf(header, sizeof header,
+		 "Model `%.200s`, %d threads, greedy answers of at most %d tokens, seed %llu. Grid: methods %s, "
+		 "budgets %s, tasks %s, lengths %s, depths %s, %d needles per cell; %d haystacks in %s.",
+		 g->o.model, g->o.n_threads, g->o.n_predict, (unsigned long long)g->o.seed,
+		 g->o.eval_methods ? g->o.eval_methods : APP_EVAL_METHODS,
+		 g->o.eval_budgets ? g->o.eval_budgets : APP_EVAL_BUDGETS,
+		 g->o.eval_tasks ? g->o.eval_tasks : APP_EVAL_TASKS,
+		 g->o.eval_lengths ? g->o.eval_lengths : APP_EVAL_LENGTHS,
+		 g->o.eval_depths ? g->o.eval_depths : APP_EVAL_DEPTHS, g->o.eval_needles, g->n_job, w);
+	snprintf(path, sizeof path, "%s/results.md", g->dir);
+	if (eval_write_md(v, path, header, (const char *const *)png, n_png, err, sizeof err))
+		app_errorf("sekv eval: %s\n", err);
+	for (int i = 0; i < n_png; i++)
+		free(png[i]);
+	free(png);
+}
+
+/* Prints the estimate, runs every job, writes the results. */
+static int run(struct grid *g, const struct eval_corpus *c, const struct chat_template *ct)
+{
+	struct eval_recs v = { 0 };
+	char err[1024], name[96], est[32];
+	long long toks = 0;
+	int rc = 0;
+
+	for (int i = 0; i < g->n_job; i++)
+		toks += g->job[i].length;
+	fmt_dur(g->total_pred, est, sizeof est);
+	if (!g->o.quiet)
+		fprintf(stderr, "eval: %d haystacks (%lld document tokens, each prefilled once), %d methods; "
+			"estimated %s on this machine now (prefill %.0f tokens/s, decode %.0f tokens/s; the ETA "
+			"follows the measured speed)\n", g->n_job, toks, g->su.n_meth, est,
+			1 / g->prefill_s_tok, 1 / g->decode_s_tok);
+	g->t_start = clk_now();
+	for (g->at = 0; !rc && g->at < g->n_job; g->at++) {
+		const struct job *j = &g->job[g->at];
+		struct eval_hay h;
+		struct eval_hay_cost cost;
+		g->t_job = clk_now();
+		snprintf(name, sizeof name, "%s-%d-%g-%d", kind_name(j->kind), j->length, j->depth, j->index);
+		if ((rc = build_hay(g, j, c, ct, &h, err, sizeof err)))
+			break;
+		rc = eval_run_hay(&g->su, j->kind, j->tasks, name, &h, j->depth, j->index, &v, &cost, err,
+				  sizeof err);
+		eval_hay_free(&h);
+		g->spent.prefill_s += cost.prefill_s;
+		g->spent.rebuild_s += cost.rebuild_s;
+		g->spent.answer_s += cost.answer_s;
+		g->spent.n_step += cost.n_step;
+		g->spent.n_session += cost.n_session;
+		g->toks_done += j->length;
+		g->done_pred += j->predicted_s;
+		write_outputs(g, &v, 0, 0);
+	}
+	double wall = clk_now() - g->t_start;
+	if (rc)
+		app_errorf("%ssekv eval: haystack %d of %d: %s\n", g->tty ? "\n" : "", g->at + 1, g->n_job, err);
+	write_outputs(g, &v, 1, wall);
+	if (!g->o.quiet) {
+		char w[32];
+		int n_niah = 0, ok = 0, ok_full = 0, n_full = 0;
+		for (int i = 0; i < v.n; i++)
+			if (v.r[i].task == EVAL_NIAH && !strcmp(v.r[i].method, "full") && v.r[i].correct >= 0) {
+				n_full++;
+				ok_full += v.r[i].correct;
+			} else if (v.r[i].task == EVAL_NIAH && v.r[i].correct >= 0) {
+				n_niah++;
+				ok += v.r[i].correct;
+			}
+		const struct eval_hay_cost *c = &g->spent;
+		fmt_dur(wall, w, sizeof w);
+		fprintf(stderr, "eval: %s %d haystacks in %s (estimated %s); %d records; niah: full KV %d/%d "
+			"right, the other methods %d/%d; %s/results.md, results.json and plots\n",
+			rc ? "stopped after" : "done:", g->at, w, est, v.n, ok_full, n_full, ok, n_niah, g->dir);
+		fprintf(stderr, "eval: time: ingest %.0fs (%.0f tokens/s), memory rebuilds %.0fs, %d sessions "
+			"%.0fs (%lld tokens decoded, %.1f tokens/s)\n", c->prefill_s,
+			c->prefill_s > 0 ? g->toks_done / c->prefill_s : 0, c->rebuild_s, c->n_session, c->answer_s,
+			c->n_step, c->answer_s > 0 ? c->n_step / c->answer_s : 0);
+	}
+	eval_recs_free(&v);
+	return rc ? 1 : 0;
+}
+
+/* Options and lists: 0, or the exit status of a usage error. */
+static int parse_args(struct grid *g, int argc, char **argv)
+{
+	char err[1024];
+
+	if (app_opts_parse(&g->o, argc, argv, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		return usage(NULL, NULL);
+	}
+	if (g->o.n_args)
+		return usage("unexpected argument", g->o.args[0]);
+	if (!g->o.eval_out || !*g->o.eval_out)
+		return usage("--out DIR is required", NULL);
+	if (!g->o.n_predict_set)
+		g->o.n_predict = EVAL_N_PREDICT;
+	snprintf(g->dir, sizeof g->dir, "%s", g->o.eval_out);
+	return parse_lists(g);
+}
+
+/* Every length fits the model's context with room for the questions:
+ * 0, or the exit status of a usage error. *longest gets the longest. */
+static int check_lengths(const struct grid *g, const struct model *m, int *longest)
+{
+	int n_ctx = model_hparams(m)->n_ctx_train;
+
+	*longest = 0;
+	for (int i = 0; i < g->n_length; i++) {
+		if (n_ctx > 0 && g->length[i] + EVAL_CTX_ROOM > n_ctx) {
+			app_errorf("sekv eval: --lengths: %d tokens is above what the model's context of %d tokens "
+				   "holds with %d left for the questions and answers (at most %d)\n", g->length[i],
+				   n_ctx, EVAL_CTX_ROOM, n_ctx - EVAL_CTX_ROOM);
+			return usage(NULL, NULL);
+		}
+		*longest = g->length[i] > *longest ? g->length[i] : *longest;
+	}
+	return 0;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+	struct grid *g = calloc(1, sizeof *g);
+	struct eval_corpus c = { 0 };
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	struct chat_template ct;
+	char err[1024];
+	int status = 1, longest;
+
+	if (!g)
+		return 1;
+	if ((status = parse_args(g, argc, argv)))
+		goto out;
+	status = 1;
+	if (app_load(&g->o, &m, &tk, err, sizeof err) ||
+	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk, err,
+			       sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		goto out;
+	}
+	if ((status = check_lengths(g, m, &longest)))
+		goto out;
+	status = 1;
+	if (prepare_dir(g, err, sizeof err) ||
+	    eval_corpus_load_system(&c, (size_t)longest * 8, (size_t)16 << 20, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		goto out;
+	}
+	g->su.o = &g->o;
+	g->su.m = m;
+	g->su.tk = tk;
+	g->su.tasks = g->tasks;
+	g->su.router = g->o.router;
+	g->su.on_method = g->o.quiet ? NULL : on_method;
+	g->su.on_ingest = g->o.quiet ? NULL : on_ingest;
+	g->su.on_ready = g->o.quiet ? NULL : on_ready;
+	g->su.ud = g;
+	g->tty = isatty(2);
+	if (probe_speed(g, &c, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		goto out;
+	}
+	if (make_jobs(g)) {
+		app_errorf("sekv eval: out of memory\n");
+		goto out;
+	}
+	status = run(g, &c, &ct);
+out:
+	eval_corpus_free(&c);
+	tok_close(tk);
+	model_close(m);
+	free(g->job);
+	free(g);
+	return status;
+}

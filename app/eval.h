@@ -1,0 +1,287 @@
+/* eval.h - `sekv eval`: SeKV against full KV and rival KV methods, side by
+ * side, on haystacks built from the machine's own text.
+ *
+ * Pieces: haystacks and needles (app/eval_hay.c), the tasks run over one
+ * ingested haystack through sessions (app/eval_task.c), results.json and
+ * results.md (app/eval_report.c), PNG plots (app/eval_plot.c, the only
+ * file that includes cairo.h), the command, its grid and progress
+ * (app/cmd_eval.c). Every haystack is prefilled once (app_ingest into the
+ * private library DIR/eval.db); every method and budget then answers from
+ * that stored prefill through session_open, as `sekv ask` does.
+ *
+ * A record (struct eval_rec, one object of results.json) uses the field
+ * names of DESIGN.md section 6. Which record each task writes:
+ *   niah    one per needle haystack and method/budget: the answer to the
+ *           needle's question contains its value (correct = niah)
+ *   multi   one per fact of a ten-fact haystack; each fact asked in a fresh
+ *           conversation (a new session per question)
+ *   second  two per two-needle haystack, question "first" and "second",
+ *           asked in order in one conversation
+ *   kl      one per needle haystack: KL(p_full || p_method) in nats and
+ *           top-1 agreement over the full-KV answer's tokens, teacher-forced
+ *   mass    one per needle haystack for methods that read the SeKV memory:
+ *           mass_recall over the answer (overall: struct sekv_stats has no
+ *           per layer/head breakdown yet)
+ * Not measured: correct / full_correct / niah = -1, kl / top1 /
+ * mass_recall / decode_tps = NAN; both are null in JSON.
+ * One eval runs in one thread; nothing here is thread-safe. Errors are
+ * negative SEKV_E* codes with "what: object: why" in err.
+ */
+#ifndef SEKV_APP_EVAL_H
+#define SEKV_APP_EVAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/chat.h"
+
+struct tok;
+struct model;
+struct app_opts;
+
+#define EVAL_MAX_NEEDLES 16   /* needles in one haystack */
+#define EVAL_MULTI_FACTS 10   /* facts of a multi haystack */
+#define EVAL_ROUTER_OPT (-1)  /* a method row's router: the --router option */
+
+/* ---- methods --------------------------------------------------------- */
+
+/* One KV method as eval runs it: a session opened with these app_opts.
+ * Adding a rival that session_open knows (--kv NAME) is one row in
+ * eval_methods[] (eval_task.c). */
+struct eval_method {
+	const char *name;   /* results' "method": a --kv name, or "summary" */
+	int kv;             /* enum app_kv */
+	int router;         /* enum sekv_router, or EVAL_ROUTER_OPT */
+	int budgeted;       /* 1: once per --budgets value; 0: exact, budget 1 */
+	int mem;            /* 1: answers from the SeKV memory (built per budget) */
+};
+/* The row named name, or NULL. */
+const struct eval_method *eval_method_find(const char *name);
+/* Row i of the table (NULL past its end): for help and messages. */
+const struct eval_method *eval_method_at(int i);
+
+/* ---- tasks and records ----------------------------------------------- */
+
+enum eval_task { EVAL_NIAH, EVAL_MULTI, EVAL_SECOND, EVAL_KL, EVAL_MASS, EVAL_N_TASK };
+/* "niah", "multi", "second", "kl", "mass" (static storage), NULL past the end. */
+const char *eval_task_name(int task);
+/* The task called name, or -1. */
+int eval_task_find(const char *name);
+
+struct eval_rec {
+	char method[16];        /* eval_method.name */
+	char router[12];        /* memory methods: sekv_router_name ("landmark",
+	                           "summary", "oracle", "none"); "" else */
+	double budget;          /* fraction of full_kv_bytes; 1 for full */
+	int task;               /* enum eval_task */
+	int length;             /* document tokens (as stored) */
+	double depth;           /* asked needle depth, fraction of length */
+	double depth_at;        /* where the needle's first token landed */
+	int needle;             /* index in the cell (multi: the fact) */
+	int question;           /* second: 1 first, 2 second; 0 other tasks */
+	int correct;            /* answer contains the value (case-sensitive), -1 n/a */
+	int full_correct;       /* full KV's answer to the same question, -1 n/a */
+	int niah;               /* niah task: = correct; -1 elsewhere */
+	double kl;              /* nats, mean over answer positions; NAN n/a */
+	double top1;            /* share of positions whose argmax agrees; NAN n/a */
+	double mass_recall;     /* NAN n/a */
+	double resident_bytes;  /* peak device-tier KV over the answer, bytes */
+	double host_bytes;
+	double disk_bytes;
+	double swa_bytes;
+	double full_kv_bytes;
+	double prefill_tps;     /* document tokens / prefill seconds (as stored) */
+	double decode_tps;      /* answer tokens/s; NAN n/a */
+	int n_answer;           /* answer tokens (kl: positions compared) */
+	char value[32];         /* the expected string */
+	char answer[128];       /* the answer, cut */
+	char note[256];         /* why the budget did not apply, an error, or "" */
+};
+
+/* A growable array of records; eval_recs_free(NULL) is a no-op. */
+struct eval_recs {
+	struct eval_rec *r;     /* [n] */
+	int n;
+	int cap;
+};
+/* Appends a copy of *r: 0 or SEKV_ENOMEM. */
+int eval_recs_push(struct eval_recs *v, const struct eval_rec *r);
+void eval_recs_free(struct eval_recs *v);
+/* A record with every measure "not measured" (see above). */
+void eval_rec_init(struct eval_rec *r);
+
+/* ---- haystacks (eval_hay.c) ------------------------------------------ */
+
+/* Background text: plain ASCII files joined by blank lines. */
+struct eval_corpus {
+	char *text;     /* malloc'ed, NUL-terminated */
+	size_t len;     /* bytes */
+	int n_files;    /* files taken */
+};
+/* Appends path when it is a regular file of printable ASCII (tab, newline,
+ * CR and form feed allowed; CRs dropped, form feeds become newlines),
+ * else leaves c as it was and returns 1 (skipped). 0 when added, or a
+ * negative code (SEKV_EIO, SEKV_ENOMEM). */
+int eval_corpus_add_file(struct eval_corpus *c, const char *path, char *err, size_t errlen);
+/* The machine's text, in a fixed order until max_bytes: regular files of
+ * /usr/share/common-licenses (by name, links skipped), then
+ * /usr/share/doc/<package>/copyright, then README* files (not .gz) right
+ * under /usr/share/doc/<package>/, packages by name. SEKV_ENOTFOUND when
+ * that yields less than min_bytes. */
+int eval_corpus_load_system(struct eval_corpus *c, size_t min_bytes, size_t max_bytes,
+			    char *err, size_t errlen);
+void eval_corpus_free(struct eval_corpus *c); /* NULL is a no-op */
+
+/* One planted fact. */
+struct eval_needle {
+	char key[96];        /* "secret passphrase for the archive vault" */
+	char value[32];      /* "AMBER-FALCON-42": in no corpus file */
+	char sentence[192];  /* "The secret passphrase for the archive vault is AMBER-FALCON-42." */
+	char question[160];  /* "What is the secret passphrase for the archive vault?" */
+	double depth;        /* asked: the sentence's first token at depth x
+	                        (document tokens - sentence tokens), so 0 starts
+	                        the text and 1 ends it */
+	double depth_at;     /* eval_hay_build: where it landed, the same way */
+	int tok_at;          /* eval_hay_build: index of that token in the document */
+	int n_tok;           /* eval_hay_build: tokens of the sentence alone */
+};
+
+/* n (<= EVAL_MAX_NEEDLES) needles with pairwise different keys and values,
+ * a function of seed only (splitmix64), every byte set (depth 0, tok_at
+ * -1 until eval_hay_build). */
+void eval_needles_make(uint64_t seed, int n, struct eval_needle *out);
+/* Mixes numbers into a seed (splitmix64 steps): haystack seeds. */
+uint64_t eval_seed_mix(uint64_t seed, uint64_t a, uint64_t b);
+
+struct eval_hay {
+	char *text;          /* malloc'ed document text, NUL-terminated */
+	size_t len;
+	int n_tok;           /* document tokens as ingest stores them (BOS and
+	                        the prompt format's opening included) */
+	int n_needle;
+	struct eval_needle needle[EVAL_MAX_NEEDLES]; /* by depth, ascending */
+};
+/* Builds a haystack of exactly n_tok document tokens, counted with tk and
+ * the turn builder of ct as app_ingest tokenizes (chat_build_turn), from
+ * corpus text starting at a paragraph chosen by bg_seed (wrapping around),
+ * with the n needles (copied; depth in [0, 1]) each inserted at the
+ * sentence or paragraph boundary nearest to its depth. Refused
+ * (SEKV_EINVAL): n_tok too small for the needles and the turn's opening,
+ * a corpus smaller than the text needed, a corpus tokenization that does
+ * not decode back to itself; SEKV_EBUDGET when no cut reaches n_tok exactly.
+ * h is owned by the caller (eval_hay_free). */
+int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct tok *tk,
+		   const struct chat_template *ct, int n_tok, uint64_t bg_seed,
+		   const struct eval_needle *needles, int n, char *err, size_t errlen);
+void eval_hay_free(struct eval_hay *h); /* NULL is a no-op */
+
+/* 1 when answer contains value (case-sensitive), else 0. */
+int eval_answer_correct(const char *answer, const char *value);
+
+/* ---- KL (eval_task.c) ------------------------------------------------ */
+
+/* log softmax of logits [n] into out [n] (double sums; out may alias no
+ * input). Returns the argmax (lowest index on ties). */
+int eval_log_softmax(const float *logits, int n, float *out);
+/* KL(p || q) in nats of two log distributions [n] (eval_log_softmax). */
+double eval_kl(const float *logp, const float *logq, int n);
+
+/* ---- one haystack through every method (eval_task.c) ------------------ */
+
+/* Kinds of haystack: which tasks it serves. */
+enum eval_hay_kind {
+	EVAL_HAY_NEEDLE,  /* one needle: niah, kl, mass */
+	EVAL_HAY_SECOND,  /* two needles, asked in order: second */
+	EVAL_HAY_MULTI,   /* EVAL_MULTI_FACTS needles: multi */
+};
+
+/* What every haystack is run with (borrowed for eval_run_hay). */
+struct eval_setup {
+	const struct app_opts *o;        /* model, threads, -n, sampling, ingest
+	                                    options; db is the private library
+	                                    DIR/eval.db */
+	struct model *m;                 /* loaded once (app_load) */
+	const struct tok *tk;
+	const struct eval_method *meth[16];
+	int n_meth;
+	double budget[8];                /* ascending order not required */
+	int n_budget;
+	unsigned tasks;                  /* 1 << enum eval_task: those asked for */
+	int router;                      /* --router: enum sekv_router */
+	char hay_dir[4096];              /* DIR/haystacks */
+	/* progress (may be NULL): one line per method, as it finishes */
+	void (*on_method)(void *ud, const char *line);
+	/* live progress of the ingest (may be NULL) */
+	void (*on_ingest)(void *ud, long long done, long long total, double rate);
+	/* the haystack is stored: ingest wall seconds, prefill tokens/s (may be NULL) */
+	void (*on_ready)(void *ud, double ingest_s, double prefill_tps);
+	void *ud;
+};
+
+/* Timings of one haystack, for the ETA. */
+struct eval_hay_cost {
+	double prefill_s;    /* ingest, wall */
+	double rebuild_s;    /* memories rebuilt for other budgets */
+	double answer_s;     /* sessions: open, question, answer, forced passes */
+	long long n_step;    /* tokens decoded by all sessions */
+	int n_session;
+};
+
+/* Ingests h (written to setup->hay_dir/name.txt) into setup->o->db, runs
+ * every method and budget of setup over it for the tasks (1 << enum
+ * eval_task) that kind serves, and
+ * appends their records (length, depth, needle index from the arguments)
+ * to out; the document is deleted from the library afterwards. A method
+ * that cannot open (a budget below what it can hold) gets records with
+ * its error in note and nothing measured; other errors stop the run.
+ * 0 or a negative code. */
+int eval_run_hay(const struct eval_setup *setup, enum eval_hay_kind kind, unsigned tasks, const char *name,
+		 const struct eval_hay *h, double depth, int index, struct eval_recs *out,
+		 struct eval_hay_cost *cost, char *err, size_t errlen);
+
+/* ---- report (eval_report.c) ------------------------------------------ */
+
+/* DIR/results.json: an array of records (field names above; NAN and -1
+ * "not measured" become null). 0 or SEKV_EIO / SEKV_ENOMEM. */
+int eval_write_json(const struct eval_recs *v, const char *path, char *err, size_t errlen);
+/* Reads results.json back into v (tests, re-plotting). */
+int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errlen);
+/* DIR/results.md: per task, a table of method x budget (accuracy,
+ * agreement with full where full is right, KL, top-1, mass_recall,
+ * resident ratio), niah accuracy by length x depth, the second question
+ * against the first, and the plots (names from eval_plot_all) as images.
+ * header (may be NULL) is put under the title. */
+int eval_write_md(const struct eval_recs *v, const char *path, const char *header,
+		  const char *const *png, int n_png, char *err, size_t errlen);
+
+/* A method at a budget: the rows of one table line. */
+struct eval_group {
+	char method[16];
+	char router[12];
+	double budget;
+};
+/* Distinct groups of the records of task (-1: all), in first-seen order,
+ * into g [cap]; returns how many (<= cap). */
+int eval_groups(const struct eval_recs *v, int task, struct eval_group *g, int cap);
+/* 1 when r belongs to g. */
+int eval_in_group(const struct eval_rec *r, const struct eval_group *g);
+/* "sekv@0.1", "full" into buf; a router other than the default one and
+ * "none" is named: "sekv(oracle)@0.1". */
+void eval_group_label(const struct eval_group *g, char *buf, size_t cap);
+
+/* ---- plots (eval_plot.c) ---------------------------------------------- */
+
+/* 1 when g's router is named in labels and file names (eval_group_label). */
+int eval_router_named(const struct eval_group *g);
+/* Writes into dir, for each group with niah records, heat_<label>.png
+ * (accuracy by length x depth) and, per method, mem_<method>.png
+ * (resident bytes per budget and full_kv_bytes against length). The file
+ * names (malloc'ed, the caller frees each and the array) go to *names,
+ * their count to *n. 0 or a negative code. */
+int eval_plot_all(const struct eval_recs *v, const char *dir, char ***names, int *n,
+		  char *err, size_t errlen);
+/* Reads a PNG back (cairo): its width, height, and the number of distinct
+ * pixel values among at most 4096 sampled (1: blank). 0 or SEKV_EFORMAT. */
+int eval_png_info(const char *path, int *w, int *h, int *n_colors, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,327 @@
+/* eval_plot.c - the PNG plots of `sekv eval` (eval.h), drawn with cairo:
+ * the only file that includes cairo.h.
+ *
+ * heat_<method>[_oracle]_<budget>.png: niah accuracy as a length x depth
+ * heat map with the value in each cell; mem_<method>.png: resident bytes
+ * per budget and full_kv_bytes against haystack length. Both are computed
+ * from the records alone; the tables live in eval_report.c.
+ */
+#include "app/eval.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cairo.h>
+
+#include "engine/err.h"
+
+#define HEAT_W 560
+#define HEAT_H 400
+#define MEM_W 640
+#define MEM_H 420
+#define MAX_AX 32
+#define MAX_G 64
+
+static void text_at(cairo_t *cr, double x, double y, const char *s, double size, int center)
+{
+	cairo_text_extents_t e;
+
+	cairo_set_font_size(cr, size);
+	cairo_text_extents(cr, s, &e);
+	cairo_move_to(cr, center ? x - e.width / 2 - e.x_bearing : x, y);
+	cairo_show_text(cr, s);
+}
+
+/* Sorted distinct lengths (or depths) of the records of task in group g. */
+static int values(const struct eval_recs *v, int task, const struct eval_group *g, int depth, double *out)
+{
+	int n = 0;
+	for (int i = 0; i < v->n; i++) {
+		const struct eval_rec *r = &v->r[i];
+		if (r->task != task || (g && !eval_in_group(r, g)))
+			continue;
+		double x = depth ? r->depth : r->length;
+		int k = 0;
+		while (k < n && out[k] != x)
+			k++;
+		if (k == n && n < MAX_AX)
+			out[n++] = x;
+	}
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			double t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return n;
+}
+
+static int save(cairo_surface_t *s, const char *dir, const char *name, char ***names, int *n,
+		char *err, size_t errlen)
+{
+	char path[4400];
+	char **p;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	if (cairo_surface_write_to_png(s, path) != CAIRO_STATUS_SUCCESS)
+		return sekv_errf(err, errlen, SEKV_EIO, "eval: %s: cannot write the PNG", path);
+	if (!(p = realloc(*names, ((size_t)*n + 1) * sizeof *p)) || !(p[*n] = strdup(name))) {
+		if (p)
+			*names = p;
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "eval: out of memory");
+	}
+	*names = p;
+	(*n)++;
+	return 0;
+}
+
+/* Accuracy 0..1 -> red .. yellow .. green. */
+static void heat_color(cairo_t *cr, double a)
+{
+	double r = a < 0.5 ? 0.85 : 0.85 * (1 - a) * 2, g = a < 0.5 ? 0.2 + 1.2 * a : 0.75;
+	cairo_set_source_rgb(cr, r + 0.1, g, 0.25);
+}
+
+static int plot_heat(const struct eval_recs *v, const struct eval_group *g, const char *dir,
+		     char ***names, int *n_names, char *err, size_t errlen)
+{
+	double len[MAX_AX], dep[MAX_AX];
+	int n_l = values(v, EVAL_NIAH, g, 0, len), n_d = values(v, EVAL_NIAH, g, 1, dep);
+	char label[48], name[96], buf[64];
+
+	if (!n_l || !n_d)
+		return 0;
+	cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, HEAT_W, HEAT_H);
+	cairo_t *cr = cairo_create(s);
+	double x0 = 90, y0 = 50, w = HEAT_W - x0 - 30, h = HEAT_H - y0 - 60;
+	double cw = w / n_d, ch = h / n_l;
+
+	cairo_set_source_rgb(cr, 1, 1, 1);
+	cairo_paint(cr);
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+	eval_group_label(g, label, sizeof label);
+	cairo_set_source_rgb(cr, 0, 0, 0);
+	snprintf(buf, sizeof buf, "niah accuracy: %s", label);
+	text_at(cr, HEAT_W / 2.0, 30, buf, 16, 1);
+	for (int l = 0; l < n_l; l++) {
+		for (int d = 0; d < n_d; d++) {
+			int n = 0, ok = 0;
+			for (int i = 0; i < v->n; i++) {
+				const struct eval_rec *r = &v->r[i];
+				if (r->task == EVAL_NIAH && eval_in_group(r, g) && r->length == len[l] &&
+				    r->depth == dep[d] && r->correct >= 0) {
+					n++;
+					ok += r->correct;
+				}
+			}
+			/* longest at the top */
+			double cx = x0 + d * cw, cy = y0 + (n_l - 1 - l) * ch;
+			if (n)
+				heat_color(cr, (double)ok / n);
+			else
+				cairo_set_source_rgb(cr, 0.85, 0.85, 0.85);
+			cairo_rectangle(cr, cx + 1, cy + 1, cw - 2, ch - 2);
+			cairo_fill(cr);
+			cairo_set_source_rgb(cr, 0, 0, 0);
+			snprintf(buf, sizeof buf, n ? "%.2f (%d)" : "-", n ? (double)ok / n : 0, n);
+			text_at(cr, cx + cw / 2, cy + ch / 2 + 5, buf, 14, 1);
+		}
+		snprintf(buf, sizeof buf, "%.0f", len[l]);
+		text_at(cr, x0 - 8 - 7 * strlen(buf), y0 + (n_l - 1 - l) * ch + ch / 2 + 5, buf, 13, 0);
+	}
+	for (int d = 0; d < n_d; d++) {
+		snprintf(buf, sizeof buf, "%g", dep[d]);
+		text_at(cr, x0 + d * cw + cw / 2, y0 + h + 20, buf, 13, 1);
+	}
+	text_at(cr, x0 + w / 2, HEAT_H - 12, "needle depth", 13, 1);
+	cairo_save(cr);
+	cairo_translate(cr, 18, y0 + h / 2);
+	cairo_rotate(cr, -M_PI / 2);
+	text_at(cr, 0, 0, "length (tokens)", 13, 1);
+	cairo_restore(cr);
+	if (eval_router_named(g))
+		snprintf(name, sizeof name, "heat_%.15s_%.11s_%g.png", g->method, g->router, g->budget);
+	else
+		snprintf(name, sizeof name, "heat_%.15s_%g.png", g->method, g->budget);
+	cairo_destroy(cr);
+	int rc = save(s, dir, name, names, n_names, err, errlen);
+	cairo_surface_destroy(s);
+	return rc;
+}
+
+/* Mean of field (0 resident, 1 full KV) over niah records of g at length. */
+static double mean_bytes(const struct eval_recs *v, const struct eval_group *g, double length, int full)
+{
+	double sum = 0;
+	int n = 0;
+	for (int i = 0; i < v->n; i++) {
+		const struct eval_rec *r = &v->r[i];
+		if (r->task == EVAL_NIAH && eval_in_group(r, g) && r->length == length && r->full_kv_bytes > 0) {
+			sum += full ? r->full_kv_bytes : r->resident_bytes;
+			n++;
+		}
+	}
+	return n ? sum / n : NAN;
+}
+
+static const double PALETTE[][3] = {
+	{ 0.12, 0.47, 0.71 }, { 0.84, 0.15, 0.16 }, { 0.17, 0.63, 0.17 }, { 0.58, 0.40, 0.74 },
+	{ 1.00, 0.50, 0.05 }, { 0.55, 0.34, 0.29 },
+};
+
+/* Background, title, axes and ticks of a memory plot: x linear in
+ * tokens up to xmax, y in MiB up to ymax bytes; plot area (x0, y0, w, h). */
+static void mem_axes(cairo_t *cr, const char *method, const double *len, int n_l, double xmax,
+		     double ymax, double x0, double y0, double w, double h)
+{
+	char buf[96];
+
+	cairo_set_source_rgb(cr, 1, 1, 1);
+	cairo_paint(cr);
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+	cairo_set_source_rgb(cr, 0, 0, 0);
+	snprintf(buf, sizeof buf, "KV memory against length: %.15s", method);
+	text_at(cr, x0 + w / 2, 30, buf, 16, 1);
+	cairo_set_line_width(cr, 1);
+	cairo_move_to(cr, x0, y0);
+	cairo_line_to(cr, x0, y0 + h);
+	cairo_line_to(cr, x0 + w, y0 + h);
+	cairo_stroke(cr);
+	for (int t = 0; t <= 4; t++) {
+		double y = y0 + h - h * t / 4.0;
+		snprintf(buf, sizeof buf, "%.1f", ymax * t / 4.0 / 1048576.0);
+		text_at(cr, x0 - 8 - 7 * strlen(buf), y + 4, buf, 12, 0);
+	}
+	for (int l = 0; l < n_l; l++) {
+		snprintf(buf, sizeof buf, "%.0f", len[l]);
+		text_at(cr, x0 + w * len[l] / xmax, y0 + h + 18, buf, 12, 1);
+	}
+	text_at(cr, x0 + w / 2, y0 + h + 48, "length (tokens)", 13, 1);
+	text_at(cr, 8, y0 - 12, "MiB", 13, 0);
+}
+
+/* One method: resident bytes of each of its groups (budgets) and full KV
+ * bytes against length, linear axes from 0. */
+static int plot_mem(const struct eval_recs *v, const char *method, const struct eval_group *g, int n_g,
+		    const char *dir, char ***names, int *n_names, char *err, size_t errlen)
+{
+	double len[MAX_AX], ymax = 0;
+	int n_l = values(v, EVAL_NIAH, NULL, 0, len), mine[MAX_G], n_m = 0;
+	char buf[96];
+
+	for (int k = 0; k < n_g; k++)
+		if (!strcmp(g[k].method, method))
+			mine[n_m++] = k;
+	if (!n_m || !n_l)
+		return 0;
+	for (int k = 0; k < n_m; k++)
+		for (int l = 0; l < n_l; l++)
+			for (int full = 0; full < 2; full++) {
+				double y = mean_bytes(v, &g[mine[k]], len[l], full);
+				if (isfinite(y) && y > ymax)
+					ymax = y;
+			}
+	if (ymax <= 0)
+		return 0;
+	cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, MEM_W, MEM_H);
+	cairo_t *cr = cairo_create(s);
+	double x0 = 80, y0 = 50, w = MEM_W - x0 - 170, h = MEM_H - y0 - 60;
+	double xmax = len[n_l - 1] > 0 ? len[n_l - 1] : 1;
+	ymax *= 1.1;
+
+	mem_axes(cr, method, len, n_l, xmax, ymax, x0, y0, w, h);
+	/* series: full KV first (dashed), then each budget's resident bytes */
+	for (int k = -1; k < n_m; k++) {
+		const struct eval_group *gr = &g[mine[k < 0 ? 0 : k]];
+		const double *c = k < 0 ? (const double[3]){ 0.3, 0.3, 0.3 } : PALETTE[k % 6];
+		int started = 0;
+		cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+		cairo_set_line_width(cr, 2);
+		cairo_set_dash(cr, (const double[]){ 6, 4 }, k < 0 ? 2 : 0, 0);
+		for (int l = 0; l < n_l; l++) {
+			double y = mean_bytes(v, gr, len[l], k < 0);
+			if (!isfinite(y))
+				continue;
+			double px = x0 + w * len[l] / xmax, py = y0 + h - h * y / ymax;
+			if (started)
+				cairo_line_to(cr, px, py);
+			else
+				cairo_move_to(cr, px, py);
+			started = 1;
+		}
+		cairo_stroke(cr);
+		cairo_set_dash(cr, NULL, 0, 0);
+		for (int l = 0; l < n_l; l++) {
+			double y = mean_bytes(v, gr, len[l], k < 0);
+			if (isfinite(y)) {
+				cairo_arc(cr, x0 + w * len[l] / xmax, y0 + h - h * y / ymax, 3.5, 0, 2 * M_PI);
+				cairo_fill(cr);
+			}
+		}
+		double ly = y0 + 10 + 22 * (k + 1);
+		cairo_rectangle(cr, x0 + w + 15, ly - 8, 14, 4);
+		cairo_fill(cr);
+		if (k < 0)
+			snprintf(buf, sizeof buf, "full KV");
+		else
+			eval_group_label(gr, buf, sizeof buf);
+		text_at(cr, x0 + w + 35, ly, buf, 12, 0);
+	}
+	cairo_destroy(cr);
+	snprintf(buf, sizeof buf, "mem_%.15s.png", method);
+	int rc = save(s, dir, buf, names, n_names, err, errlen);
+	cairo_surface_destroy(s);
+	return rc;
+}
+
+int eval_plot_all(const struct eval_recs *v, const char *dir, char ***names, int *n,
+		  char *err, size_t errlen)
+{
+	struct eval_group g[MAX_G];
+	int n_g = eval_groups(v, EVAL_NIAH, g, MAX_G), rc = 0;
+
+	*names = NULL;
+	*n = 0;
+	for (int k = 0; !rc && k < n_g; k++)
+		rc = plot_heat(v, &g[k], dir, names, n, err, errlen);
+	for (int k = 0; !rc && k < n_g; k++) {
+		int first = 1;
+		for (int j = 0; j < k; j++)
+			first &= strcmp(g[j].method, g[k].method) != 0;
+		if (first)
+			rc = plot_mem(v, g[k].method, g, n_g, dir, names, n, err, errlen);
+	}
+	return rc;
+}
+
+int eval_png_info(const char *path, int *w, int *h, int *n_colors, char *err, size_t errlen)
+{
+	cairo_surface_t *s = cairo_image_surface_create_from_png(path);
+	uint32_t seen[64];
+	int n = 0;
+
+	if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
+		cairo_surface_destroy(s);
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "eval: %s: not a PNG cairo reads", path);
+	}
+	cairo_surface_flush(s);
+	*w = cairo_image_surface_get_width(s);
+	*h = cairo_image_surface_get_height(s);
+	const unsigned char *px = cairo_image_surface_get_data(s);
+	int stride = cairo_image_surface_get_stride(s);
+	for (int k = 0; px && k < 4096 && *w > 0 && *h > 0; k++) {
+		int x = (int)((long long)k * 7919 % *w), y = (int)((long long)k * 104729 / 4096 % *h);
+		uint32_t p;
+		memcpy(&p, px + (size_t)y * stride + (size_t)x * 4, 4);
+		int i = 0;
+		while (i < n && seen[i] != (p & 0xffffff))
+			i++;
+		if (i == n && n < 64)
+			seen[n++] = p & 0xffffff;
+	}
+	*n_colors = n;
+	cairo_surface_destroy(s);
+	return 0;
+}
