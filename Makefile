@@ -81,10 +81,12 @@ asan: model
 		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
 	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
 
-# bench/run.sh, then the comparison with llama.cpp last (it ends with the
-# RATIO lines).
+# bench/run.sh, SeKV decode speed against its ideal at ~30K tokens
+# (bench/decode_speed.py, RATIO sekv_decode_vs_ideal), then the comparison
+# with llama.cpp last (it ends with the RATIO lines).
 bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	sh bench/run.sh
+	python3 bench/decode_speed.py --model $(MODEL)
 	MODEL=$(MODEL) sh bench/compare_llamacpp.sh
 
 # RIVAL_BIN=DIR compares with another build's DIR/sekv-bench instead of

@@ -75,8 +75,8 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 	return arr;
 }
 
-static int print_json(const struct session *s, const struct app_opts *o,
-		      const struct conv_answer *a, const struct app_evidence *ev)
+static int print_json(const struct session *s, const struct conv_answer *a,
+		      const struct app_evidence *ev)
 {
 	struct session_info in;
 	cJSON *j = cJSON_CreateObject();
@@ -88,8 +88,8 @@ static int print_json(const struct session *s, const struct app_opts *o,
 		app_json_add_text(j, "warning", a->warn);
 	if (a->repeats_example)
 		cJSON_AddTrueToObject(j, "repeats_example");
-	if (!in.kv_full)
-		cJSON_AddStringToObject(j, "router", sekv_router_name(o->router));
+	if (in.router)
+		cJSON_AddStringToObject(j, "router", in.router);
 	if (a->mass_recall >= 0)
 		cJSON_AddNumberToObject(j, "mass_recall", a->mass_recall);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
@@ -112,10 +112,12 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	cJSON_AddNumberToObject(j, "host_bytes", (double)in.host_bytes);
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
+	cJSON_AddNumberToObject(j, "kv_read_bytes_per_token", a->kv_read_per_token);
 	if (in.note[0])
 		app_json_add_text(j, "note", in.note);
-	if (!in.kv_full) {
+	if (!in.kv_full)
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
+	if (in.mem) {
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
 		cJSON_AddNumberToObject(j, "n_span", in.n_span);
 		cJSON_AddNumberToObject(j, "n_compressed", in.n_comp);
@@ -127,7 +129,6 @@ static int print_json(const struct session *s, const struct app_opts *o,
 	}
 	if (ev->on)
 		cJSON_AddItemToObject(j, "evidence", app_evidence_json(ev));
-	(void)o;
 	char *txt = cJSON_PrintUnformatted(j);
 	char *safe = txt ? app_json_inert_dup(txt) : NULL;
 	cJSON_Delete(j);
@@ -206,7 +207,7 @@ int cmd_ask(int argc, char **argv)
 	if (rc && rc != SEKV_EINTR) {
 		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
-		rc = print_json(s, &o, &a, &ev);
+		rc = print_json(s, &a, &ev);
 	} else {
 		printf("\n");
 		app_evidence_print(&ev, stdout);
@@ -220,11 +221,14 @@ int cmd_ask(int argc, char **argv)
 		if (!o.quiet) {
 			struct session_info in;
 			session_get_info(s, &in);
-			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV, "
-				"%.1f zoomed spans/token, resume %.3fs, session %lld\n",
+			char zooms[48] = "";
+			if (in.mem)
+				snprintf(zooms, sizeof zooms, "%.1f zoomed spans/token, ", a.zoom_per_token);
+			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV (%s), "
+				"%sresume %.3fs, session %lld\n",
 				a.n_gen, a.decode_tps,
 				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),
-				a.zoom_per_token, in.resume_s, (long long)session_stored_id(s));
+				in.method, zooms, in.resume_s, (long long)session_stored_id(s));
 		}
 	}
 	conv_answer_free(&a);

@@ -46,6 +46,17 @@ void app_default_model(char *buf, size_t cap)
 	snprintf(buf, cap, "%s", DEFAULT_MODEL_REL);
 }
 
+const char *app_kv_name(int kv)
+{
+	static const char *const name[APP_KV_COUNT] = {
+		[APP_KV_SEKV] = "sekv", [APP_KV_FULL] = "full", [APP_KV_STREAMING] = "streaming",
+		[APP_KV_SNAPKV] = "snapkv", [APP_KV_H2O] = "h2o", [APP_KV_QUEST] = "quest",
+		[APP_KV_SUMMARY] = "summary",
+	};
+
+	return kv >= 0 && kv < APP_KV_COUNT ? name[kv] : "?";
+}
+
 int app_parse_doc_id(const char *s, int64_t *id)
 {
 	char *end;
@@ -164,9 +175,11 @@ static const struct opt_row opt_table[] = {
 	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
 	  .help = "SVD rank: stored at ingest, used at ask", .cmds = MEMORY },
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
-	  .choices = "sekv|full|streaming",
-	  .help = "memory to answer from: SeKV, the exact full KV cache, or (a rival, at the same "
-		  "budget) attention sinks and the most recent rows (StreamingLLM)",
+	  .choices = "sekv|full|streaming|snapkv|h2o|quest|summary",
+	  .help = "memory to answer from: SeKV, the exact full KV cache, or a rival at the same "
+		  "device budget: attention sinks and recent rows (StreamingLLM), the rows the "
+		  "question attends to (SnapKV), heavy hitters of the prefill and recent rows (H2O), "
+		  "per step the pages with the best key bound (Quest), SeKV's summaries never zoomed",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
 	  .choices = "landmark|summary|oracle",
@@ -227,8 +240,8 @@ static const struct opt_row opt_table[] = {
 	/* sekv eval: the grid (lists are parsed by app/cmd_eval.c) */
 	{ .name = "--methods", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_methods), .set_off = NO_SET,
 	  .def_text = APP_EVAL_METHODS,
-	  .help = "KV methods to compare: full (the reference), sekv, streaming, summary (SeKV "
-		  "summaries, never zoomed)", .cmds = APP_CMD_EVAL },
+	  .help = "KV methods to compare: full (the reference), sekv, and the rivals streaming, "
+		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed)", .cmds = APP_CMD_EVAL },
 	{ .name = "--budgets", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_budgets), .set_off = NO_SET,
 	  .def_text = APP_EVAL_BUDGETS, .help = "device budgets of every method but full, fractions of "
 		  "the full KV cache", .cmds = APP_CMD_EVAL },
@@ -335,6 +348,9 @@ static int opt_bad(const struct opt_row *r, const char *a, const char *val, char
 		return sekv_errf(err, errlen, SEKV_EINVAL, "%s: empty path", r->name);
 	case OPT_CHOICE: {
 		size_t len = strcspn(r->choices, "|");
+		if (strchr(r->choices + len + 1, '|'))
+			return sekv_errf(err, errlen, SEKV_EINVAL, "%s %s: expected one of %s", a, val,
+					 r->choices);
 		return sekv_errf(err, errlen, SEKV_EINVAL, "%s %s: expected '%.*s' or '%s'", a, val,
 				 (int)len, r->choices, r->choices + len + 1);
 	}

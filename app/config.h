@@ -33,13 +33,22 @@ enum {
 	APP_CMD_ALL = (1 << 11) - 1,
 };
 
-/* The memory an answer is decoded from (--kv). */
+/* The memory an answer is decoded from (--kv): SeKV, the reference, and
+ * the rivals, each at the same device budget (app/session.c). */
 enum app_kv {
 	APP_KV_SEKV = 0,       /* the SeKV memory */
 	APP_KV_FULL = 1,       /* every exact row (the reference) */
-	APP_KV_STREAMING = 2,  /* rival: sinks + recent rows at the budget (StreamingLLM) */
+	APP_KV_STREAMING = 2,  /* rival: sinks + recent rows (StreamingLLM) */
+	APP_KV_SNAPKV = 3,     /* rival: rows the question turn votes for (SnapKV) */
+	APP_KV_H2O = 4,        /* rival: heavy hitters of the prefill + recent rows (H2O) */
+	APP_KV_QUEST = 5,      /* rival: per step, the pages with the best key bound (Quest) */
+	APP_KV_SUMMARY = 6,    /* rival: the SeKV memory never zooming (summaries only) */
+	APP_KV_COUNT
 };
 
+/* "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary"
+ * (static storage; "?" outside the enum). */
+const char *app_kv_name(int kv);
 /* sekv eval's default grid (app/cmd_eval.c; its run time is measured in
  * README.md). */
 #define APP_EVAL_METHODS "full,sekv,streaming,summary"
@@ -61,7 +70,7 @@ struct app_opts {
 	int budget_set;        /* --budget given */
 	int r_max;             /* --rmax R: SVD rank (32) */
 	int r_max_set;
-	int kv;                /* --kv sekv|full|streaming: enum app_kv */
+	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
 	int n_predict_set;     /* -n given */
 	int json;              /* --json */

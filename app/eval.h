@@ -265,6 +265,12 @@ struct eval_group {
 int eval_groups(const struct eval_recs *v, int task, struct eval_group *g, int cap);
 /* 1 when r belongs to g. */
 int eval_in_group(const struct eval_rec *r, const struct eval_group *g);
+/* The distinct lengths (use_depth 0) or depths (1) of the records of task,
+ * of group g only (NULL: all), ascending, into out [EVAL_MAX_AXIS]; their
+ * count (values past EVAL_MAX_AXIS are left out). */
+#define EVAL_MAX_AXIS 32
+int eval_axis(const struct eval_recs *v, int task, const struct eval_group *g, int use_depth,
+	      double *out);
 /* "sekv@0.1", "full" into buf; a router other than the default one and
  * "none" is named: "sekv(oracle)@0.1". */
 void eval_group_label(const struct eval_group *g, char *buf, size_t cap);

@@ -21,7 +21,6 @@
 #define HEAT_H 400
 #define MEM_W 640
 #define MEM_H 420
-#define MAX_AX 32
 #define MAX_G 64
 
 static void text_at(cairo_t *cr, double x, double y, const char *s, double size, int center)
@@ -32,30 +31,6 @@ static void text_at(cairo_t *cr, double x, double y, const char *s, double size,
 	cairo_text_extents(cr, s, &e);
 	cairo_move_to(cr, center ? x - e.width / 2 - e.x_bearing : x, y);
 	cairo_show_text(cr, s);
-}
-
-/* Sorted distinct lengths (or depths) of the records of task in group g. */
-static int values(const struct eval_recs *v, int task, const struct eval_group *g, int depth, double *out)
-{
-	int n = 0;
-	for (int i = 0; i < v->n; i++) {
-		const struct eval_rec *r = &v->r[i];
-		if (r->task != task || (g && !eval_in_group(r, g)))
-			continue;
-		double x = depth ? r->depth : r->length;
-		int k = 0;
-		while (k < n && out[k] != x)
-			k++;
-		if (k == n && n < MAX_AX)
-			out[n++] = x;
-	}
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-			double t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	return n;
 }
 
 static int save(cairo_surface_t *s, const char *dir, const char *name, char ***names, int *n,
@@ -87,8 +62,8 @@ static void heat_color(cairo_t *cr, double a)
 static int plot_heat(const struct eval_recs *v, const struct eval_group *g, const char *dir,
 		     char ***names, int *n_names, char *err, size_t errlen)
 {
-	double len[MAX_AX], dep[MAX_AX];
-	int n_l = values(v, EVAL_NIAH, g, 0, len), n_d = values(v, EVAL_NIAH, g, 1, dep);
+	double len[EVAL_MAX_AXIS], dep[EVAL_MAX_AXIS];
+	int n_l = eval_axis(v, EVAL_NIAH, g, 0, len), n_d = eval_axis(v, EVAL_NIAH, g, 1, dep);
 	char label[48], name[96], buf[64];
 
 	if (!n_l || !n_d)
@@ -207,8 +182,8 @@ static void mem_axes(cairo_t *cr, const char *method, const double *len, int n_l
 static int plot_mem(const struct eval_recs *v, const char *method, const struct eval_group *g, int n_g,
 		    const char *dir, char ***names, int *n_names, char *err, size_t errlen)
 {
-	double len[MAX_AX], ymax = 0;
-	int n_l = values(v, EVAL_NIAH, NULL, 0, len), mine[MAX_G], n_m = 0;
+	double len[EVAL_MAX_AXIS], ymax = 0;
+	int n_l = eval_axis(v, EVAL_NIAH, NULL, 0, len), mine[MAX_G], n_m = 0;
 	char buf[96];
 
 	for (int k = 0; k < n_g; k++)

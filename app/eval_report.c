@@ -20,7 +20,6 @@
 #include "engine/sekv/sekv.h"
 
 #define MAX_GROUPS 64
-#define MAX_AXIS 32
 
 /* ---- groups ----------------------------------------------------------- */
 
@@ -314,18 +313,19 @@ static void table_summary(FILE *f, const struct eval_recs *v, int task)
 	fputc('\n', f);
 }
 
-/* Distinct values of length (or depth) in the task's records, ascending. */
-static int axis(const struct eval_recs *v, int task, int use_depth, double *out)
+int eval_axis(const struct eval_recs *v, int task, const struct eval_group *g, int use_depth,
+	      double *out)
 {
 	int n = 0;
 	for (int i = 0; i < v->n; i++) {
-		if (v->r[i].task != task)
+		const struct eval_rec *r = &v->r[i];
+		if (r->task != task || (g && !eval_in_group(r, g)))
 			continue;
-		double x = use_depth ? v->r[i].depth : v->r[i].length;
+		double x = use_depth ? r->depth : r->length;
 		int k = 0;
 		while (k < n && out[k] != x)
 			k++;
-		if (k == n && n < MAX_AXIS)
+		if (k == n && n < EVAL_MAX_AXIS)
 			out[n++] = x;
 	}
 	for (int i = 1; i < n; i++)
@@ -340,8 +340,9 @@ static int axis(const struct eval_recs *v, int task, int use_depth, double *out)
 static void table_grid(FILE *f, const struct eval_recs *v, int task)
 {
 	struct eval_group g[MAX_GROUPS];
-	double len[MAX_AXIS], dep[MAX_AXIS];
-	int n_g = eval_groups(v, task, g, MAX_GROUPS), n_l = axis(v, task, 0, len), n_d = axis(v, task, 1, dep);
+	double len[EVAL_MAX_AXIS], dep[EVAL_MAX_AXIS];
+	int n_g = eval_groups(v, task, g, MAX_GROUPS);
+	int n_l = eval_axis(v, task, NULL, 0, len), n_d = eval_axis(v, task, NULL, 1, dep);
 	char lab[48], c[32];
 
 	fprintf(f, "Accuracy by length (tokens) and depth:\n\n| method | length |");
@@ -402,8 +403,8 @@ static void table_second(FILE *f, const struct eval_recs *v)
 static void table_memory(FILE *f, const struct eval_recs *v)
 {
 	struct eval_group g[MAX_GROUPS];
-	double len[MAX_AXIS];
-	int n_g = eval_groups(v, EVAL_NIAH, g, MAX_GROUPS), n_l = axis(v, EVAL_NIAH, 0, len);
+	double len[EVAL_MAX_AXIS];
+	int n_g = eval_groups(v, EVAL_NIAH, g, MAX_GROUPS), n_l = eval_axis(v, EVAL_NIAH, NULL, 0, len);
 	char lab[48];
 
 	if (!n_g)

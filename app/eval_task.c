@@ -36,6 +36,9 @@ static const struct eval_method eval_methods[] = {
 	{ "full", APP_KV_FULL, EVAL_ROUTER_OPT, 0, 0 },
 	{ "sekv", APP_KV_SEKV, EVAL_ROUTER_OPT, 1, 1 },
 	{ "streaming", APP_KV_STREAMING, EVAL_ROUTER_OPT, 1, 0 },
+	{ "snapkv", APP_KV_SNAPKV, EVAL_ROUTER_OPT, 1, 0 },
+	{ "h2o", APP_KV_H2O, EVAL_ROUTER_OPT, 1, 0 },
+	{ "quest", APP_KV_QUEST, EVAL_ROUTER_OPT, 1, 0 },
 	{ "summary", APP_KV_SEKV, SEKV_ROUTER_NONE, 1, 1 },
 };
 #define N_METHOD ((int)(sizeof eval_methods / sizeof eval_methods[0]))

@@ -4,8 +4,9 @@
  * kind) -> count (refuse a document longer than the model's context before
  * any long work) -> tokenize (the one turn builder: BOS, user turn,
  * preamble, text) -> create the document -> prefill in chunks, each chunk
- * persisted in its own transaction -> sliding-window rows -> SeKV build ->
- * memory persisted, document marked ready. A crash leaves a document in
+ * persisted in its own transaction, the global layers' attention probed
+ * for H2O's scores -> sliding-window rows -> SeKV build -> memory and
+ * scores persisted together, document marked ready. A crash leaves a document in
  * state "prefill" that `sekv ls` shows as incomplete. Progress goes through
  * a callback (struct app_ingest_progress); nothing here keeps static state.
  */
@@ -110,6 +111,9 @@ struct ingest {
 	double prefill_s;
 	double build_s;
 	struct sekv_mem *mem;
+	struct model_probe h2o_probe; /* every (global layer, query head) pair of the
+	                                 prefill, mass [n][n_tok]; n = 0: none */
+	float *h2o;                 /* [n_global][n_head_kv][n_tok] H2O's scores, or NULL */
 };
 
 static void report(struct ingest *g, const char *stage, long long done, long long total,
@@ -223,8 +227,59 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	return store_doc_create(g->st, d, g->text, g->text_len, err, errlen);
 }
 
+/* Probes every query head of every global layer during the prefill, for
+ * H2O's accumulated attention (engine/kv_select.h): a model with more
+ * global heads than a probe holds gets no scores (a note says so). */
+static int h2o_probe_start(struct ingest *g, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	struct model_probe *p = &g->h2o_probe;
+	int n = hp->n_global * hp->n_head;
+
+	if (n > MODEL_PROBE_MAX) {
+		if (!g->o->quiet)
+			app_errorf("ingest: note: no H2O scores (--kv h2o): %d global heads, a probe holds %d\n",
+				   n, MODEL_PROBE_MAX);
+		return 0;
+	}
+	if (!(p->mass = calloc((size_t)n * g->tv.n + 1, sizeof *p->mass)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	for (int l = 0; l < hp->n_global; l++)
+		for (int h = 0; h < hp->n_head; h++) {
+			p->layer[p->n] = hp->global_layer[l];
+			p->head[p->n++] = h;
+		}
+	p->n_pos = g->tv.n;
+	model_state_set_probe(g->ms, p);
+	return 0;
+}
+
+/* H2O's scores from the probe: each KV head's positions get the mass of
+ * the query heads that share it. */
+static int h2o_scores(struct ingest *g, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	const struct model_probe *p = &g->h2o_probe;
+	int n_tok = g->tv.n, group = hp->n_head / hp->n_head_kv;
+
+	model_state_set_probe(g->ms, NULL);
+	if (!p->n)
+		return 0;
+	if (!(g->h2o = calloc((size_t)hp->n_global * hp->n_head_kv * n_tok + 1, sizeof *g->h2o)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	for (int i = 0; i < p->n; i++) {
+		int l = i / hp->n_head, kv = p->head[i] / group;
+		float *dst = g->h2o + ((size_t)l * hp->n_head_kv + kv) * n_tok;
+		const float *src = p->mass + (size_t)i * n_tok;
+		for (int t = 0; t < n_tok; t++)
+			dst[t] += src[t];
+	}
+	return 0;
+}
+
 /* Prefills in chunks of --batch, keeping surprisal and host copies of the
- * global layers' rows (persisted per chunk, then the SeKV build's input). */
+ * global layers' rows (persisted per chunk, then the SeKV build's input)
+ * and H2O's scores. */
 static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
@@ -242,6 +297,8 @@ static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 	}
 	if (!ok)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	if ((rc = h2o_probe_start(g, err, errlen)))
+		return rc;
 	double t0 = clk_now();
 	for (int pos = 0; pos < n_tok; pos += n_batch) {
 		int n = n_tok - pos < n_batch ? n_tok - pos : n_batch;
@@ -264,7 +321,7 @@ static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 			return rc;
 		report(g, "prefill", pos + n, n_tok, t0, pos + n == n_tok);
 	}
-	return 0;
+	return h2o_scores(g, err, errlen);
 }
 
 /* The last `window` rows of every sliding-window layer, persisted. */
@@ -403,6 +460,25 @@ static void print_summary(const struct ingest *g)
 		mem->host_bytes / 1048576.0, clk_peak_rss() / 1048576.0);
 }
 
+/* The memory and H2O's scores in one transaction: the document turns
+ * READY with both or with neither. */
+static int stage_persist(struct ingest *g, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	int rc;
+
+	if ((rc = store_tx_begin(g->st, err, errlen)))
+		return rc;
+	if ((g->h2o && (rc = store_doc_put_h2o(g->st, g->doc.id, g->h2o, hp->n_global, hp->n_head_kv,
+					       g->tv.n, err, errlen))) ||
+	    (rc = store_doc_put_mem(g->st, g->doc.id, g->mem, g->o->budget, err, errlen)) ||
+	    (rc = store_tx_commit(g->st, err, errlen))) {
+		store_tx_rollback(g->st);
+		return rc;
+	}
+	return 0;
+}
+
 static void ingest_free(struct ingest *g)
 {
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
@@ -410,6 +486,8 @@ static void ingest_free(struct ingest *g)
 		free(g->glob_v[l]);
 	}
 	free(g->surprisal);
+	free(g->h2o_probe.mass);
+	free(g->h2o);
 	sekv_mem_free(g->mem);
 	model_state_free(g->ms);
 	store_close(g->st);
@@ -438,7 +516,7 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
 	if ((rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
 	    (rc = stage_create_doc(&g, err, errlen)) || (rc = stage_prefill(&g, err, errlen)) ||
 	    (rc = stage_swa(&g, err, errlen)) || (rc = stage_build(&g, err, errlen)) ||
-	    (rc = store_doc_put_mem(g.st, g.doc.id, g.mem, o->budget, err, errlen)))
+	    (rc = stage_persist(&g, err, errlen)))
 		goto out;
 	if (!o->quiet)
 		print_summary(&g);

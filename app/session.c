@@ -1,7 +1,11 @@
-/* session.c - a stored document opened for questions (session.h).
+/* session.c - a stored document opened for questions (session.h), one
+ * function per --kv method: full, SeKV (and its summary-only rival), and
+ * the rivals at the same device budget (StreamingLLM, SnapKV, H2O, Quest),
+ * whose rows all come through load_rows and whose budgets all follow
+ * rival_rows.
  *
- * Invariant: document KV comes only from the library (SeKV memory, or
- * exact rows with --kv full), never from a forward pass; the model state is
+ * Invariant: document KV comes only from the library (SeKV memory, exact
+ * rows, H2O's scores), never from a forward pass; the model state is
  * resumed at the end of the document before the conversation starts.
  * Turns, decoding, eviction and streaming live in engine/conv.c.
  */
@@ -18,6 +22,8 @@
 #include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/evidence.h"
+#include "engine/kv_quest.h"
+#include "engine/kv_select.h"
 #include "engine/kv_subset.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -26,6 +32,9 @@
 #include "store/store.h"
 
 #define SESSION_BATCH 64
+#define SESSION_MAX_GLOBAL 8   /* global layers whose exact rows a session loads */
+#define SESSION_N_SINK 4       /* StreamingLLM's attention sinks (the paper's 4) */
+#define SESSION_SNAP_KERNEL 7  /* SnapKV's pooling kernel (the paper's 7) */
 
 struct session {
 	struct app_opts o;
@@ -41,9 +50,10 @@ struct session {
 	int n_tok;
 	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */
 	int64_t stored_id;         /* the session in the library, 0 until the first turn */
-	uint16_t *xk[8];           /* [n_global] exact keys (--router oracle, --mass-recall) */
-	struct kv_subset *sub;     /* --kv streaming: the kept rows */
-	double sub_budget;         /* its budget, a fraction of full_kv_bytes */
+	uint16_t *xk[SESSION_MAX_GLOBAL]; /* [n_global] exact keys (--router oracle, --mass-recall) */
+	struct kv_subset *sub;     /* --kv streaming, snapkv, h2o: the kept rows */
+	struct kv_quest *quest;    /* --kv quest */
+	double riv_budget;         /* a rival's budget, a fraction of full_kv_bytes */
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
@@ -116,144 +126,322 @@ static int check_budget(struct session *s, char *err, size_t errlen)
 			 "ask with --budget %.4f or more", b, (long long)s->doc.id, 100 * fixed, fit);
 }
 
+/* The exact rows of every global layer from the library: k[l], v[l]
+ * malloc'ed [n_tok][n_head_kv][d_h] fp16 for l < n_global (free_rows
+ * frees them, also after a failure). v NULL: keys only. */
+static int load_rows(struct session *s, uint16_t **k, uint16_t **v, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
+	uint16_t *scratch = v ? NULL : malloc(n * sizeof *scratch);
+	int rc = 0;
+
+	if (hp->n_global > SESSION_MAX_GLOBAL)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: at most %d",
+				 hp->n_global, SESSION_MAX_GLOBAL);
+	for (int l = 0; !rc && l < hp->n_global; l++) {
+		uint16_t *vl = v ? (v[l] = malloc(n * sizeof *v[l])) : scratch;
+		if (!(k[l] = malloc(n * sizeof *k[l])) || !vl)
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: exact rows: out of memory");
+		else
+			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k[l], vl, err, errlen);
+	}
+	free(scratch);
+	return rc;
+}
+
+static void free_rows(uint16_t **k, uint16_t **v)
+{
+	for (int l = 0; l < SESSION_MAX_GLOBAL; l++) {
+		free(k[l]);
+		if (v)
+			free(v[l]);
+	}
+}
+
 /* The exact keys of every global layer, for the oracle router and
  * mass_recall (a measurement: the product's decode reads none). */
 static int load_exact_keys(struct session *s, char *err, size_t errlen)
 {
-	const struct model_hparams *hp = s->hp;
-	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
-	uint16_t *v = malloc(n * sizeof *v);
-	int rc = 0;
+	int rc = load_rows(s, s->xk, NULL, err, errlen);
 
-	if (hp->n_global > (int)(sizeof s->xk / sizeof *s->xk))
-		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: too many for "
-			       "the oracle router", hp->n_global);
-	for (int l = 0; !rc && l < hp->n_global; l++) {
-		if (!v || !(s->xk[l] = malloc(n * sizeof *s->xk[l])))
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: exact keys: out of memory");
-		else
-			rc = store_doc_get_full_kv(s->st, s->doc.id, l, s->xk[l], v, err, errlen);
-	}
-	free(v);
 	if (!rc)
 		sekv_ctx_set_exact_keys(s->sc, (const uint16_t *const *)s->xk);
 	return rc;
 }
 
-/* Sinks and recent rows per layer at the budget (StreamingLLM): the rows
- * that fit budget * full_kv_bytes after a reserve for the conversation
- * (2 * (n_predict + 64) rows, at most half the budget: half of what is
- * left is what a turn may take before older turns are evicted). */
-#define SESSION_N_SINK 4
+/* ---- the methods at the same device budget ---------------------------- */
+
+/* Document rows a rival keeps per (layer, KV head) at the budget
+ * (--budget, else the document's, else 0.10) beside fixed_rows rows' worth
+ * of its own metadata: of budget * n_tok rows, the metadata's, then a
+ * reserve for the conversation (2 * (n_predict + 64) rows, at most half of
+ * what the metadata leaves: conv.c evicts turns past half of what the
+ * fixed part leaves), then the rest. Fewer than need rows (at most the
+ * document): a budget given is refused naming the smallest that fits;
+ * the document's own budget, or one a document too short for any budget
+ * needs, is raised to it with a note. *keep and s->riv_budget set. */
+static int rival_rows(struct session *s, long long fixed_rows, int need, int *keep,
+		      char *err, size_t errlen)
+{
+	double b = s->o.budget_set ? s->o.budget : s->doc.budget > 0 ? s->doc.budget : 0.10;
+	long long n_tok = s->n_tok, k = 0, rows = (long long)(b * (double)n_tok);
+	const char *name = app_kv_name(s->o.kv);
+
+	if (need > n_tok)
+		need = (int)n_tok;
+	for (;; rows++) {
+		long long left = rows - fixed_rows, reserve = 2 * ((long long)s->o.n_predict + 64);
+		if (reserve > left / 2)
+			reserve = left / 2;
+		k = left - reserve;
+		if (k >= need || k >= n_tok || rows >= n_tok + fixed_rows + reserve)
+			break;
+	}
+	if (k > n_tok)
+		k = n_tok;
+	double fit = (double)rows / (double)(n_tok ? n_tok : 1);
+	if (fit > b + 1e-12) {
+		double shown = ceil(fit * 1e4) / 1e4;
+		while ((long long)(shown * (double)n_tok) < rows)
+			shown += 1e-4;
+		char meta[64] = "";
+		if (fixed_rows)
+			snprintf(meta, sizeof meta, "%lld for its metadata, ", fixed_rows);
+		if (s->o.budget_set && fit <= 1)
+			return sekv_errf(err, errlen, SEKV_EINVAL,
+					 "budget %g (%lld rows of document %lld's %lld): %s needs %s%lld for the "
+					 "conversation and %d for the document; ask with --budget %.4f or more",
+					 b, (long long)(b * (double)n_tok), (long long)s->doc.id, n_tok, name, meta,
+					 rows - fixed_rows - k, need, shown);
+		if (fit > 1)
+			snprintf(s->note, sizeof s->note,
+				 "document %lld is too short for a budget (%lld tokens): %s holds %.0f%% of its "
+				 "full KV", (long long)s->doc.id, n_tok, name, 100 * fit);
+		else
+			snprintf(s->note, sizeof s->note,
+				 "budget %.1f%% leaves %s less than %d document rows: %.2f%% is used", 100 * b,
+				 name, need, 100 * fit);
+		b = fit;
+	}
+	*keep = (int)k;
+	s->riv_budget = b;
+	return 0;
+}
+
+/* A kept-subset stream (streaming, snapkv, h2o) over rows k, v with
+ * positions pos [n_global][n_head_kv][n_keep]; snap_keep > 0: SnapKV. */
+static int open_subset(struct session *s, const int32_t *pos, int n_keep, int snap_keep,
+		       uint16_t **k, uint16_t **v, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	struct kv_subset_params kp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
+		.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
+		.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m),
+		.snap_keep = snap_keep, .snap_kernel = SESSION_SNAP_KERNEL };
+
+	return kv_subset_new(&s->sub, &kp, pos, n_keep, s->n_tok, (const uint16_t *const *)k,
+			     (const uint16_t *const *)v, err, errlen);
+}
+
+/* StreamingLLM: the first SESSION_N_SINK positions and the most recent
+ * ones, the same in every layer and KV head. */
 static int open_streaming(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
-	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
-	uint16_t *k[8] = { 0 }, *v[8] = { 0 };
+	int n_slot = hp->n_global * hp->n_head_kv, keep, n, rc;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
 	int32_t *pos = NULL;
-	double b = s->o.budget_set ? s->o.budget : s->doc.budget > 0 ? s->doc.budget : 0.10;
-	long long rows = (long long)(b * (double)s->n_tok), reserve = 2 * ((long long)s->o.n_predict + 64);
-	int rc = 0, n_pos;
 
-	if (hp->n_global > 8)
-		return sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: too many", hp->n_global);
-	if (reserve > rows / 2)
-		reserve = rows / 2;
-	s->sub_budget = b;
-	if (!(pos = malloc(((size_t)s->n_tok + 1) * sizeof *pos)))
+	if ((rc = rival_rows(s, 0, 1, &keep, err, errlen)))
+		return rc;
+	if (!(pos = malloc(((size_t)keep + 1) * n_slot * sizeof *pos)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
-	n_pos = kv_select_streaming(s->n_tok, (int)(rows - reserve), SESSION_N_SINK, pos);
-	for (int l = 0; !rc && l < hp->n_global; l++) {
-		if (!(k[l] = malloc(n * sizeof *k[l])) || !(v[l] = malloc(n * sizeof *v[l])))
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
-		else
-			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k[l], v[l], err, errlen);
-	}
-	if (!rc) {
-		struct kv_subset_params kp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
-			.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
-			.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m) };
-		rc = kv_subset_new(&s->sub, &kp, pos, n_pos, s->n_tok, (const uint16_t *const *)k,
-				   (const uint16_t *const *)v, err, errlen);
-	}
-	for (int l = 0; l < 8; l++) {
-		free(k[l]);
-		free(v[l]);
-	}
+	n = kv_select_streaming(s->n_tok, keep, SESSION_N_SINK, pos);
+	for (int i = 1; i < n_slot; i++)
+		memcpy(pos + (size_t)i * n, pos, (size_t)n * sizeof *pos);
+	if (!(rc = load_rows(s, k, v, err, errlen)))
+		rc = open_subset(s, pos, n, 0, k, v, err, errlen);
+	free_rows(k, v);
 	free(pos);
-	if (!rc)
-		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
 	return rc;
 }
 
-static int open_memory(struct session *s, char *err, size_t errlen)
+/* SnapKV: every row until the answer begins, then the rows each (layer,
+ * KV head) voted for. */
+static int open_snapkv(struct session *s, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
+	int n_slot = hp->n_global * hp->n_head_kv, keep, rc;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	int32_t *pos = NULL;
+
+	if ((rc = rival_rows(s, 0, 1, &keep, err, errlen)))
+		return rc;
+	if (!(pos = malloc(((size_t)s->n_tok + 1) * n_slot * sizeof *pos)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+	for (int i = 0; i < n_slot; i++)
+		for (int t = 0; t < s->n_tok; t++)
+			pos[(size_t)i * s->n_tok + t] = t;
+	if (!(rc = load_rows(s, k, v, err, errlen)))
+		rc = open_subset(s, pos, s->n_tok, keep, k, v, err, errlen);
+	free_rows(k, v);
+	free(pos);
+	if (!rc && !s->note[0])
+		snprintf(s->note, sizeof s->note,
+			 "snapkv: the question is read over all %d exact rows (SnapKV's prefill); the answer "
+			 "over the %d rows each layer and KV head keeps (resident bytes)", s->n_tok, keep);
+	return rc;
+}
+
+/* H2O: the positions with the most attention during the prefill (the
+ * scores stored at ingest) and the most recent ones, half and half, per
+ * layer and KV head. */
+static int open_h2o(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	int n_slot = hp->n_global * hp->n_head_kv, keep, n = 0, n_tok = 0, rc;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	int32_t *pos = NULL;
+	float *score = NULL;
+
+	if ((rc = rival_rows(s, 0, 1, &keep, err, errlen)))
+		return rc;
+	rc = store_doc_get_h2o(s->st, s->doc.id, &score, &n_tok, err, errlen);
+	if (rc == SEKV_ENOTFOUND)
+		return sekv_errf(err, errlen, SEKV_ENOTFOUND,
+				 "--kv h2o: document %lld has no H2O scores (it was ingested before they were "
+				 "stored): ingest it again", (long long)s->doc.id);
+	if (rc)
+		return rc;
+	if (n_tok != s->n_tok)
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "--kv h2o: document %lld: scores of %d tokens, "
+			       "document of %d", (long long)s->doc.id, n_tok, s->n_tok);
+	else if (!(pos = malloc(((size_t)keep + 1) * n_slot * sizeof *pos)))
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+	for (int i = 0; !rc && i < n_slot; i++)
+		n = kv_select_h2o(score + (size_t)i * s->n_tok, s->n_tok, keep, keep / 2,
+				  pos + (size_t)i * keep);
+	if (!rc && !(rc = load_rows(s, k, v, err, errlen)))
+		rc = open_subset(s, pos, n, 0, k, v, err, errlen);
+	free_rows(k, v);
+	free(pos);
+	free(score);
+	return rc;
+}
+
+/* Quest: every exact row in the host tier; the page metadata takes one
+ * row's worth per page of the budget, chosen pages what is left (a
+ * document shorter than a page is one page). */
+static int open_quest(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	long long n_page = (s->n_tok + KV_QUEST_PAGE - 1) / KV_QUEST_PAGE;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	int keep, rc;
+
+	if ((rc = rival_rows(s, n_page, KV_QUEST_PAGE, &keep, err, errlen)) ||
+	    (rc = load_rows(s, k, v, err, errlen))) {
+		free_rows(k, v);
+		return rc;
+	}
+	struct kv_quest_params qp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
+		.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
+		.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m),
+		.page = KV_QUEST_PAGE, .page_rows = keep > KV_QUEST_PAGE ? keep : KV_QUEST_PAGE };
+	rc = kv_quest_new(&s->quest, &qp, s->n_tok, (const uint16_t *const *)k,
+			  (const uint16_t *const *)v, err, errlen);
+	free_rows(k, v);
+	return rc;
+}
+
+/* Every exact row in the model state (the reference). */
+static int open_full(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	int rc = model_state_new(&s->ms, s->m, s->n_tok + CONV_TAIL_CAP, SESSION_BATCH, 1, err, errlen);
+
+	if (!rc)
+		rc = load_rows(s, k, v, err, errlen);
+	for (int l = 0; !rc && l < hp->n_global; l++)
+		if (model_state_set_rows(s->ms, hp->global_layer[l], 0, s->n_tok, k[l], v[l]))
+			rc = sekv_errf(err, errlen, SEKV_EINVAL, "session: cannot restore global layer %d",
+				       hp->global_layer[l]);
+	free_rows(k, v);
+	return rc;
+}
+
+/* The SeKV memory (--kv sekv; --kv summary: the same memory, never
+ * zooming). */
+static int open_sekv(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	int rc = store_doc_get_mem(s->st, s->doc.id, &s->mem, err, errlen);
+
+	if (rc)
+		return rc;
+	if (s->mem->n_tok != s->n_tok || s->mem->n_layer != hp->n_global ||
+	    s->mem->d_h != hp->d_head || s->mem->n_head_kv != hp->n_head_kv)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "session: document %lld: stored memory shape does not match the model",
+				 (long long)s->doc.id);
+	sekv_default_params(&s->sp);
+	s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
+	s->sp.r_max = s->mem->r_max;
+	s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;
+	if (s->sp.r_use > s->mem->r_max)
+		snprintf(s->note, sizeof s->note,
+			 "rank %d is above the rank %d this document was stored with: %d is used "
+			 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
+			 s->mem->r_max, s->sp.r_use);
+	s->sp.n_threads = s->o.n_threads;
+	s->sp.be = model_backend(s->m);
+	if ((rc = check_budget(s, err, errlen)))
+		return rc;
+	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
+	if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
+	    !s->note[0])
+		snprintf(s->note, sizeof s->note,
+			 "document %lld was stored without landmarks: its spans are routed by their "
+			 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
+	if ((rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen)))
+		return rc;
+	if (s->sp.router == SEKV_ROUTER_ORACLE || s->o.mass_recall)
+		rc = load_exact_keys(s, err, errlen);
+	return rc;
+}
+
+/* The document's memory by --kv, then the sliding-window rows, and the
+ * state resumed at the document's end. */
+static int open_memory(struct session *s, char *err, size_t errlen)
+{
 	int rc;
 
-	if (s->o.kv == APP_KV_STREAMING) {
-		if ((rc = open_streaming(s, err, errlen)) || (rc = load_swa(s, err, errlen)))
-			return rc;
-		return model_state_resume(s->ms, s->n_tok);
+	switch (s->o.kv) {
+	case APP_KV_FULL:
+		rc = open_full(s, err, errlen);
+		break;
+	case APP_KV_STREAMING:
+		rc = open_streaming(s, err, errlen);
+		break;
+	case APP_KV_SNAPKV:
+		rc = open_snapkv(s, err, errlen);
+		break;
+	case APP_KV_H2O:
+		rc = open_h2o(s, err, errlen);
+		break;
+	case APP_KV_QUEST:
+		rc = open_quest(s, err, errlen);
+		break;
+	default:
+		rc = open_sekv(s, err, errlen);
+		break;
 	}
-
-	if (s->o.kv == APP_KV_FULL) {
-		rc = model_state_new(&s->ms, s->m, s->n_tok + CONV_TAIL_CAP, SESSION_BATCH, 1, err, errlen);
-		if (rc)
-			return rc;
-		size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
-		uint16_t *k = malloc(n * sizeof *k), *v = malloc(n * sizeof *v);
-		if (!k || !v)
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
-		for (int l = 0; !rc && l < hp->n_global; l++) {
-			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k, v, err, errlen);
-			if (!rc && model_state_set_rows(s->ms, hp->global_layer[l], 0, s->n_tok, k, v))
-				rc = sekv_errf(err, errlen, SEKV_EINVAL, "session: cannot restore global layer %d",
-					       hp->global_layer[l]);
-		}
-		free(k);
-		free(v);
-		if (rc)
-			return rc;
-	} else {
-		rc = store_doc_get_mem(s->st, s->doc.id, &s->mem, err, errlen);
-		if (rc)
-			return rc;
-		if (s->mem->n_tok != s->n_tok || s->mem->n_layer != hp->n_global ||
-		    s->mem->d_h != hp->d_head || s->mem->n_head_kv != hp->n_head_kv)
-			return sekv_errf(err, errlen, SEKV_EFORMAT,
-					 "session: document %lld: stored memory shape does not match the model",
-					 (long long)s->doc.id);
-		sekv_default_params(&s->sp);
-		s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
-		s->sp.r_max = s->mem->r_max;
-		s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;
-		if (s->sp.r_use > s->mem->r_max)
-			snprintf(s->note, sizeof s->note,
-				 "rank %d is above the rank %d this document was stored with: %d is used "
-				 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
-				 s->mem->r_max, s->sp.r_use);
-		s->sp.n_threads = s->o.n_threads;
-		s->sp.be = model_backend(s->m);
-		if ((rc = check_budget(s, err, errlen)))
-			return rc;
-		s->sp.router = s->o.router;
-		if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
-		    !s->note[0])
-			snprintf(s->note, sizeof s->note,
-				 "document %lld was stored without landmarks: its spans are routed by their "
-				 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
-		rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen);
-		if (rc)
-			return rc;
-		if ((s->o.router == SEKV_ROUTER_ORACLE || s->o.mass_recall) &&
-		    (rc = load_exact_keys(s, err, errlen)))
-			return rc;
+	/* every method but full attends through its provider: no exact rows */
+	if (!rc && !s->ms)
 		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
-		if (rc)
-			return rc;
-	}
-	if ((rc = load_swa(s, err, errlen)))
+	if (rc || (rc = load_swa(s, err, errlen)))
 		return rc;
 	return model_state_resume(s->ms, s->n_tok);
 }
@@ -279,13 +467,17 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	cp.sampler.seed = s->o.seed;
 	cp.sampler.repeat_penalty = s->o.repeat_penalty;
 	cp.example = s->example[0] ? s->example : NULL;
-	if (s->sc)
+	size_t budget = (size_t)(s->riv_budget * (double)s->full_kv_bytes);
+	if (s->sc) {
 		conv_kv_sekv(&kv, s->sc, s->mem);
-	else if (s->sub)
-		conv_kv_subset(&kv, "streaming", s->sub,
-			       (size_t)(s->sub_budget * (double)s->full_kv_bytes));
-	else
+		kv.name = app_kv_name(s->o.kv);
+	} else if (s->sub) {
+		conv_kv_subset(&kv, app_kv_name(s->o.kv), s->sub, budget);
+	} else if (s->quest) {
+		conv_kv_quest(&kv, s->quest, budget);
+	} else {
 		conv_kv_full(&kv);
+	}
 	return conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
 }
 
@@ -364,6 +556,7 @@ void session_close(struct session *s)
 	model_state_free(s->ms);
 	sekv_ctx_free(s->sc);
 	kv_subset_free(s->sub);
+	kv_quest_free(s->quest);
 	sekv_mem_free(s->mem);
 	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
 		free(s->xk[i]);
@@ -383,8 +576,7 @@ int session_record_turn(struct session *s, const char *question, const struct co
 	/* a new session and its first turn land together or not at all */
 	if ((rc = store_tx_begin(s->st, err, errlen)))
 		return rc;
-	if (!id && (rc = store_session_create(s->st, s->doc.id, s->sc ? "sekv" : s->sub ? "streaming" : "full", &id,
-					      err, errlen)))
+	if (!id && (rc = store_session_create(s->st, s->doc.id, app_kv_name(s->o.kv), &id, err, errlen)))
 		goto fail;
 	t.question = (char *)question;
 	t.answer = a->text ? a->text : "";
@@ -433,8 +625,8 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->model_name = s->doc.model_name;
 	in->n_tok = s->n_tok;
 	in->kv_full = s->o.kv == APP_KV_FULL;
-	in->method = s->o.kv == APP_KV_FULL ? "full" : s->o.kv == APP_KV_STREAMING ? "streaming" : "sekv";
-	in->budget = s->sc ? s->sp.budget : s->sub ? s->sub_budget : 1.0;
+	in->method = app_kv_name(s->o.kv);
+	in->budget = s->sc ? s->sp.budget : s->sub || s->quest ? s->riv_budget : 1.0;
 	in->r_use = s->sc ? s->sp.r_use : 0;
 	in->resume_s = s->resume_s;
 	in->full_kv_bytes = s->full_kv_bytes;
@@ -445,6 +637,14 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->layer_id = s->hp->global_layer;
 	in->tokens = s->tokens;
 	in->note = s->note;
+	if (s->sc)
+		in->router = sekv_router_name(s->sp.router);
+	if (s->sub)
+		in->static_bytes = kv_subset_fixed_bytes(s->sub);
+	if (s->quest) {
+		in->static_bytes = kv_quest_fixed_bytes(s->quest);
+		in->host_bytes = s->full_kv_bytes;
+	}
 	if (s->mem) {
 		in->host_bytes = s->mem->host_bytes;
 		in->static_bytes = s->mem->static_bytes;

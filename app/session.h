@@ -1,7 +1,8 @@
 /* session.h - a conversation over one stored document.
  *
- * Opening a session reads the document's SeKV memory (or, with --kv full,
- * its exact KV) and the sliding-window rows from the library and resumes
+ * Opening a session reads the document's SeKV memory (or, with --kv full
+ * and the rivals, its exact KV; with --kv h2o also its H2O scores) and the
+ * sliding-window rows from the library and resumes
  * the model state at the end of the document: no forward pass over
  * document tokens ever happens here. Questions go to the session's
  * conversation (engine/conv.h: turns, decoding, eviction, streaming live
@@ -29,8 +30,10 @@ struct app_evidence;
  * with o's --kv mode, budget, rmax and sampling options, and starts a
  * conversation over it (session_conv). Refuses (SEKV_EMISMATCH) a document
  * ingested with another model, a document whose ingest did not finish
- * (SEKV_EINVAL), and a budget below the memory's fixed part (SEKV_EINVAL,
- * naming the smallest budget that fits). */
+ * (SEKV_EINVAL), a budget below the memory's fixed part or below what a
+ * rival needs (SEKV_EINVAL, naming the smallest budget that fits), and
+ * --kv h2o on a document without H2O scores (SEKV_ENOTFOUND: ingest it
+ * again). */
 int session_open(struct session **out, const struct model *m, const struct tok *tk,
 		 const struct app_opts *o, int64_t doc_id, char *err, size_t errlen);
 void session_close(struct session *s); /* NULL is a no-op */
@@ -58,13 +61,18 @@ struct session_info {
 	const char *model_name;
 	int n_tok;
 	int kv_full;
-	const char *method;       /* "sekv", "full", "streaming" (static storage) */
-	double budget;
+	const char *method;       /* app_kv_name of --kv: "sekv", "full", "streaming",
+	                             "snapkv", "h2o", "quest", "summary" (static storage) */
+	const char *router;       /* SeKV's zoom choice (sekv_router_name: "landmark",
+	                             "summary", "oracle", "none" with --kv summary);
+	                             NULL for the other methods */
+	double budget;            /* device budget, a fraction of full_kv_bytes (full: 1) */
 	int r_use;
 	double resume_s;          /* opening the stored memory (model, tokenizer excluded) */
 	size_t full_kv_bytes;
-	size_t host_bytes;
-	size_t static_bytes;
+	size_t host_bytes;        /* host tier: SeKV's factors, Quest's exact rows */
+	size_t static_bytes;      /* device bytes held whatever the conversation: SeKV's
+	                             fixed part, a rival's kept rows or metadata and pages */
 	size_t swa_bytes;
 	int64_t disk_bytes;
 	float alpha_used;

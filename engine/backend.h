@@ -85,8 +85,10 @@ struct backend_attn {
 	int cap;
 	int window;           /* 0: full causal */
 	float scale;          /* applied to q . k */
-	const struct backend_probe *probe; /* NULL: none. n == 1 only: key index
-	                         = key position (visible positions < n_key) */
+	const struct backend_probe *probe; /* NULL: none. Key index = key
+	                         position (visible positions < n_key); with
+	                         n > 1 the weights of every query of the batch
+	                         add up (H2O's accumulated attention) */
 };
 
 /* One block of rows of a mixed attention (SeKV paper; DESIGN.md section 3

@@ -4,8 +4,9 @@
  * so far (the caller's start + earlier turns); the sampled token that ends
  * a turn is not decoded: the next turn starts by closing the model turn.
  * Turn starts are remembered so a KV method that evicts forgets whole turns,
- * oldest first. The KV methods themselves live in engine/sekv/ and in the
- * model state; documents are loaded by app/.
+ * oldest first. The KV methods themselves live in engine/sekv/, in the
+ * model state and in the rivals' streams (kv_subset.c, kv_quest.c);
+ * documents are loaded by app/.
  */
 #include "engine/conv.h"
 
@@ -15,6 +16,7 @@
 
 #include "engine/chat.h"
 #include "engine/clock.h"
+#include "engine/kv_quest.h"
 #include "engine/kv_subset.h"
 #include "engine/err.h"
 #include "engine/model.h"
@@ -76,7 +78,22 @@ void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 	kv->evict = kv_subset_evict;
 	kv->resident_bytes = kv_subset_resident_bytes;
 	kv->set_probe = kv_subset_set_probe;
+	kv->answer_begin = kv_subset_answer_begin;
 	kv->fixed_bytes = kv_subset_fixed_bytes(s);
+	kv->budget_bytes = budget_bytes;
+}
+
+void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = "quest";
+	kv->ctx = s;
+	kv->attend = kv_quest_attend;
+	kv->tail_rows = kv_quest_tail_rows;
+	kv->evict = kv_quest_evict;
+	kv->resident_bytes = kv_quest_resident_bytes;
+	kv->set_probe = kv_quest_set_probe;
+	kv->fixed_bytes = kv_quest_fixed_bytes(s);
 	kv->budget_bytes = budget_bytes;
 }
 
@@ -332,6 +349,16 @@ int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errle
 	return 0;
 }
 
+int conv_answer_begin(struct conv *c, char *err, size_t errlen)
+{
+	int rc = c->kv.answer_begin ? c->kv.answer_begin(c->kv.ctx) : 0;
+
+	if (rc)
+		return sekv_errf(err, errlen, rc, "conversation: %s: choosing the rows for the answer: %s",
+				 c->kv.name, sekv_strerror(rc));
+	return 0;
+}
+
 /* ---- turns ---------------------------------------------------------- */
 
 /* With a method that evicts: drops the oldest whole turns while the held
@@ -504,7 +531,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 {
 	char pend[CONV_PEND_CAP], shown[CONV_PEND_CAP + CHAT_STOP_HOLD];
 	size_t n_pend = 0, cap = 0;
-	int rc, n_agg = 0;
+	int rc, n_agg = 0, n_read = 0;
 	struct chat_stop sr;
 
 	if ((rc = append_text(a, &cap, "", 0)))
@@ -543,6 +570,10 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 		if (st && c->agg)
 			agg_step(c, st, a, &n_agg);
 		size_t res = resident_now(c);
+		if (!sr.done) {
+			a->kv_read_per_token += (double)(st ? st->read_bytes : res);
+			n_read++;
+		}
 		if (res > a->peak_resident_bytes)
 			a->peak_resident_bytes = res;
 		double el = clk_now() - g0;
@@ -566,6 +597,8 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	trim_end(a);
 	a->decode_s = clk_now() - g0;
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
+	if (n_read > 0)
+		a->kv_read_per_token /= n_read;
 	return finish_zoom(c, a, n_agg, err, errlen);
 }
 
@@ -631,6 +664,8 @@ static int start_turn(struct conv *c, const char *text, int n_answer, const char
 
 	double t0 = clk_now();
 	rc = feed_turn(c, fn, ud, a, err, errlen);
+	if (!rc)
+		rc = conv_answer_begin(c, err, errlen);
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
 	a->peak_resident_bytes = resident_now(c);

@@ -6,7 +6,8 @@
  * chat template (chat_build_turn); answers are sampled (engine/sampler.h)
  * and streamed as complete UTF-8 pieces, one view (struct conv_step) per
  * step. Global layers attend through a KV method (struct conv_kv): full
- * (exact rows in the state) or SeKV; a method that can evict forgets the
+ * (exact rows in the state), SeKV, or a rival at the same device budget
+ * (StreamingLLM, SnapKV, H2O, Quest); a method that can evict forgets the
  * oldest turns to stay within its budget. One loaded model serves any
  * number of conversations. Loading documents lives in app/ (store/).
  */
@@ -25,6 +26,7 @@ struct tok;
 struct sekv_ctx;
 struct sekv_mem;
 struct kv_subset;
+struct kv_quest;
 struct sekv_stats;
 struct sekv_zoom;
 struct model_probe;
@@ -35,7 +37,7 @@ struct model_probe;
  * are read at conv_new; ctx is borrowed and must outlive the conversation.
  * A NULL function means the full-KV behaviour named beside it. */
 struct conv_kv {
-	const char *name;  /* "full", "sekv" */
+	const char *name;  /* "full", "sekv", a rival's ("streaming", "snapkv", ...) */
 	void *ctx;         /* the method's decode stream */
 	/* model_attn callback (engine/model.h); NULL: exact rows in the state */
 	int (*attend)(void *ctx, int layer, int pos, const float *q,
@@ -57,14 +59,22 @@ struct conv_kv {
 	/* attention probe of the method (engine/model.h, struct model_probe);
 	 * NULL: the state's exact rows are probed (model_state_set_probe) */
 	void (*set_probe)(void *ctx, const struct model_probe *p);
+	/* called by conv_ask once a question turn is decoded, before the
+	 * answer's first token is (and by conv_answer_begin): a method that
+	 * chooses its rows from the question (SnapKV) chooses them here.
+	 * 0 or a negative code; NULL: nothing */
+	int (*answer_begin)(void *ctx);
 };
 
 /* Full KV: exact rows in the model state (needs global_exact). */
 void conv_kv_full(struct conv_kv *kv);
 /* A rival keeping a subset of the exact rows (engine/kv_subset.h), named
- * name (static storage, e.g. "streaming"), with its device budget. */
+ * name (static storage, e.g. "streaming", "snapkv", "h2o"), with its
+ * device budget. */
 void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 		    size_t budget_bytes);
+/* Quest (engine/kv_quest.h), named "quest", with its device budget. */
+void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes);
 /* SeKV over mem through sc (both borrowed, outliving the conversation). */
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem);
 
@@ -151,6 +161,8 @@ struct conv_answer {
 	double decode_tps;
 	size_t peak_resident_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	double kv_read_per_token; /* mean KV bytes an answer step read: the method's
+	                            sekv_stats.read_bytes, else the rows it holds */
 	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):
 	                            mean mass_recall over the answer's steps, global
 	                            layers and query heads; -1 otherwise */
@@ -196,6 +208,12 @@ int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errle
  * and answers as the model saw them; *n of them (the first tail_cap when
  * more were decoded). Borrowed, valid until the next call on c. */
 const int32_t *conv_tokens(const struct conv *c, int *n);
+
+/* Tells the KV method that the answer begins after the tokens fed so far
+ * (its answer_begin hook; conv_ask does this itself): for teacher-forced
+ * measurements that feed a question, then an answer. 0 or the hook's
+ * negative code. */
+int conv_answer_begin(struct conv *c, char *err, size_t errlen);
 
 /* Logits [n_vocab] after the last fed token, or NULL (borrowed, valid
  * until the next call on c). */

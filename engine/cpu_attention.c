@@ -2,6 +2,8 @@
  * batches run (head, query block) items tiled over keys with an online
  * softmax (flash-attention order), so scratch does not grow with context;
  * one token splits the keys over threads and merges the partial softmaxes.
+ * The attention probe (evidence, H2O's scores) recomputes the probed
+ * heads' scores after the outputs are final, so it cannot change them.
  * SeKV's mixed attention lives in cpu_sekv.c.
  */
 #include "engine/backend_cpu_int.h"
@@ -414,6 +416,11 @@ static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int ti
 		for (int e = 0; e < d; e++)
 			o[e] *= inv;
 	}
+	if (a->probe)
+		for (int i = i0; i < i1; i++) {
+			ws->mx[(size_t)h * ws->sz.n_batch + i] = mx[i - i0];
+			ws->sm[(size_t)h * ws->sz.n_batch + i] = sm[i - i0];
+		}
 }
 
 /* Items are head-major (item = h * n_qb + block), so with as many heads
@@ -428,6 +435,68 @@ static void attnb_rows(void *ctx, int i0, int i1, int tid)
 		int q1 = (qb + 1) * ATTN_QBLK < j->a->n ? (qb + 1) * ATTN_QBLK : j->a->n;
 		attnb_block(j, h, qb * ATTN_QBLK, q1, tid);
 	}
+}
+
+/* ---- batch probe: key tiles in parallel ------------------------------ */
+
+struct attnp_job {
+	const struct backend_attn *a;
+	struct backend_ws *ws;
+	int n_key;     /* keys probed: [0, n_key) */
+};
+
+/* Probe (struct backend_probe) of a batch, key tile `tile` on thread
+ * tid's scratch, once the batch's outputs are final: for each probed head
+ * the scores of the queries that see the tile are computed again (sgemm,
+ * blocks of ATTN_QBLK queries) and turned into softmax weights with each
+ * query's final max and sum (ws->mx, ws->sm, left by attnb_block); each
+ * key's weights from every query add to its mass. Tiles own disjoint keys:
+ * no races. */
+static void attnp_tile(const struct attnp_job *j, int tile, int tid)
+{
+	const struct backend_attn *a = j->a;
+	const struct backend_probe *pr = a->probe;
+	struct backend_ws *ws = j->ws;
+	int d = a->d_head, ld = a->n_head * d, kvw = a->n_head_kv * d;
+	int group = a->n_head / a->n_head_kv, nb = ws->sz.n_batch, g_last = -1;
+	int t0 = tile * ATTN_TILE, t1 = t0 + ATTN_TILE < j->n_key ? t0 + ATTN_TILE : j->n_key, T = t1 - t0;
+	int i_a = t0 - a->pos0 > 0 ? t0 - a->pos0 : 0;
+	int i_b = a->window > 0 && t1 + a->window - 1 - a->pos0 < a->n ? t1 + a->window - 1 - a->pos0 : a->n;
+	float *kt = ws->pk + (size_t)tid * ATTN_TILE * d;
+	float *s = ws->ps + (size_t)tid * ws->ps_rows * ATTN_TILE;
+	float *gs = ws->gs + (size_t)tid * ws->gs_stride;
+
+	for (int e = 0; e < pr->n; e++) {
+		int h = pr->head[e], g = h / group;
+		float *mass = pr->mass[e];
+		if (g != g_last) {
+			for (int t = 0; t < T; t++)
+				cpu_rows_f16_to_f32((const uint16_t *)a->k->host +
+						    (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d,
+						    kt + (size_t)t * d, (size_t)d);
+			g_last = g;
+		}
+		for (int q0 = i_a; q0 < i_b; q0 += ATTN_QBLK) {
+			int nr = i_b - q0 < ATTN_QBLK ? i_b - q0 : ATTN_QBLK;
+			gemm_nt(nr, T, d, a->scale, a->q + (size_t)q0 * ld + (size_t)h * d, ld, kt, d,
+				s, T, 0, gs);
+			for (int r = 0; r < nr; r++) {
+				int i = q0 + r, p = a->pos0 + i;
+				int lo = a->window > 0 && p - a->window + 1 > t0 ? p - a->window + 1 : t0;
+				int hi = p < t1 - 1 ? p : t1 - 1;
+				float M = ws->mx[(size_t)h * nb + i], L = ws->sm[(size_t)h * nb + i];
+				float inv = L > 0.0f ? 1.0f / L : 0.0f;
+				for (int key = lo; key <= hi; key++)
+					mass[key] += exp_fast(s[(size_t)r * T + (key - t0)] - M) * inv;
+			}
+		}
+	}
+}
+
+static void attnp_rows(void *ctx, int i0, int i1, int tid)
+{
+	for (int tile = i0; tile < i1; tile++)
+		attnp_tile(ctx, tile, tid);
 }
 
 int cpu_probe_ok(const struct backend_probe *p, int n_head)
@@ -459,6 +528,12 @@ int cpu_attention(struct backend *b, struct backend_ws *ws,
 	{
 		struct attnb_job j = { a, ws, (a->n + ATTN_QBLK - 1) / ATTN_QBLK };
 		cpu_parallel_for(b->impl, a->n_head * j.n_qb, 1, attnb_rows, &j);
+	}
+	if (a->probe && a->probe->n > 0) {
+		int last = a->pos0 + a->n;
+		struct attnp_job j = { a, ws, a->probe->n_key < last ? a->probe->n_key : last };
+		if (j.n_key > 0)
+			cpu_parallel_for(b->impl, (j.n_key + ATTN_TILE - 1) / ATTN_TILE, 1, attnp_rows, &j);
 	}
 	return 0;
 }

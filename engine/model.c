@@ -379,7 +379,7 @@ static int attn_block(const struct model *m, struct model_state *s, int il, int 
 			.k = kv->k, .v = kv->v, .cap = kv->cap,
 			.window = glob ? 0 : hp->swa_window, .scale = hp->q_scale,
 		};
-		if (glob && n == 1 && s->probe && model_probe_backend(s->probe, il, hp->n_head, NULL, 0, 0, &pr))
+		if (glob && s->probe && model_probe_backend(s->probe, il, hp->n_head, NULL, 0, 0, &pr))
 			a.probe = &pr;
 		op->kv_store(be, kv->k, kv->v, kv->cap, nkv, sc->k, sc->v, pos0, n);
 		if ((rc = op->attention(be, sc->ws, &a)))

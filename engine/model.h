@@ -67,10 +67,11 @@ struct model_attn {
 		      const float *k, const float *v, float *out);
 };
 
-/* Attention probe (evidence, engine/evidence.h): while set on a state
- * (or on an attention provider that takes one), every decode step adds,
- * for each (model layer, query head) pair, the softmax weight each
- * position p < n_pos receives into mass[i][p]. Prefill is never probed.
+/* Attention probe (evidence, engine/evidence.h; H2O's scores at ingest):
+ * while set on a state (or on an attention provider that takes one),
+ * every decode step adds, for each (model layer, query head) pair, the
+ * softmax weight each position p < n_pos receives into mass[i][p]; a
+ * prefill batch on exact rows adds the weights of each of its tokens.
  * Bit-neutral: outputs do not change. */
 #define MODEL_PROBE_MAX 16
 struct model_probe {
@@ -114,8 +115,8 @@ int model_state_new(struct model_state **out, const struct model *m,
 		    int n_ctx, int n_batch, int global_exact,
 		    char *err, size_t errlen);
 void model_state_free(struct model_state *s);
-/* Probes the exact global attention of later decode steps (p borrowed
- * until replaced; NULL: off). Pairs naming a sliding-window layer or a
+/* Probes the exact global attention of later decode steps and prefill
+ * batches (p borrowed until replaced; NULL: off). Pairs naming a sliding-window layer or a
  * head outside the model are ignored. Not used by an attention provider:
  * give it its own (sekv_ctx_set_probe). */
 void model_state_set_probe(struct model_state *s, const struct model_probe *p);

@@ -123,6 +123,15 @@ static const char *const store_migration[] = {
 	"ALTER TABLE mem ADD COLUMN bar_f16 INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE mem_layer ADD COLUMN lm_k BLOB;"
 	"ALTER TABLE mem_layer ADD COLUMN lm_s BLOB;",
+	/* 6 -> 7: h2o_score: H2O's accumulated attention (engine/kv_select.h),
+	 * score f32 [n_layer][n_head_kv][n_tok]: the softmax weight each
+	 * position got from every document token under full attention at
+	 * ingest, summed over each KV head's query heads. Documents ingested
+	 * before have no row. */
+	"CREATE TABLE h2o_score ("
+	" doc INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
+	" n_tok INTEGER NOT NULL, n_layer INTEGER NOT NULL, n_head_kv INTEGER NOT NULL,"
+	" score BLOB NOT NULL);",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -38,6 +38,9 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_EVH_GET] = "SELECT heads FROM evidence_heads WHERE model_fp = ?",
 	[ST_EVH_PUT] = "INSERT OR REPLACE INTO evidence_heads (model_fp, heads, scores, created)"
 		" VALUES (?, ?, ?, ?)",
+	[ST_H2O_PUT] = "INSERT OR REPLACE INTO h2o_score (doc, n_tok, n_layer, n_head_kv, score)"
+		" VALUES (?, ?, ?, ?, ?)",
+	[ST_H2O_GET] = "SELECT n_tok, n_layer, n_head_kv, score FROM h2o_score WHERE doc = ?",
 	[ST_SES_INSERT] = "INSERT INTO sessions (doc, kv, created, last_used, n_turn)"
 		" VALUES (?, ?, ?, ?, 0)",
 	[ST_SES_GET] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title"
@@ -70,7 +73,8 @@ static const char *const store_sql[ST_COUNT] = {
 		" + (SELECT IFNULL(SUM(length(tau) + length(route_w) + length(k_bar)"
 		"  + length(v_bar) + length(exact_k) + length(exact_v) + length(fac_s)"
 		"  + length(fac_u) + length(fac_v) + IFNULL(length(lm_k), 0)"
-		"  + IFNULL(length(lm_s), 0)), 0) FROM mem_layer WHERE doc = ?1)",
+		"  + IFNULL(length(lm_s), 0)), 0) FROM mem_layer WHERE doc = ?1)"
+		" + (SELECT IFNULL(SUM(length(score)), 0) FROM h2o_score WHERE doc = ?1)",
 	[ST_VACUUM] = "PRAGMA incremental_vacuum",
 	[ST_TOK_INSERT] = "INSERT INTO tok_chunk (doc, pos0, n, tokens, surprisal)"
 		" VALUES (?, ?, ?, ?, ?)",

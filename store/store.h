@@ -1,6 +1,6 @@
 /* store.h - the SQLite library file: documents, their SeKV memories, the
- * exact KV decoding needs, ingest progress, and sessions (each question,
- * answer and its evidence).
+ * exact KV decoding needs, H2O's scores, ingest progress, and sessions
+ * (each question, answer and its evidence).
  *
  * One file (default $XDG_DATA_HOME/sekv/library.db). Every write that
  * belongs together happens in one transaction, so a crash leaves either the
@@ -136,6 +136,24 @@ void store_swa_free(int n_layer, int32_t *layer_id, uint16_t **k, uint16_t **v);
 int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
 		      char *err, size_t errlen);
 
+/* H2O's scores of document doc (app/ingest.c; engine/kv_select.h):
+ * score [n_layer][n_head_kv][n_tok] f32, borrowed for the call, the
+ * accumulated attention each position got during the prefill, summed
+ * over each KV head's query heads. Replaces earlier ones; joins an open
+ * transaction (ingest writes them with the memory). The shape must be the
+ * document's: n_layer_global, n_head_kv, its stored n_tok (else
+ * SEKV_EMISMATCH). 0, SEKV_EINVAL, SEKV_ENOTFOUND (no such document),
+ * SEKV_EDB. */
+int store_doc_put_h2o(struct store *s, int64_t doc, const float *score, int n_layer,
+		      int n_head_kv, int n_tok, char *err, size_t errlen);
+/* Reads them into *score, malloc'ed [n_layer_global][n_head_kv][n_tok]
+ * (caller frees), and *n_tok. SEKV_ENOTFOUND: none stored (a document
+ * ingested before the scores were: ingest it again), or no such document;
+ * SEKV_EFORMAT: the row's shape or blob length disagrees with the
+ * document; SEKV_ENOMEM, SEKV_EDB. */
+int store_doc_get_h2o(struct store *s, int64_t doc, float **score, int *n_tok,
+		      char *err, size_t errlen);
+
 /* Bytes the document occupies in the file (sum of its blob lengths).
  * Returns the count, or a negative SEKV_E* code (SEKV_EDB). */
 int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
@@ -145,7 +163,7 @@ int64_t store_doc_disk_bytes(struct store *s, int64_t doc);
 struct store_session {
 	int64_t id;
 	int64_t doc;
-	char kv[16];              /* memory answered from: "sekv", "full" */
+	char kv[16];              /* memory answered from (--kv): "sekv", "full", a rival's name */
 	double created;           /* unix time */
 	double last_used;         /* unix time of the last turn (created before) */
 	int n_turn;
@@ -170,7 +188,7 @@ struct store_turn {
 	struct store_evidence_row *ev; /* [n_ev] by rank; owned when read */
 };
 
-/* Creates a session over document doc answering from kv ("sekv", "full");
+/* Creates a session over document doc answering from kv (--kv: "sekv", "full", a rival's name);
  * *id set. 0, SEKV_ENOTFOUND (no such document), SEKV_EDB. */
 int store_session_create(struct store *s, int64_t doc, const char *kv, int64_t *id,
 			 char *err, size_t errlen);

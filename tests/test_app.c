@@ -51,6 +51,27 @@ static void opts_bad_values_rejected(struct test_ctx *t)
 	T_CHECK(t, app_opts_parse(&o, 2, a5, err, sizeof err) == SEKV_EINVAL);
 }
 
+/* Every --kv value parses to its method, whose name is the value again;
+ * a bad one lists them all. */
+static void opts_kv_methods_round_trip(struct test_ctx *t)
+{
+	const char *names[] = { "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary" };
+	struct app_opts o;
+	char err[256];
+
+	T_CHECK(t, sizeof names / sizeof *names == APP_KV_COUNT);
+	for (int i = 0; i < APP_KV_COUNT; i++) {
+		char *argv[] = { "--kv", (char *)names[i] };
+		T_CHECKF(t, app_opts_parse(&o, 2, argv, err, sizeof err) == 0 && o.kv == i &&
+			 !strcmp(app_kv_name(o.kv), names[i]), "--kv %s: %s", names[i], err);
+	}
+	T_CHECK(t, !strcmp(app_kv_name(APP_KV_COUNT), "?") && !strcmp(app_kv_name(-1), "?"));
+	char *bad[] = { "--kv", "snap" };
+	T_CHECK(t, app_opts_parse(&o, 2, bad, err, sizeof err) == SEKV_EINVAL);
+	T_CHECKF(t, !strcmp(err, "--kv snap: expected one of sekv|full|streaming|snapkv|h2o|quest|summary"),
+		 "%s", err);
+}
+
 /* The environment variables a test changes, saved to be put back. */
 struct env_save {
 	const char *name[4];
@@ -395,6 +416,7 @@ static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 const struct test_case test_app[] = {
 	{ "opts_flags_override_env", opts_flags_override_env },
 	{ "opts_bad_values_rejected", opts_bad_values_rejected },
+	{ "opts_kv_methods_round_trip", opts_kv_methods_round_trip },
 	{ "opts_defaults_from_engine_params", opts_defaults_from_engine_params },
 	{ "opts_values_and_limits", opts_values_and_limits },
 	{ "opts_bad_env_ignored", opts_bad_env_ignored },

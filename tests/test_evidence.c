@@ -1,6 +1,6 @@
 /* test_evidence.c - attention probes (full KV and SeKV) and evidence:
  * probe mass is the softmax (scalar recomputation), sums to 1, leaves the
- * output bit-identical; SeKV with everything zoomed at full rank gives
+ * output bit-identical, and a prefill batch sums every query's weights; SeKV with everything zoomed at full rank gives
  * full KV's per-position mass; passages tile the text; head lists parse;
  * calibration is deterministic and picks its highest-scoring heads. */
 #include "tests/test.h"
@@ -74,6 +74,91 @@ static void probe_full_is_softmax_and_neutral(struct test_ctx *t)
 	/* a bad head is refused */
 	pr.head[1] = EH;
 	T_CHECK(t, b->ops->attention(b, ws, &a) == SEKV_EINVAL);
+	b->ops->buf_free(b, kb);
+	b->ops->buf_free(b, vb);
+	b->ops->ws_free(ws);
+	backend_close(b);
+}
+
+/* Reference for the batch probe: query i of a batch at pos0 (head h,
+ * GQA group G, window w or 0) in double, its softmax weights on keys
+ * < n_key added to ref [n_key]. */
+static void prefill_probe_ref(const float *q, const uint16_t *kc, int n, int pos0, int h, int G,
+			      int n_kv, int w, int n_key, double *ref)
+{
+	static double s[512];
+
+	for (int i = 0; i < n; i++) {
+		int p = pos0 + i, lo = w > 0 && p - w + 1 > 0 ? p - w + 1 : 0;
+		double mx = -INFINITY, z = 0;
+		for (int key = lo; key <= p; key++) {
+			double dt = 0;
+			for (int e = 0; e < ED; e++)
+				dt += (double)q[((size_t)i * EH + h) * ED + e] *
+				      quant_f16_to_f32(kc[((size_t)key * n_kv + h / G) * ED + e]);
+			s[key - lo] = dt * 0.125;
+			mx = s[key - lo] > mx ? s[key - lo] : mx;
+		}
+		for (int key = lo; key <= p; key++)
+			z += exp(s[key - lo] - mx);
+		for (int key = lo; key <= p && key < n_key; key++)
+			ref[key] += exp(s[key - lo] - mx) / z;
+	}
+}
+
+/* A prefill batch (150 queries after 200 cached positions, grouped
+ * heads, full causal and sliding window): each probed head's mass is the
+ * sum over the batch's queries of their softmax weights (a double
+ * reference), keys past n_key are not counted, all keys together get one
+ * unit per query, and the outputs are the same bits as without the probe. */
+static void probe_prefill_sums_every_query(struct test_ctx *t)
+{
+	enum { NB = 150, P0 = 200, NT = P0 + NB, NKV = 2 };
+	struct backend *b = NULL;
+	struct backend_ws *ws = NULL;
+	struct backend_ws_size sz = { 256, EH, ED, 1, 64, 0 };
+	struct backend_buf *kb = NULL, *vb = NULL;
+	static float q[NB * EH * ED], kv[2 * NT * NKV * ED], o1[NB * EH * ED], o2[NB * EH * ED];
+	static float mass[2][NT];
+	static uint16_t kc[NT * NKV * ED];
+	static double ref[NT];
+	char err[256];
+
+	T_CHECKF(t, backend_open("cpu", 2, &b, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, b->ops->ws_new(b, &sz, &ws) == 0);
+	test_fill_random(q, NB * EH * ED, 13);
+	test_fill_random(kv, 2 * NT * NKV * ED, 14);
+	for (int i = 0; i < NT * NKV * ED; i++)
+		kv[i] *= 3.0f;
+	T_CHECK(t, b->ops->buf_new(b, sizeof kc, &kb) == 0 && b->ops->buf_new(b, sizeof kc, &vb) == 0);
+	b->ops->kv_store(b, kb, vb, NT, NKV * ED, kv, kv + NT * NKV * ED, 0, NT);
+	b->ops->buf_read(b, kb, 0, kc, sizeof kc);
+	for (int w = 0; w <= 100; w += 100)
+		for (int n_key = 300; n_key <= NT; n_key += NT - 300) {
+			struct backend_probe pr = { 2, { 1, 2 }, { mass[0], mass[1] }, n_key };
+			struct backend_attn a = { q, o1, NB, P0, EH, NKV, ED, kb, vb, NT, w, 0.125f, NULL };
+			T_CHECK(t, b->ops->attention(b, ws, &a) == 0);
+			memset(mass, 0, sizeof mass);
+			a.out = o2;
+			a.probe = &pr;
+			T_CHECK(t, b->ops->attention(b, ws, &a) == 0);
+			T_CHECK(t, memcmp(o1, o2, sizeof o1) == 0);
+			for (int e = 0; e < 2; e++) {
+				double worst = 0, sum = 0;
+				memset(ref, 0, sizeof ref);
+				prefill_probe_ref(q, kc, NB, P0, pr.head[e], EH / NKV, NKV, w, n_key, ref);
+				for (int key = 0; key < NT; key++) {
+					double got = key < n_key ? mass[e][key] : 0;
+					worst = fmax(worst, fabs(got - ref[key]) / (1e-4 + ref[key]));
+					sum += mass[e][key];
+					T_CHECKF(t, key < n_key || mass[e][key] == 0, "key %d past n_key %d", key, n_key);
+				}
+				T_CHECKF(t, worst < 1e-3, "window %d n_key %d head %d: worst relative diff %g",
+					 w, n_key, pr.head[e], worst);
+				T_CHECKF(t, n_key < NT || fabs(sum - NB) < 1e-3,
+					 "window %d head %d: mass sums to %g for %d queries", w, pr.head[e], sum, NB);
+			}
+		}
 	b->ops->buf_free(b, kb);
 	b->ops->buf_free(b, vb);
 	b->ops->ws_free(ws);
@@ -301,6 +386,7 @@ static void calibrate_picks_highest_deterministic(struct test_ctx *t)
 
 const struct test_case test_evidence[] = {
 	{ "evidence_probe_full_is_softmax_and_neutral", probe_full_is_softmax_and_neutral },
+	{ "evidence_probe_prefill_sums_every_query", probe_prefill_sums_every_query },
 	{ "evidence_probe_sekv_all_zoomed_equals_full", probe_sekv_all_zoomed_equals_full },
 	{ "evidence_rank_passages_tile_text", rank_passages_tile_text },
 	{ "evidence_rank_subtracts_baseline", rank_subtracts_baseline },

@@ -37,6 +37,19 @@ static void base_opts(struct app_opts *o)
 	o->quiet = 1;
 }
 
+/* Deletes every H2O score row of the library at path (as a library from
+ * before they were stored has none); the SQLite code. */
+static int raw_delete_scores(const char *path)
+{
+	sqlite3 *db = NULL;
+	int rc = sqlite3_open(path, &db);
+
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(db, "DELETE FROM h2o_score", NULL, NULL, NULL);
+	sqlite3_close(db);
+	return rc;
+}
+
 static void integration_ingest_sample(struct test_ctx *t)
 {
 	struct app_opts o;
@@ -222,6 +235,168 @@ static void cli_ask_json_fields(struct test_ctx *t)
 		 cJSON_IsString(cJSON_GetObjectItem(j, "answer"));
 	cJSON_Delete(j);
 	T_CHECK(t, ok);
+}
+
+/* `ask --json` on the sample with --kv method (extra options appended);
+ * the parsed object, or NULL after recording the failure. */
+static cJSON *ask_json_kv(struct test_ctx *t, const char *method, const char *extra)
+{
+	char cmd[2048];
+	int status;
+
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who may convey copies?' --db %s -m %s -n 12 -q --json "
+		 "--no-evidence --kv %s %s 2>&1", test_sekv_bin(), (long long)g_doc, g_db,
+		 test_model_path(), method, extra);
+	char *out = test_run_cmd(cmd, &status);
+	cJSON *j = out && status == 0 ? cJSON_Parse(out) : NULL;
+	if (!j)
+		T_FAIL(t, "--kv %s: exit %d: %.400s", method, status, out ? out : "");
+	free(out);
+	return j;
+}
+
+static double jnum(const cJSON *j, const char *key)
+{
+	const cJSON *x = cJSON_GetObjectItem(j, key);
+	return cJSON_IsNumber(x) ? x->valuedouble : -1;
+}
+
+/* Every rival answers through the CLI at the document's budget (10%):
+ * the method is named, its device bytes (kept rows or metadata and
+ * pages, plus the conversation) are within the budget and above the part
+ * it always holds; SnapKV says its question turn read every row, Quest
+ * keeps every row in the host tier, and the summary rival never zooms. */
+static void cli_ask_every_rival_within_budget(struct test_ctx *t)
+{
+	const char *rivals[] = { "streaming", "snapkv", "h2o", "quest", "summary" };
+
+	T_CHECK(t, sample_doc(t));
+	for (size_t i = 0; i < sizeof rivals / sizeof *rivals; i++) {
+		cJSON *j = ask_json_kv(t, rivals[i], "");
+		if (!j)
+			return;
+		const cJSON *m = cJSON_GetObjectItem(j, "method"), *note = cJSON_GetObjectItem(j, "note");
+		const cJSON *router = cJSON_GetObjectItem(j, "router");
+		double res = jnum(j, "resident_bytes"), full = jnum(j, "full_kv_bytes");
+		double fixed = jnum(j, "static_bytes"), host = jnum(j, "host_bytes");
+		int named = cJSON_IsString(m) && !strcmp(m->valuestring, rivals[i]) && jnum(j, "budget") == 0.1 &&
+			    cJSON_IsString(cJSON_GetObjectItem(j, "answer"));
+		int bytes = full > 0 && fixed > 0 && res > fixed && res <= 0.1 * full + 1;
+		int own = 1;
+		if (!strcmp(rivals[i], "snapkv"))
+			own = cJSON_IsString(note) && strstr(note->valuestring, "question is read over all");
+		else if (!strcmp(rivals[i], "quest"))
+			own = host == full;
+		else if (!strcmp(rivals[i], "summary"))
+			own = cJSON_IsString(router) && !strcmp(router->valuestring, "none") &&
+			      jnum(j, "zoom_per_token") == 0 && jnum(j, "n_compressed") > 0;
+		else
+			own = !router && host == 0;
+		cJSON_Delete(j);
+		T_CHECKF(t, named && bytes && own, "--kv %s: named %d, resident %.0f / fixed %.0f of %.0f, own %d",
+			 rivals[i], named, res, fixed, full, own);
+	}
+}
+
+/* Ingest stored H2O's scores from the prefill's attention: for every
+ * global layer and KV head, each of the document's tokens spreads one
+ * unit of attention per query head of the group (so the scores sum to
+ * n_tok x group), all non-negative, and the first position (the sink)
+ * draws more than the average. */
+static void integration_h2o_scores_are_prefill_attention(struct test_ctx *t)
+{
+	struct store *st = NULL;
+	struct store_doc d;
+	float *score = NULL;
+	int n_tok = 0;
+	char err[512];
+
+	struct model *m = NULL;
+
+	T_CHECK(t, sample_doc(t));
+	T_CHECKF(t, model_open(&m, test_model_path(), 1, err, sizeof err) == 0, "%s", err);
+	int n_head = model_hparams(m)->n_head;
+	model_close(m);
+	T_CHECKF(t, store_open(&st, g_db, err, sizeof err) == 0 && store_doc_get(st, g_doc, &d, err, sizeof err) == 0 &&
+		 store_doc_get_h2o(st, g_doc, &score, &n_tok, err, sizeof err) == 0, "%s", err);
+	store_close(st);
+	int group = n_head / d.n_head_kv, ok = n_tok == d.n_tok;
+	for (int s = 0; ok && s < d.n_layer_global * d.n_head_kv; s++) {
+		const float *x = score + (size_t)s * n_tok;
+		double sum = 0;
+		for (int i = 0; i < n_tok; i++) {
+			ok &= x[i] >= 0;
+			sum += x[i];
+		}
+		if (!ok || fabs(sum - (double)n_tok * group) > 1e-3 * n_tok * group || x[0] <= sum / n_tok) {
+			T_FAIL(t, "layer %d KV head %d: sum %.2f for %d tokens x %d heads, sink %.2f", s / d.n_head_kv,
+			       s % d.n_head_kv, sum, n_tok, group, x[0]);
+			ok = 0;
+		}
+	}
+	free(score);
+	T_CHECK(t, ok);
+}
+
+/* A document ingested before H2O's scores were stored: --kv h2o refuses
+ * it, saying to ingest it again (the row is deleted behind the store's
+ * back, as an older library has none); the other methods still answer. */
+static void cli_ask_h2o_without_scores_says_ingest_again(struct test_ctx *t)
+{
+	struct app_opts o;
+	char path[512], db[512], err[1024], cmd[2048];
+	int64_t id = 0;
+	int st1, st2;
+
+	snprintf(path, sizeof path, "%s/noscores.txt", test_tmpdir());
+	snprintf(db, sizeof db, "%s/noscores.db", test_tmpdir());
+	T_CHECK(t, test_write_file(path, "The lighthouse keeper counts ships every night.\n", 48) == 0);
+	base_opts(&o);
+	snprintf(o.db, sizeof o.db, "%s", db);
+	T_CHECKF(t, app_ingest(&o, path, NULL, NULL, &id, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, raw_delete_scores(db) == SQLITE_OK);
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'What does the keeper count?' --db %s -m %s -n 4 -q --no-evidence "
+		 "--kv h2o 2>&1", test_sekv_bin(), (long long)id, db, test_model_path());
+	char *out = test_run_cmd(cmd, &st1);
+	int said = out && st1 != 0 && strstr(out, "no H2O scores") && strstr(out, "ingest it again");
+	T_CHECKF(t, said, "exit %d: %s", st1, out ? out : "");
+	free(out);
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'What does the keeper count?' --db %s -m %s -n 4 -q --no-evidence "
+		 "--kv streaming 2>&1", test_sekv_bin(), (long long)id, db, test_model_path());
+	out = test_run_cmd(cmd, &st2);
+	free(out);
+	T_CHECKF(t, st2 == 0, "--kv streaming on the same document: exit %d", st2);
+}
+
+/* Quest's page metadata takes 1/16 of the full KV: a budget that leaves
+ * no page beside it and the conversation's reserve is refused naming the
+ * smallest budget that holds one, and that budget answers: its fixed part
+ * (metadata and a page) within it, the conversation too or the answer
+ * warns that it goes over (as SeKV at its fixed part). */
+static void cli_ask_quest_budget_below_metadata_refused(struct test_ctx *t)
+{
+	char cmd[2048], extra[64];
+	int status;
+	double fit = 0;
+
+	T_CHECK(t, sample_doc(t));
+	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who may convey copies?' --db %s -m %s -n 12 -q --no-evidence "
+		 "--kv quest --budget 0.05 2>&1", test_sekv_bin(), (long long)g_doc, g_db, test_model_path());
+	char *out = test_run_cmd(cmd, &status);
+	const char *hint = out ? strstr(out, "--budget ") : NULL;
+	int parsed = hint && sscanf(hint, "--budget %lf or more", &fit) == 1;
+	T_CHECKF(t, out && status != 0 && parsed && fit > 0.0625 && fit < 0.1, "exit %d: %s", status,
+		 out ? out : "");
+	free(out);
+	snprintf(extra, sizeof extra, "--budget %.4f", fit);
+	cJSON *j = ask_json_kv(t, "quest", extra);
+	if (!j)
+		return;
+	double res = jnum(j, "resident_bytes"), full = jnum(j, "full_kv_bytes"), fixed = jnum(j, "static_bytes");
+	int warned = cJSON_IsString(cJSON_GetObjectItem(j, "warning"));
+	cJSON_Delete(j);
+	T_CHECKF(t, fixed > full / 16 && fixed <= fit * full && res > fixed && (res <= fit * full + 1 || warned),
+		 "resident %.0f (fixed %.0f) of %.0f at budget %.4f, warned %d", res, fixed, full, fit, warned);
 }
 
 /* A document full of terminal escapes (OSC 52 clipboard write, OSC 0
@@ -557,6 +732,10 @@ const struct test_case test_integration[] = {
 	{ "integration_budget_below_fixed_part_refused", integration_budget_below_fixed_part_refused },
 	{ "ingest_refuses_document_longer_than_context", ingest_refuses_document_longer_than_context },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
+	{ "cli_ask_rival_every_method_within_budget", cli_ask_every_rival_within_budget },
+	{ "integration_rival_h2o_scores_are_prefill_attention", integration_h2o_scores_are_prefill_attention },
+	{ "cli_ask_rival_h2o_without_scores_says_ingest_again", cli_ask_h2o_without_scores_says_ingest_again },
+	{ "cli_ask_rival_quest_budget_below_metadata_refused", cli_ask_quest_budget_below_metadata_refused },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
 	{ "cli_ask_output_inert", cli_ask_output_inert },
 	{ NULL, NULL },

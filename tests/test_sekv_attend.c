@@ -16,11 +16,24 @@
 
 /* Decodes n_step tokens through ctx over every global layer and compares
  * with reference attention over rows chosen by `mode`: 0 = all document
- * rows, 1 = exact rows + coarse rows built here. Returns the max abs diff
- * (or a negative value on a call failure). */
+ * rows, 1 = exact rows + coarse rows built here, 2 = as 1 but the spans
+ * this step zoomed (sekv_ctx_stats) at their exact rows (full-rank fp32
+ * factors rebuild them exactly). Returns the max abs diff (or a negative
+ * value on a call failure). */
 /* Tail eviction in decode_vs_ref: at step g_evict_step (when >= 0) the tail
  * rows of steps before g_evict_to are evicted first. */
 static int g_evict_step = -1, g_evict_to;
+
+/* Span index (mem->span) sp zoomed for KV head kv of global layer l this step. */
+static int step_zoomed(const struct sekv_ctx *c, int l, int span, int kv, int group)
+{
+	const struct sekv_stats *st = sekv_ctx_stats(c);
+
+	for (int z = 0; z < st->n_zoom; z++)
+		if (st->zoom[z].layer == l && st->zoom[z].span == span && st->zoom[z].head / group == kv)
+			return 1;
+	return 0;
+}
 
 static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 			    struct sekv_ctx *c, int n_step, int mode, float q_scale,
@@ -61,9 +74,10 @@ static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 				r.n = 0;
 				for (int p = 0; p < d->n_tok; p++) {
 					int comp = -1;
-					for (int i = 0; mode == 1 && i < m->n_comp; i++) {
+					for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 						const struct sekv_span *sp = &m->span[m->comp_span[i]];
-						if (p >= sp->start && p < sp->start + sp->len)
+						if (p >= sp->start && p < sp->start + sp->len &&
+						    !(mode == 2 && step_zoomed(c, l, m->comp_span[i], kv, g)))
 							comp = i;
 					}
 					if (comp >= 0)
@@ -74,9 +88,11 @@ static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 					}
 					fx_ref_add(&r, kr, vr, 0, dh);
 				}
-				for (int i = 0; mode == 1 && i < m->n_comp; i++) {
+				for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 					const struct sekv_span *sp = &m->span[m->comp_span[i]];
 					double sum = 0, kb[512] = {0}, vb[512] = {0};
+					if (mode == 2 && step_zoomed(c, l, m->comp_span[i], kv, g))
+						continue;
 					for (int p = sp->start; p < sp->start + sp->len; p++)
 						sum += d->h[p] > 0 ? d->h[p] : 0;
 					for (int p = sp->start; p < sp->start + sp->len; p++) {
@@ -247,6 +263,42 @@ static long long run_budget(const struct fx_doc *d, struct sekv_ctx *c, int n_st
 	return rc;
 }
 
+/* Under a budget the zooms change from step to step (random queries);
+ * rows kept from the previous step and rows rebuilt must both be the
+ * right spans' rows: every step equals exact rows + zoomed spans exact +
+ * the rest coarse (full-rank fp32 factors), for both routers. */
+static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 600, 2, 4, 1, 64, 41) == 0);
+	sekv_default_params(&p);
+	p.budget = 0.5;
+	p.r_max = p.r_use = 64;
+	p.recon_f32 = 1;
+	p.factor_f16 = 0;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 8, "n_comp %d", m->n_comp);
+	for (int r = 0; r < 2; r++) {
+		p.router = r ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_LANDMARK;
+		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 12, 0.125f, err, sizeof err) == 0, "%s", err);
+		double e = decode_vs_ref(&d, m, c, 12, 2, 0.125f, 5 + r);
+		const struct sekv_stats *st = sekv_ctx_stats(c);
+		T_CHECKF(t, e >= 0 && e < 1e-4, "router %d: max diff %g", r, e);
+		T_CHECKF(t, st->zoom_total > 0 && st->zoom_total < 12LL * 2 * m->n_comp,
+			 "router %d: %lld zooms", r, st->zoom_total);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 static void budget_resident_never_exceeds(struct test_ctx *t)
 {
 	static const double budgets[3] = { 0.06, 0.10, 0.25 };
@@ -400,6 +452,11 @@ static void oracle_router_zooms_most_mass(struct test_ctx *t)
 		T_CHECK(t, sekv_attend(c[r], d.layer_id[0], d.n_tok, q, kk, vv, out) == 0);
 		const struct sekv_stats *st = sekv_ctx_stats(c[r]);
 		T_CHECK(t, st->mass_recall_n == 4);
+		for (int h = 0; h < 4; h++)
+			T_CHECKF(t, st->mass_recall_lh[h] >= 0 && st->mass_recall_lh[h] <= 1 + 1e-9,
+				 "head %d: %g", h, st->mass_recall_lh[h]);
+		T_CHECK(t, fabs(st->mass_recall_lh[0] + st->mass_recall_lh[1] + st->mass_recall_lh[2] +
+				st->mass_recall_lh[3] - st->mass_recall_sum) < 1e-9);
 		recall[r] = st->mass_recall_sum / st->mass_recall_n;
 		double ref = ref_mass_recall(&d, m, st, q, 0.18f);
 		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "router %d: mass_recall %.6f, reference %.6f",
@@ -620,6 +677,7 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },
 	{ "sekv_equiv_gqa_two_kv_heads", equiv_gqa_two_kv_heads },
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
+	{ "sekv_zoom_changes_between_steps_match_reference", zoom_changes_between_steps_match_reference },
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
 	{ "sekv_edge_short_doc_and_zero_surprisal", edge_short_doc_and_zero_surprisal },
 	{ "sekv_malformed_inputs_refused", malformed_inputs_refused },

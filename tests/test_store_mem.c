@@ -1,7 +1,8 @@
 /* test_store_mem.c - SeKV memories in the library file: synthetic memories
  * of many shapes (fp16 and fp32 factors) and one built by sekv_build over
  * stored chunks load back bit for bit; memories whose shape disagrees with
- * their document are refused. Helpers in store_fixtures.c.
+ * their document are refused; H2O's scores round-trip and are checked
+ * against their document. Helpers in store_fixtures.c.
  */
 #include "tests/test.h"
 #include "tests/store_fixtures.h"
@@ -225,9 +226,70 @@ static void store_put_mem_shape_mismatch_rejected(struct test_ctx *t)
 	T_CHECK(t, rc == 0 && d.state == STORE_DOC_PREFILL);
 }
 
+/* H2O's scores: none before they are stored (the message says so), the
+ * same bits after, reopened; a wrong shape is refused; a write rolled
+ * back with its transaction leaves nothing; a blob or shape column that
+ * disagrees with the document is a format error; they count in the
+ * document's disk bytes and go with it. */
+static void store_h2o_scores_round_trip_and_checks(struct test_ctx *t)
+{
+	const char *path = fixture_db_path("h2o");
+	struct store *s = NULL;
+	struct fixture f;
+	float score[2 * 2 * 50], *got = NULL;
+	uint64_t r = 5;
+	char err[512], sql[160];
+	int n_tok = 0, rc;
+
+	memset(&f, 0, sizeof f);
+	T_CHECKF(t, store_open(&s, path, err, sizeof err) == 0, "%s", err);
+	rc = fixture_make(s, &f, 31, "scores", 2, 1, 2, 8, 50, 9, err, sizeof err);
+	T_CHECKF(t, rc == 0, "%s", err);
+	int64_t id = f.doc.id, disk0 = store_doc_disk_bytes(s, id);
+	fixture_rnd_fill(&r, score, sizeof score);
+	rc = store_doc_get_h2o(s, id, &got, &n_tok, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_ENOTFOUND && !got && strstr(err, "no H2O scores"), "rc %d: %s", rc, err);
+	T_CHECK(t, store_doc_put_h2o(s, id, score, 2, 2, 49, err, sizeof err) == SEKV_EMISMATCH);
+	T_CHECK(t, store_doc_put_h2o(s, id, score, 3, 2, 50, err, sizeof err) == SEKV_EMISMATCH);
+	T_CHECK(t, store_doc_put_h2o(s, id + 99, score, 2, 2, 50, err, sizeof err) == SEKV_ENOTFOUND);
+	T_CHECK(t, store_tx_begin(s, err, sizeof err) == 0 &&
+		store_doc_put_h2o(s, id, score, 2, 2, 50, err, sizeof err) == 0);
+	store_tx_rollback(s);
+	T_CHECK(t, store_doc_get_h2o(s, id, &got, &n_tok, err, sizeof err) == SEKV_ENOTFOUND);
+	T_CHECKF(t, store_doc_put_h2o(s, id, score, 2, 2, 50, err, sizeof err) == 0, "%s", err);
+	store_close(s);
+	T_CHECKF(t, store_open(&s, path, err, sizeof err) == 0, "%s", err);
+	rc = store_doc_get_h2o(s, id, &got, &n_tok, err, sizeof err);
+	int same = rc == 0 && n_tok == 50 && !memcmp(got, score, sizeof score);
+	free(got);
+	got = NULL;
+	T_CHECKF(t, same, "rc %d: %s", rc, err);
+	T_CHECK(t, store_doc_disk_bytes(s, id) == disk0 + (int64_t)sizeof score);
+	store_close(s);
+	s = NULL;
+	snprintf(sql, sizeof sql, "UPDATE h2o_score SET score = substr(score, 5) WHERE doc = %lld", (long long)id);
+	T_CHECK(t, fixture_raw_exec(path, sql) == 0);
+	T_CHECK(t, store_open(&s, path, err, sizeof err) == 0);
+	rc = store_doc_get_h2o(s, id, &got, &n_tok, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && !got && strstr(err, "h2o_score.score"), "rc %d: %s", rc, err);
+	T_CHECK(t, store_doc_put_h2o(s, id, score, 2, 2, 50, err, sizeof err) == 0);
+	store_close(s);
+	s = NULL;
+	snprintf(sql, sizeof sql, "UPDATE h2o_score SET n_head_kv = 1 WHERE doc = %lld", (long long)id);
+	T_CHECK(t, fixture_raw_exec(path, sql) == 0);
+	T_CHECK(t, store_open(&s, path, err, sizeof err) == 0);
+	rc = store_doc_get_h2o(s, id, &got, &n_tok, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && !got && strstr(err, "shape"), "rc %d: %s", rc, err);
+	T_CHECK(t, store_doc_delete(s, id, err, sizeof err) == 0);
+	store_close(s);
+	fixture_free(&f);
+	T_CHECK(t, fixture_raw_int(path, "SELECT count(*) FROM h2o_score") == 0);
+}
+
 const struct test_case test_store_mem[] = {
 	{ "store_mem_round_trip_bit_exact", store_mem_round_trip_bit_exact },
 	{ "store_mem_round_trip_of_sekv_build", store_mem_round_trip_of_sekv_build },
 	{ "store_put_mem_shape_mismatch_rejected", store_put_mem_shape_mismatch_rejected },
+	{ "store_h2o_scores_round_trip_and_checks", store_h2o_scores_round_trip_and_checks },
 	{ NULL, NULL },
 };

@@ -452,6 +452,23 @@ static void draw_spans(WINDOW *w, struct ui_chat *ui, struct ui_rect a)
 	}
 }
 
+/* What a mode that never zooms keeps of the document, for the panel. */
+static const char *mode_keeps(const char *mode)
+{
+	static const struct { const char *mode, *keeps; } m[] = {
+		{ "full", "every KV row is exact" },
+		{ "streaming", "the first and the most recent rows only (the rest is evicted)" },
+		{ "snapkv", "the rows the question attended to most (the rest is evicted)" },
+		{ "h2o", "the most attended rows of the reading and the most recent (the rest is evicted)" },
+		{ "quest", "per step, the pages whose keys can score highest (all rows in the host tier)" },
+	};
+
+	for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+		if (!strcmp(mode, m[i].mode))
+			return m[i].keeps;
+	return "a subset of the rows (the rest is evicted)";
+}
+
 void ui_zoom_panel_draw(WINDOW *w, struct ui_chat *ui)
 {
 	const struct ui_snap *s = &ui->snap;
@@ -474,9 +491,7 @@ void ui_zoom_panel_draw(WINDOW *w, struct ui_chat *ui)
 		if (!s->valid)
 			snprintf(msg, sizeof msg, "no answer yet");
 		else
-			snprintf(msg, sizeof msg, "mode %s: %s, nothing to zoom", s->mode,
-				 strcmp(s->mode, "full") ? "the first and the most recent rows only (the rest "
-				 "is evicted)" : "every KV row is exact");
+			snprintf(msg, sizeof msg, "mode %s: %s, nothing to zoom", s->mode, mode_keeps(s->mode));
 		n = ui_text_wrap(msg, (int)strlen(msg), W - 2, l, 4);
 		for (int i = 0; i < n && i < 4; i++)
 			ui_put(w, 2 + i, 1, W - 2, msg + l[i].off, l[i].len, s->valid ? A_NORMAL : dim);

@@ -42,6 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PASSAGE_WORDS = 60  # ~80 Gemma tokens of English prose
+METHODS = ("full", "sekv", "streaming", "snapkv", "h2o", "quest", "summary")  # sekv ask --kv
 EVERY_PASSAGE = 1 << 20  # --evidence-top: every passage, for BM25 over the same ones
 
 
@@ -182,8 +183,8 @@ def main():
     ap.add_argument("--questions", default=os.path.join(HERE, "questions.jsonl"))
     ap.add_argument("--limit", type=int, default=0, help="first N questions (after --docs)")
     ap.add_argument("--docs", default="", help="comma-separated substrings; keep documents whose path contains one")
-    ap.add_argument("--methods", default="full,sekv", help="comma-separated: full, sekv, streaming "
-                    "(the StreamingLLM rival at the same budget)")
+    ap.add_argument("--methods", default="full,sekv", help="comma-separated `sekv ask --kv` values: "
+                    "full, sekv, and the rivals at the same budget: streaming, snapkv, h2o, quest, summary")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-qa.jsonl"))
     ap.add_argument("--bin", default=os.path.join(ROOT, "bin", "sekv"))
     ap.add_argument("--model", default=os.environ.get("SEKV_MODEL", ""),
@@ -199,8 +200,8 @@ def main():
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     for m in methods:
-        if m not in ("full", "sekv", "streaming"):
-            die(f"unknown method {m!r} (full, sekv, streaming)")
+        if m not in METHODS:
+            die(f"unknown method {m!r} ({', '.join(METHODS)})")
     methods.sort(key=lambda m: m != "full")  # full first: its result is each SeKV record's full_correct
 
     qs = load_questions(args.questions)

@@ -63,10 +63,15 @@ struct sekv_ctx {
 	struct cand *cand;          /* [n_head_kv * n_comp] */
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
-	struct backend_buf *recon_k; /* [rows][d_h] fp16 or fp32; rows <= n_head_kv *
-	                               comp_tok, and within one layer's budget share */
+	struct backend_buf *recon_k; /* [n_layer][rec_rows][d_h] fp16 or fp32: each
+	                               layer's reconstructed rows, kept between steps */
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
+	size_t rec_rows;            /* rows of one layer's region: n_head_kv * comp_tok,
+	                               at most its share of the budget */
+	int32_t *zlist;             /* [n_layer][n_head_kv * n_comp] zoomed (kv * n_comp
+	                               + comp) of the layer's last step, in row order */
+	int *n_zlist;               /* [n_layer] entries in zlist (-1: rows unknown) */
 	struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
 	int router;                 /* enum sekv_router */
 	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
@@ -130,8 +135,8 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	if ((rc = op->ws_new(c->be, &wsz, &c->ws)) ||
 	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_k)) ||
 	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_v)) ||
-	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_k)) ||
-	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_v)) ||
+	    (rc = op->buf_new(c->be, (size_t)m->n_layer * n_rec * es, &c->recon_k)) ||
+	    (rc = op->buf_new(c->be, (size_t)m->n_layer * n_rec * es, &c->recon_v)) ||
 	    (rc = op->buf_wrap(c->be, m->exact_k, (size_t)m->n_layer * m->n_exact * row *
 			       sizeof(uint16_t), &c->exact_k)) ||
 	    (rc = op->buf_wrap(c->be, m->exact_v, (size_t)m->n_layer * m->n_exact * row *
@@ -152,7 +157,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -192,6 +197,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
 			      sizeof(struct backend_mix_block));
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
+	o_mr = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(double));
+	o_zl = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1, sizeof(int32_t));
+	o_nzl = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
 	o_z = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1,
 			    sizeof(struct sekv_zoom));
 	o_pr = arena_reserve(&ar, (size_t)m->n_head * ((size_t)m->n_exact + tail_cap + n_comp +
@@ -229,6 +237,10 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
+	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
+	c->zlist = (int32_t *)((char *)a + o_zl);
+	c->n_zlist = (int *)((char *)a + o_nzl);
+	c->rec_rows = n_rec / (size_t)m->d_h;
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->probe_row = (float *)((char *)a + o_pr);
 	/* a memory stored before landmarks routes by its summaries */
@@ -279,6 +291,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
+	for (int l = 0; l < m->n_layer; l++)
+		c->n_zlist[l] = -1;
 	c->st.step = 0;
 	c->st.n_zoom = 0;
 	c->st.zoom_total = 0;
@@ -286,6 +300,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	c->st.recon_bytes = 0;
 	c->st.mass_recall_sum = 0;
 	c->st.mass_recall_n = 0;
+	memset(c->st.mass_recall_lh, 0, (size_t)m->n_layer * m->n_head * sizeof(double));
 	c->st.resident_bytes = m->static_bytes;
 	c->st.peak_resident_bytes = m->static_bytes;
 	c->st.budget_bytes = budget;
@@ -318,6 +333,7 @@ static void new_step(struct sekv_ctx *c, int pos, int idx)
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
+	c->st.factor_read_bytes = 0;
 	for (int l = 0; l < m->n_layer; l++)
 		if (c->n_tail[l] > idx)
 			c->n_tail[l] = idx;
@@ -375,7 +391,7 @@ static void exact_mass(struct sekv_ctx *c, int l, const float *q)
 }
 
 /* mass_recall of this step's zooms of layer l (exact_mass computed). */
-static void add_mass_recall(struct sekv_ctx *c)
+static void add_mass_recall(struct sekv_ctx *c, int l)
 {
 	const struct sekv_mem *m = c->m;
 
@@ -384,7 +400,9 @@ static void add_mass_recall(struct sekv_ctx *c)
 		double lost = 0;
 		for (int s = 0; s < m->n_comp; s++)
 			lost += zr[s] < 0 ? c->xmass[(size_t)h * m->n_comp + s] : 0;
-		c->st.mass_recall_sum += c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		double r = c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		c->st.mass_recall_sum += r;
+		c->st.mass_recall_lh[(size_t)l * m->n_head + h] += r;
 		c->st.mass_recall_n++;
 	}
 }
@@ -504,7 +522,7 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 /* Rebuild job of span s (KV head kv, layer l; factor f) into row `rows`
  * of buf, with gates m_i = 1 for the first r_use components. */
 static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
-				      int len, struct backend_buf *buf, int rows)
+				      int len, struct backend_buf *buf, size_t rows)
 {
 	int r = f->rank;
 
@@ -518,15 +536,19 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 }
 
 /* Chooses the zooms of layer l under its share of the budget, rebuilds
- * them (one backend call) and records statistics. Returns 0 or the
- * backend's code; *bytes = the reconstructed bytes. */
+ * them (one backend call) and records statistics. Rows are laid out in
+ * zoom order in the layer's region; a zoom that sits where it sat at the
+ * layer's previous step, after the same zooms, already has its rows and is
+ * not rebuilt (decode mostly keeps its zooms from token to token).
+ * Returns 0 or the backend's code; *bytes = the reconstructed bytes. */
 static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
 	size_t es = c->recon_f32 ? sizeof(float) : sizeof(uint16_t);
-	size_t allow = (size_t)-1, used = 0;
-	int rows = 0, distinct = 0, n_job = 0;
+	size_t allow = (size_t)-1, used = 0, base = (size_t)l * c->rec_rows;
+	int rows = 0, distinct = 0, n_job = 0, n_z = 0, same = 1;
+	int32_t *zl = c->zlist + (size_t)l * m->n_head_kv * m->n_comp;
 
 	if (st->budget_bytes) {
 		/* tail rows reserved for this position in every layer */
@@ -554,8 +576,17 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 			continue;   /* a long span must not block shorter ones */
 		used += cost;
 		c->zoom_row[(size_t)cd->kv * m->n_comp + cd->comp] = rows;
-		c->rj[n_job++] = recon_job(c, &m->fac[fi], len, c->recon_k, rows);
-		c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, rows);
+		same = same && n_z < c->n_zlist[l] && zl[n_z] == cd->kv * m->n_comp + cd->comp;
+		if (!same) {
+			c->rj[n_job++] = recon_job(c, &m->fac[fi], len, c->recon_k, base + rows);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, base + rows);
+			for (int kv2 = 0; kv2 < 2; kv2++) {
+				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
+				st->factor_read_bytes += (size_t)rj->r * (((size_t)len + m->d_h) *
+					(m->factor_f16 ? 2 : 4) + sizeof(float));
+			}
+		}
+		zl[n_z++] = cd->kv * m->n_comp + cd->comp;
 		rows += len;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
@@ -566,7 +597,13 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	c->distinct_layer[l] = distinct;
 	st->zoom_total += distinct;
 	*bytes = used;
-	return c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job);
+	c->n_zlist[l] = n_z;
+	if (n_job == 0)
+		return SEKV_OK;
+	int rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job);
+	if (rc)
+		c->n_zlist[l] = -1;   /* the rows are unknown now */
+	return rc;
 }
 
 /* Blocks of KV head kv of layer l, in the order of the one softmax: exact
@@ -590,7 +627,8 @@ static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_blo
 			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
 			logf((float)len), zr[s] >= 0 };
 		blk[3 + 2 * s] = (struct backend_mix_block){ c->recon_k, c->recon_v,
-			(size_t)(zr[s] >= 0 ? zr[s] : 0) * d, (size_t)d, zr[s] >= 0 ? len : 0,
+			((size_t)l * c->rec_rows + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
+			zr[s] >= 0 ? len : 0,
 			c->recon_f32, 0.0f, 0 };
 	}
 }
@@ -674,7 +712,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])
-		add_mass_recall(c);
+		add_mass_recall(c, l);
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		mix_blocks(c, l, kv, c->blk + (size_t)kv * c->n_blk);
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,
@@ -695,6 +733,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	st->tail_bytes = tail;
 	st->recon_bytes = recon;
 	st->resident_bytes = m->static_bytes + tail + recon;
+	st->read_bytes = st->resident_bytes + st->factor_read_bytes;
 	if (st->resident_bytes > st->peak_resident_bytes)
 		st->peak_resident_bytes = st->resident_bytes;
 	return SEKV_OK;

@@ -236,12 +236,21 @@ struct sekv_stats {
 	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
 	size_t tail_bytes;        /* question + generated rows */
 	size_t recon_bytes;       /* reconstructed rows this step */
+	size_t read_bytes;        /* KV memory this step read, all layers so far:
+	                             device rows attended or routed on (static +
+	                             tail + reconstructed) and the host-tier
+	                             factors of the spans it rebuilt */
+	size_t factor_read_bytes; /* the factors' part of read_bytes */
 	double mass_recall_sum;   /* with exact keys: sum over steps, global layers
 	                             and query heads of mass_recall (DESIGN.md
 	                             section 6, over document positions): the share
 	                             of the exact attention mass on exact rows and
 	                             zoomed spans */
 	long long mass_recall_n;  /* terms in mass_recall_sum */
+	double *mass_recall_lh;   /* [n_layer][n_head] the same sum per global layer
+	                             and query head; each has mass_recall_n /
+	                             (n_layer * n_head) terms when every layer was
+	                             decoded as often */
 };
 
 struct sekv_ctx; /* opaque decode stream */

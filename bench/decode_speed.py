@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""decode_speed.py - `make bench` case (issue 9 part 5): decode tokens/s of
+full KV and SeKV over the same stored document at about the longest context
+the model allows, beside the ideal speed-up from the bytes each decoded token
+reads, ending with `RATIO sekv_decode_vs_ideal X`.
+
+The document is this machine's licence texts (/usr/share/common-licenses),
+repeated in a fixed order up to --tokens tokens, ingested once into a
+throw-away library. Each method answers the same questions --repeat times,
+alternating full and SeKV so that both see the same machine load. A decode
+step is any token decoded through the KV method: the question turn's tokens
+and the answer's, so the figure does not hang on answer lengths.
+
+Bytes read per decoded token (DESIGN.md section 6 names):
+  full: weights + full_kv_bytes + swa_bytes
+  sekv: weights + kv_read_bytes_per_token (resident rows + the factors the
+        step rebuilt) + swa_bytes
+weights = the GGUF file's size (every tensor is read once per token; the
+few MiB of vocabulary metadata make the ideal slightly smaller than true).
+ideal = full / sekv; measured = sekv tokens/s / full tokens/s.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+QUESTIONS = [
+    "What must you do when you convey a covered work in object code form?",
+    "Is there any warranty for the program?",
+    "What happens to your licence if you violate the terms?",
+]
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"decode_speed: {' '.join(cmd[:3])}: {p.stderr.strip()}")
+    return p.stdout
+
+
+def build_doc(path, tokens):
+    """Licence texts in name order, repeated, cut to about `tokens` tokens
+    (4.5 bytes per token measured on these texts; the ingest says the exact
+    count)."""
+    files = sorted(f for f in glob.glob("/usr/share/common-licenses/*") if os.path.isfile(f))
+    parts, size, want = [], 0, int(tokens * 4.5)
+    while size < want and files:
+        for f in files:
+            try:
+                t = open(f, encoding="utf-8").read()
+            except (UnicodeDecodeError, OSError):
+                continue
+            parts.append(t)
+            size += len(t)
+            if size >= want:
+                break
+    text = "\n\n".join(parts)[:want]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sekv", default="./bin/sekv")
+    ap.add_argument("--model", default="assets/models/gemma-3-270m-q4_k_m.gguf")
+    ap.add_argument("--tokens", type=int, default=30000,
+                    help="document tokens (Gemma 3 270M holds 32768 with the question)")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--threads", default=os.environ.get("SEKV_THREADS", "2"))
+    ap.add_argument("-n", type=int, default=32)
+    a = ap.parse_args()
+
+    tmp = tempfile.mkdtemp()
+    db, doc = os.path.join(tmp, "speed.db"), os.path.join(tmp, "licences.txt")
+    build_doc(doc, a.tokens)
+    print(f"== decode speed: ingest {os.path.getsize(doc)} bytes (about {a.tokens} tokens)", flush=True)
+    doc_id = run([a.sekv, "ingest", doc, "--db", db, "-m", a.model, "-t", a.threads, "-q"]).split()[-1]
+
+    tot = {"full": [0, 0.0], "sekv": [0, 0.0]}
+    read = {"full": [], "sekv": []}
+    last = {}
+    for r in range(a.repeat):
+        for q in QUESTIONS:
+            for kv in ("full", "sekv") if r % 2 == 0 else ("sekv", "full"):
+                j = json.loads(run([a.sekv, "ask", doc_id, q, "--db", db, "-m", a.model,
+                                    "--kv", kv, "-n", str(a.n), "--no-evidence", "--json",
+                                    "-t", a.threads]))
+                tot[kv][0] += j["question_tokens"] + j["answer_tokens"]
+                tot[kv][1] += j["question_s"] + j["answer_tokens"] / max(j["decode_tps"], 1e-9)
+                if j["answer_tokens"] > 0:
+                    read[kv].append(j["kv_read_bytes_per_token"])
+                last[kv] = j
+    tps = {k: v[0] / v[1] for k, v in tot.items()}
+    w = os.path.getsize(a.model)
+    full_kv, swa = last["full"]["full_kv_bytes"], last["full"]["swa_bytes"]
+    sekv_read = sum(read["sekv"]) / max(len(read["sekv"]), 1)
+    b_full, b_sekv = w + full_kv + swa, w + sekv_read + swa
+    ideal, measured = b_full / b_sekv, tps["sekv"] / tps["full"]
+    print(f"document: {last['full']['length']} tokens; weights {w / 2**20:.1f} MiB, "
+          f"full KV {full_kv / 2**20:.1f} MiB, sliding-window rows {swa / 2**20:.1f} MiB")
+    print(f"full KV: {tps['full']:.2f} tokens/s, {b_full / 2**20:.1f} MiB read per token")
+    print(f"SeKV:    {tps['sekv']:.2f} tokens/s, {b_sekv / 2**20:.1f} MiB read per token "
+          f"(KV {sekv_read / 2**20:.2f} MiB: resident rows + rebuilt factors)")
+    print(f"speed-up: measured {measured:.3f}x, ideal {ideal:.3f}x")
+    print(f"RATIO sekv_decode_vs_ideal {measured / ideal:.3f}")
+
+
+if __name__ == "__main__":
+    main()
