@@ -20,8 +20,8 @@
  *   kl      one per needle haystack: KL(p_full || p_method) in nats and
  *           top-1 agreement over the full-KV answer's tokens, teacher-forced
  *   mass    one per needle haystack for methods that read the SeKV memory:
- *           mass_recall over the answer (overall: struct sekv_stats has no
- *           per layer/head breakdown yet)
+ *           mass_recall over the answer, overall and per global layer and
+ *           query head (sekv_stats.mass_recall_lh)
  * Not measured: correct / full_correct / niah = -1, kl / top1 /
  * mass_recall / decode_tps = NAN; both are null in JSON.
  * One eval runs in one thread; nothing here is thread-safe. Errors are
@@ -42,6 +42,8 @@ struct app_opts;
 #define EVAL_MAX_NEEDLES 16   /* needles in one haystack */
 #define EVAL_MULTI_FACTS 10   /* facts of a multi haystack */
 #define EVAL_ROUTER_OPT (-1)  /* a method row's router: the --router option */
+#define EVAL_LH_LAYERS 8      /* mass_recall per layer and head: global layers kept */
+#define EVAL_LH_HEADS 16      /* ... and query heads */
 
 /* ---- methods --------------------------------------------------------- */
 
@@ -93,6 +95,11 @@ struct eval_rec {
 	double prefill_tps;     /* document tokens / prefill seconds (as stored) */
 	double decode_tps;      /* answer tokens/s; NAN n/a */
 	int n_answer;           /* answer tokens (kl: positions compared) */
+	int n_lh_layer;         /* mass_lh's global layers (0: no breakdown) */
+	int n_lh_head;          /* mass_lh's query heads */
+	int lh_layer[EVAL_LH_LAYERS]; /* model layer of each */
+	double mass_lh[EVAL_LH_LAYERS * EVAL_LH_HEADS]; /* [layer][head] mass_recall
+	                           over the answer (n_lh_head per layer) */
 	char value[32];         /* the expected string */
 	char answer[128];       /* the answer, cut */
 	char note[256];         /* why the budget did not apply, an error, or "" */

@@ -124,6 +124,15 @@ static cJSON *rec_json(const struct eval_rec *r)
 	add_num(o, "prefill_tps", r->prefill_tps, 1);
 	add_num(o, "decode_tps", r->decode_tps, 1);
 	cJSON_AddNumberToObject(o, "n_answer", r->n_answer);
+	if (r->n_lh_layer > 0) {
+		cJSON *lay = cJSON_CreateArray(), *lh = cJSON_CreateArray();
+		for (int l = 0; l < r->n_lh_layer; l++) {
+			cJSON_AddItemToArray(lay, cJSON_CreateNumber(r->lh_layer[l]));
+			cJSON_AddItemToArray(lh, cJSON_CreateDoubleArray(r->mass_lh + l * r->n_lh_head, r->n_lh_head));
+		}
+		cJSON_AddItemToObject(o, "mass_recall_layers", lay);
+		cJSON_AddItemToObject(o, "mass_recall_lh", lh);
+	}
 	app_json_add_text(o, "value", r->value);
 	app_json_add_text(o, "answer", r->answer);
 	if (r->note[0])
@@ -158,10 +167,38 @@ static double get_num(const cJSON *o, const char *k, double absent)
 	return cJSON_IsNumber(x) ? x->valuedouble : absent;
 }
 
+static double get_num_item(const cJSON *x)
+{
+	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
 static void get_str(const cJSON *o, const char *k, char *buf, size_t cap)
 {
 	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
 	snprintf(buf, cap, "%s", cJSON_IsString(x) ? x->valuestring : "");
+}
+
+/* mass_recall_layers and mass_recall_lh of o into r (left empty when
+ * absent or not a [layers][heads] array within the limits). */
+static void get_lh(const cJSON *o, struct eval_rec *r)
+{
+	const cJSON *lay = cJSON_GetObjectItemCaseSensitive(o, "mass_recall_layers");
+	const cJSON *lh = cJSON_GetObjectItemCaseSensitive(o, "mass_recall_lh");
+	int n_l = cJSON_GetArraySize(lay), n_h = cJSON_GetArraySize(cJSON_GetArrayItem(lh, 0));
+
+	if (!cJSON_IsArray(lay) || !cJSON_IsArray(lh) || n_l != cJSON_GetArraySize(lh) || n_l < 1 ||
+	    n_l > EVAL_LH_LAYERS || n_h < 1 || n_h > EVAL_LH_HEADS)
+		return;
+	for (int l = 0; l < n_l; l++) {
+		const cJSON *row = cJSON_GetArrayItem(lh, l);
+		if (cJSON_GetArraySize(row) != n_h)
+			return;
+		r->lh_layer[l] = (int)get_num_item(cJSON_GetArrayItem(lay, l));
+		for (int h = 0; h < n_h; h++)
+			r->mass_lh[l * n_h + h] = get_num_item(cJSON_GetArrayItem(row, h));
+	}
+	r->n_lh_layer = n_l;
+	r->n_lh_head = n_h;
 }
 
 int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errlen)
@@ -218,6 +255,7 @@ int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errl
 		r.prefill_tps = get_num(o, "prefill_tps", 0);
 		r.decode_tps = get_num(o, "decode_tps", NAN);
 		r.n_answer = (int)get_num(o, "n_answer", 0);
+		get_lh(o, &r);
 		if ((rc = eval_recs_push(v, &r))) {
 			sekv_errf(err, errlen, rc, "eval: out of memory");
 			break;
@@ -399,6 +437,63 @@ static void table_second(FILE *f, const struct eval_recs *v)
 	fputc('\n', f);
 }
 
+/* mass_recall per global layer and query head: means over the mass
+ * records of each group that carry the breakdown. */
+static void table_mass_lh(FILE *f, const struct eval_recs *v)
+{
+	struct eval_group g[MAX_GROUPS];
+	int n_g = eval_groups(v, EVAL_MASS, g, MAX_GROUPS), n_h = 0, head_shown = 0;
+	char lab[48];
+
+	for (int i = 0; i < v->n; i++)
+		if (v->r[i].task == EVAL_MASS && v->r[i].n_lh_head > n_h)
+			n_h = v->r[i].n_lh_head;
+	for (int k = 0; k < n_g; k++) {
+		double sum[EVAL_LH_LAYERS * EVAL_LH_HEADS] = { 0 };
+		int n = 0, n_l = 0, nh = 0, layer[EVAL_LH_LAYERS];
+		for (int i = 0; i < v->n; i++) {
+			const struct eval_rec *r = &v->r[i];
+			if (r->task != EVAL_MASS || !eval_in_group(r, &g[k]) || !r->n_lh_layer ||
+			    (n && (r->n_lh_layer != n_l || r->n_lh_head != nh)))
+				continue;
+			n_l = r->n_lh_layer;
+			nh = r->n_lh_head;
+			memcpy(layer, r->lh_layer, sizeof layer);
+			for (int j = 0; j < n_l * nh; j++)
+				sum[j] += r->mass_lh[j];
+			n++;
+		}
+		if (!n)
+			continue;
+		if (!head_shown++) {
+			fprintf(f, "mass_recall by global layer (model layer) and query head, means over the answers:\n\n"
+				"| method | layer |");
+			for (int h = 0; h < n_h; h++)
+				fprintf(f, " head %d |", h);
+			fprintf(f, " all |\n|---|---:|");
+			for (int h = 0; h <= n_h; h++)
+				fprintf(f, "---:|");
+			fputc('\n', f);
+		}
+		eval_group_label(&g[k], lab, sizeof lab);
+		for (int l = 0; l < n_l; l++) {
+			double all = 0;
+			fprintf(f, "| %s | %d |", lab, layer[l]);
+			for (int h = 0; h < n_h; h++) {
+				if (h < nh) {
+					fprintf(f, " %.3f |", sum[l * nh + h] / n);
+					all += sum[l * nh + h] / n;
+				} else {
+					fprintf(f, " - |");
+				}
+			}
+			fprintf(f, " %.3f |\n", all / nh);
+		}
+	}
+	if (head_shown)
+		fputc('\n', f);
+}
+
 /* Memory against length: mean resident, host and full KV bytes. */
 static void table_memory(FILE *f, const struct eval_recs *v)
 {
@@ -493,8 +588,8 @@ static const char *const ABOUT[EVAL_N_TASK] = {
 	"two needles; the second question follows the first answer in one conversation",
 	"the full-KV answer teacher-forced through each method: mean KL(p_full || p_method) in nats "
 	"and top-1 agreement over its tokens",
-	"share of the exact attention mass on exact and zoomed rows (SeKV memories; overall, over "
-	"layers, heads and answer steps: no per layer/head breakdown in sekv_stats yet)",
+	"share of the exact attention mass on exact and zoomed rows (SeKV memories): overall, over "
+	"layers, heads and answer steps, then per global layer and query head",
 };
 
 int eval_write_md(const struct eval_recs *v, const char *path, const char *header,
@@ -522,6 +617,8 @@ int eval_write_md(const struct eval_recs *v, const char *path, const char *heade
 			table_grid(f, v, t);
 		if (t == EVAL_SECOND)
 			table_second(f, v);
+		if (t == EVAL_MASS)
+			table_mass_lh(f, v);
 	}
 	table_memory(f, v);
 	if (n_png > 0) {

@@ -197,6 +197,15 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 	x->n_answer = a->n_gen;
 	if (a->mass_recall >= 0)
 		x->mass_recall = a->mass_recall;
+	if (a->mass_recall_lh && in.n_layer <= EVAL_LH_LAYERS && in.n_head <= EVAL_LH_HEADS) {
+		x->n_lh_layer = in.n_layer;
+		x->n_lh_head = in.n_head;
+		for (int l = 0; l < in.n_layer; l++) {
+			x->lh_layer[l] = in.layer_id[l];
+			for (int h = 0; h < in.n_head; h++)
+				x->mass_lh[l * in.n_head + h] = a->mass_recall_lh[l * in.n_head + h];
+		}
+	}
 	snprintf(x->note, sizeof x->note, "%.255s", in.note[0] ? in.note : a->warn);
 }
 

@@ -161,6 +161,7 @@ void conv_answer_free(struct conv_answer *a)
 	free(a->text);
 	free(a->ids);
 	free(a->zoom);
+	free(a->mass_recall_lh);
 	memset(a, 0, sizeof *a);
 }
 
@@ -682,13 +683,27 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	const struct sekv_stats *st0 = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
 	double mr_sum = st0 ? st0->mass_recall_sum : 0;
 	long long mr_n = st0 ? st0->mass_recall_n : 0;
+	size_t n_lh = (size_t)c->hp->n_global * c->hp->n_head;
+	/* the per layer/head sums before the answer, then the answer's means */
+	if (st0 && st0->mass_recall_lh && (a->mass_recall_lh = malloc(n_lh * sizeof *a->mass_recall_lh)))
+		memcpy(a->mass_recall_lh, st0->mass_recall_lh, n_lh * sizeof *a->mass_recall_lh);
 	if (!rc)
 		rc = answer_loop(c, fn, ud, a, err, errlen);
 	if (rc && rc != SEKV_EINTR)
 		return rc;
 	a->mass_recall = -1;
-	if (st0 && st0->mass_recall_n > mr_n)
-		a->mass_recall = (st0->mass_recall_sum - mr_sum) / (double)(st0->mass_recall_n - mr_n);
+	if (st0 && st0->mass_recall_n > mr_n) {
+		long long terms = st0->mass_recall_n - mr_n;
+		a->mass_recall = (st0->mass_recall_sum - mr_sum) / (double)terms;
+		/* every global layer is decoded once per step: each (layer, head)
+		 * has terms / n_lh of them */
+		for (size_t i = 0; a->mass_recall_lh && i < n_lh; i++)
+			a->mass_recall_lh[i] = (st0->mass_recall_lh[i] - a->mass_recall_lh[i]) * (double)n_lh /
+					       (double)terms;
+	} else {
+		free(a->mass_recall_lh);
+		a->mass_recall_lh = NULL;
+	}
 	a->repeats_example = c->ct.example && a->text && chat_repeats_example(a->text, c->ct.example);
 	c->n_turn++;
 	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;

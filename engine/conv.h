@@ -166,6 +166,9 @@ struct conv_answer {
 	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):
 	                            mean mass_recall over the answer's steps, global
 	                            layers and query heads; -1 otherwise */
+	double *mass_recall_lh;  /* [n_global][n_head] the same mean per global
+	                            layer and query head (sekv_stats.mass_recall_lh),
+	                            malloc'ed; NULL when mass_recall is -1 */
 	int n_zoom;
 	struct sekv_zoom *zoom;  /* [n_zoom] aggregated (engine/sekv/sekv.h), by
 	                            steps descending, malloc'ed */

@@ -310,7 +310,17 @@ static void fake_records(struct eval_recs *v)
 	r.kl = r.top1 = NAN;
 	r.mass_recall = 0.625;
 	r.correct = 1;
+	/* two global layers (model layers 5, 11) x 4 heads: means 0.5, 0.75 */
+	r.n_lh_layer = 2;
+	r.n_lh_head = 4;
+	r.lh_layer[0] = 5;
+	r.lh_layer[1] = 11;
+	for (int h = 0; h < 4; h++) {
+		r.mass_lh[h] = 0.125 + 0.25 * h;
+		r.mass_lh[4 + h] = 0.75;
+	}
 	eval_recs_push(v, &r);
+	r.n_lh_layer = r.n_lh_head = 0;
 	r.task = EVAL_SECOND;
 	r.mass_recall = NAN;
 	r.decode_tps = 100;
@@ -328,7 +338,8 @@ static const char *const DESIGN_FIELDS[] = {
 };
 
 /* Every record has the fields of DESIGN.md section 6, "not measured" is
- * null, and the file reads back into the same records. */
+ * null, and the file reads back into the same records (mass_recall per
+ * layer and head included). */
 static void eval_report_json_fields(struct test_ctx *t)
 {
 	struct eval_recs v, w = { 0 };
@@ -360,7 +371,10 @@ static void eval_report_json_fields(struct test_ctx *t)
 		same = !strcmp(a->method, b->method) && a->task == b->task && a->length == b->length &&
 		       a->depth == b->depth && a->correct == b->correct && a->question == b->question &&
 		       (isnan(a->kl) ? isnan(b->kl) : a->kl == b->kl) && a->resident_bytes == b->resident_bytes &&
-		       !strcmp(a->value, b->value);
+		       !strcmp(a->value, b->value) && a->n_lh_layer == b->n_lh_layer &&
+		       a->n_lh_head == b->n_lh_head &&
+		       !memcmp(a->mass_lh, b->mass_lh, (size_t)a->n_lh_layer * a->n_lh_head * sizeof *a->mass_lh) &&
+		       !memcmp(a->lh_layer, b->lh_layer, (size_t)a->n_lh_layer * sizeof *a->lh_layer);
 	}
 	cJSON_Delete(doc);
 	eval_recs_free(&v);
@@ -376,8 +390,9 @@ static void eval_report_json_fields(struct test_ctx *t)
 /* results.md: a section per task with the method x budget table, the
  * values computed from the records (sekv@0.1 right on half of the niah
  * questions, agreement 0.5, resident ratio 0.1), the length x depth
- * grid, the second question against the first, the images, a router
- * other than the default named in its row, and notes of one kind once. */
+ * grid, the second question against the first, mass_recall per layer
+ * and head, the images, a router other than the default named in its
+ * row, and notes of one kind once. */
 static void eval_report_md_tables(struct test_ctx *t)
 {
 	struct eval_recs v;
@@ -415,6 +430,9 @@ static void eval_report_md_tables(struct test_ctx *t)
 		"![heat_sekv_0.1.png](heat_sekv_0.1.png)",
 		"| sekv(oracle)@0.1 | 1 | 1.000 |",
 		"- sekv@0.1, length 1024, 2 records: budget 2.0% is below the fixed part (7.1%)",
+		"| method | layer | head 0 | head 1 | head 2 | head 3 | all |",
+		"| sekv@0.1 | 5 | 0.125 | 0.375 | 0.625 | 0.875 | 0.500 |",
+		"| sekv@0.1 | 11 | 0.750 | 0.750 | 0.750 | 0.750 | 0.750 |",
 	};
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		T_CHECKF(t, strstr(buf, want[i]), "results.md lacks '%s'", want[i]);

@@ -207,6 +207,40 @@ static void integration_budget_respected(struct test_ctx *t)
 	T_CHECK(t, in.host_bytes > 0);
 }
 
+/* With the exact keys read (--mass-recall), an answer's mass_recall per
+ * global layer and query head lies in [0, 1] and its mean is the overall
+ * mass_recall (every layer decodes each step once). */
+static void integration_mass_recall_per_layer_head(struct test_ctx *t)
+{
+	struct app_opts o;
+	struct conv_answer a;
+	struct session_info in;
+	double mean = 0, lo = 1, hi = 0;
+
+	T_CHECK(t, sample_doc(t));
+	base_opts(&o);
+	o.n_predict = 8;
+	o.r_max = 32;
+	o.r_max_set = 1;
+	o.mass_recall = 1;
+	if (ask(t, &o, "Which version of the license applies?", &a, &in, NULL))
+		return;
+	int n = in.n_layer * in.n_head;
+	for (int i = 0; a.mass_recall_lh && i < n; i++) {
+		double x = a.mass_recall_lh[i];
+		mean += x / n;
+		lo = x < lo ? x : lo;
+		hi = x > hi ? x : hi;
+	}
+	double overall = a.mass_recall;
+	int have = a.mass_recall_lh != NULL;
+	conv_answer_free(&a);
+	T_CHECKF(t, have && overall >= 0, "no mass_recall per layer and head");
+	T_CHECKF(t, lo >= 0 && hi <= 1 + 1e-9, "a (layer, head) out of [0, 1]: %g .. %g", lo, hi);
+	T_CHECKF(t, hi > lo, "every (layer, head) the same: %g", lo);
+	T_CHECKF(t, fabs(mean - overall) < 1e-9, "mean %.9f, overall %.9f", mean, overall);
+}
+
 static void cli_ask_json_fields(struct test_ctx *t)
 {
 	char cmd[2048];
@@ -732,6 +766,7 @@ const struct test_case test_integration[] = {
 	{ "integration_budget_below_fixed_part_refused", integration_budget_below_fixed_part_refused },
 	{ "ingest_refuses_document_longer_than_context", ingest_refuses_document_longer_than_context },
 	{ "cli_ask_json_fields", cli_ask_json_fields },
+	{ "integration_mass_recall_per_layer_head", integration_mass_recall_per_layer_head },
 	{ "cli_ask_rival_every_method_within_budget", cli_ask_every_rival_within_budget },
 	{ "integration_rival_h2o_scores_are_prefill_attention", integration_h2o_scores_are_prefill_attention },
 	{ "cli_ask_rival_h2o_without_scores_says_ingest_again", cli_ask_h2o_without_scores_says_ingest_again },
