@@ -148,6 +148,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->budget, double: 1, default: 0
 _Static_assert(_Generic(((struct sekv_params *)0)->r_max, int: 1, default: 0), "--rmax is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->n_recent, int: 1, default: 0), "--recent is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->alpha, float: 1, default: 0), "--alpha is float");
+_Static_assert(_Generic(((struct sekv_params *)0)->rank_energy, float: 1, default: 0),
+	       "--rank-energy is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -173,7 +175,8 @@ static const struct opt_row opt_table[] = {
 	  .cmds = MEMORY },
 	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
 	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
-	  .help = "SVD rank: stored at ingest, used at ask", .cmds = MEMORY },
+	  .help = "most SVD components a span factor keeps (stored at ingest), used at ask",
+	  .cmds = MEMORY },
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
 	  .choices = "sekv|full|streaming|snapkv|h2o|quest|summary",
 	  .help = "memory to answer from: SeKV, the exact full KV cache, or a rival at the same "
@@ -234,6 +237,11 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--alpha", .arg = "A", .kind = OPT_FLOAT, .off = F(alpha), .set_off = NO_SET,
 	  SEKV_DEF(alpha), .lo = 0, .hi = 100, .help = "span boundary threshold: mean + A deviations of surprisal",
 	  .cmds = APP_CMD_INGEST },
+	{ .name = "--rank-energy", .arg = "E", .kind = OPT_FLOAT, .off = F(rank_energy),
+	  .set_off = NO_SET, SEKV_DEF(rank_energy), .lo = 0, .hi = 1,
+	  .help = "rank gate: each span factor keeps the fewest components holding this share of "
+		  "the span's energy, at most --rmax (0: all --rmax); stored raw when smaller",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--act", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
 	  .choices = "q8|f32", .help = "decode activations: int8 blocks as llama.cpp, or fp32",
 	  .cmds = USES_MODEL },

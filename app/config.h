@@ -68,7 +68,7 @@ struct app_opts {
 	int n_threads;         /* -t N; default: cores */
 	double budget;         /* --budget F: device tier, fraction of full KV (0.10) */
 	int budget_set;        /* --budget given */
-	int r_max;             /* --rmax R: SVD rank (32) */
+	int r_max;             /* --rmax R: most components a factor keeps (64) */
 	int r_max_set;
 	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
@@ -85,6 +85,7 @@ struct app_opts {
 	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
+	float rank_energy;     /* --rank-energy E: the rank gate's energy share (0.95) */
 	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */
 	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
 	int no_evidence;       /* --no-evidence */

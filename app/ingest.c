@@ -370,6 +370,7 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->alpha = o->alpha;
 	sp->r_max = o->r_max;
 	sp->r_use = o->r_max;
+	sp->rank_energy = o->rank_energy;
 	sp->budget = budget;
 	sp->n_recent = o->n_recent;
 	sp->n_threads = o->n_threads;
@@ -454,10 +455,17 @@ static void print_summary(const struct ingest *g)
 	app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
 		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
 		mem->note[0] ? ": " : "", mem->note);
-	app_errorf("ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB, peak RSS %.0f MiB\n",
+	app_errorf("ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB"
+		" (%.2fx full KV), peak RSS %.0f MiB\n",
 		mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,
-		100.0 * mem->static_bytes / (double)mem->full_kv_bytes,
-		mem->host_bytes / 1048576.0, clk_peak_rss() / 1048576.0);
+		100.0 * mem->static_bytes / (double)mem->full_kv_bytes, mem->host_bytes / 1048576.0,
+		mem->host_bytes / (double)(mem->full_kv_bytes ? mem->full_kv_bytes : 1),
+		clk_peak_rss() / 1048576.0);
+	if (mem->n_comp)
+		app_errorf("ingest: factors keep %.1f%% of K and %.1f%% of V span energy (rank gate %.2f,"
+			" at most %d components; %d of %d factors raw)\n", 100.0 * mem->kept_energy[0],
+			100.0 * mem->kept_energy[1], mem->rank_energy, mem->r_max, mem->n_raw,
+			mem->n_layer * mem->n_comp * mem->n_head_kv * 2);
 }
 
 /* The memory and H2O's scores in one transaction: the document turns

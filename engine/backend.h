@@ -125,11 +125,13 @@ struct backend_mix {
 
 /* Low-rank reconstruction of a span's rows from its truncated SVD:
  * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
- * to dst at element off as rows of d (fp16 rounded to nearest, or fp32). */
+ * to dst at element off as rows of d (fp16 rounded to nearest, or fp32).
+ * A raw factor (rank SEKV_RANK_RAW, engine/sekv/sekv.h) is copied: u holds
+ * the rows [len][d]; r, s and v are unused. */
 struct backend_recon {
 	int len;              /* rows |S| */
 	int d;                /* columns d_h (<= the workspace's d_head) */
-	int rank;             /* stored rank: row stride of u and v */
+	int rank;             /* stored rank: row stride of u and v; -1: raw */
 	int r;                /* components used, 0..rank */
 	int f16;              /* 1: u, v fp16; 0: fp32 */
 	const void *u;        /* [len][rank] host memory */
@@ -154,6 +156,9 @@ struct backend_svd {
 	void *u;              /* [rows][rank] */
 	void *v;              /* [cols][rank] */
 	int f16;              /* 1: u, v fp16; 0: fp32 */
+	float *share;         /* NULL, or out: the share of ||X||_F^2 (the sum of
+	                         all squared singular values) the rank kept
+	                         components hold, 0..1 (1 for a zero matrix) */
 };
 
 /* Principal directions of fp16 rows X [rows][cols] (host memory): the

@@ -125,6 +125,14 @@ static int svd_one(const struct backend_svd *f, struct lp_ws *w)
 		return (int)info;
 	for (int i = 0; i < f->rank; i++)
 		f->s[i] = w->s[i];
+	if (f->share) {
+		double all = 0, kept = 0;
+		for (int i = 0; i < mn; i++) {
+			all += (double)w->s[i] * w->s[i];
+			kept += i < f->rank ? (double)w->s[i] * w->s[i] : 0;
+		}
+		*f->share = all > 0 ? (float)(kept / all) : 1.0f;
+	}
 	put_factor(f, w->vt, mn, w->u);
 	return 0;
 }

@@ -10,6 +10,7 @@
 #include "engine/backend_cpu_int.h"
 
 #include "engine/err.h"
+#include "engine/sekv/sekv.h"
 #include "engine/vec.h"
 
 struct mix_job {
@@ -175,6 +176,25 @@ static void recon_one(const struct backend_recon *rc, float *vf, float *us, floa
 	const float *v = f16 ? vf : (const float *)rc->v;
 	size_t ld = f16 ? (size_t)r : (size_t)rc->rank;
 
+	if (rc->rank == SEKV_RANK_RAW) {
+		for (int i = 0; i < rc->len; i++) {
+			size_t at = rc->off + (size_t)i * d, from = (size_t)i * d;
+			if (f16 && rc->dst_f32)
+				quant_f16_to_f32_row((const uint16_t *)rc->u + from,
+						     (float *)rc->dst->host + at, (size_t)d);
+			else if (f16)
+				memcpy((uint16_t *)rc->dst->host + at,
+				       (const uint16_t *)rc->u + from, (size_t)d * 2);
+			else if (rc->dst_f32)
+				memcpy((float *)rc->dst->host + at,
+				       (const float *)rc->u + from, (size_t)d * 4);
+			else
+				quant_f32_to_f16_row((const float *)rc->u + from,
+						     (uint16_t *)rc->dst->host + at, (size_t)d);
+		}
+		return;
+	}
+
 	for (int j = 0; f16 && r && j < d; j++)
 		quant_f16_to_f32_row((const uint16_t *)rc->v + j * (size_t)rc->rank, vf + j * ld, ld);
 	for (int i = 0; i < rc->len; i++) {
@@ -214,8 +234,8 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 	for (int i = 0; i < n; i++) {
 		const struct backend_recon *x = &r[i];
 		size_t es = x->dst_f32 ? sizeof(float) : sizeof(uint16_t), need;
-		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < 0 ||
-		    x->rank > x->d || x->r < 0 || x->r > x->rank || !x->dst ||
+		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW ||
+		    x->rank > x->d || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
 		    x->off > x->dst->bytes / es)
 			return SEKV_EINVAL;
 		need = (size_t)x->len * x->d;

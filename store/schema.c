@@ -132,6 +132,11 @@ static const char *const store_migration[] = {
 	" doc INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
 	" n_tok INTEGER NOT NULL, n_layer INTEGER NOT NULL, n_head_kv INTEGER NOT NULL,"
 	" score BLOB NOT NULL);",
+	/* 7 -> 8: the rank gate (issue 9): mem.rank_energy, the share of each
+	 * span's energy its factors keep (0: no gate, as before); ranks may
+	 * be -1 (SEKV_RANK_RAW): that factor's fac_u part holds the span's
+	 * rows [len][d_h] and it has no fac_s, fac_v part */
+	"ALTER TABLE mem ADD COLUMN rank_energy REAL NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

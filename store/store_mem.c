@@ -93,7 +93,8 @@ static size_t n_fac_layer(const struct mem_shape *sh)
 	return sat_mul(sat_mul((size_t)sh->n_comp, (size_t)sh->n_head_kv), 2);
 }
 
-/* Ranks [n_layer][n_comp][n_head_kv][2] in 0..min(len, d_h). -1 or index. */
+/* Ranks [n_layer][n_comp][n_head_kv][2]: SEKV_RANK_RAW or in
+ * 0..min(len, d_h). -1 or index. */
 static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
 {
 	size_t nf = n_fac_layer(sh), i = 0;
@@ -101,24 +102,38 @@ static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
 	for (int l = 0; l < sh->n_layer; l++)
 		for (size_t f = 0; f < nf; f++, i++) {
 			int32_t len = sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
-			if (ranks[i] < 0 || ranks[i] > len || ranks[i] > sh->d_h)
+			if (ranks[i] != SEKV_RANK_RAW &&
+			    (ranks[i] < 0 || ranks[i] > len || ranks[i] > sh->d_h))
 				return (int64_t)i;
 		}
 	return -1;
+}
+
+/* Elements of factor f of a layer at rank r in the packed s, u, v blobs
+ * (a raw factor's rows are packed as its u). */
+static void fac_one(const struct mem_shape *sh, size_t f, int32_t r, size_t *ns,
+		    size_t *nu, size_t *nv)
+{
+	int len = sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
+	size_t nuv;
+
+	sekv_factor_elems(r, len, sh->d_h, ns, &nuv);
+	*nu = r == SEKV_RANK_RAW ? nuv : (size_t)r * (size_t)len;
+	*nv = nuv - *nu;
 }
 
 /* Element counts of one layer's packed s, u, v (ranks of that layer). */
 static void fac_counts(const struct mem_shape *sh, const int32_t *ranks,
 		       size_t *ns, size_t *nu, size_t *nv)
 {
-	size_t nf = n_fac_layer(sh);
+	size_t nf = n_fac_layer(sh), a, b, c;
 
 	*ns = *nu = *nv = 0;
 	for (size_t f = 0; f < nf; f++) {
-		size_t r = (size_t)ranks[f];
-		*ns += r;
-		*nu += r * (size_t)sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
-		*nv += r * (size_t)sh->d_h;
+		fac_one(sh, f, ranks[f], &a, &b, &c);
+		*ns += a;
+		*nu += b;
+		*nv += c;
 	}
 }
 
@@ -230,6 +245,7 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 	store_bind_blob(st, 18, m->is_anchor, (size_t)sh->n_tok);
 	sqlite3_bind_int(st, 19, sh->factor_f16);
 	sqlite3_bind_int(st, 20, sh->lm_len);
+	sqlite3_bind_double(st, 21, m->rank_energy);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
 		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
 	else
@@ -248,15 +264,17 @@ static void pack_factors(const struct sekv_mem *m, const struct mem_shape *sh, i
 	const struct sekv_factor *f = m->fac + (size_t)l * nf;
 
 	for (size_t i = 0; i < nf; i++, f++) {
-		size_t r = (size_t)f->rank, len = (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
-		if (!r)
-			continue;
-		memcpy(ps, f->s, r * sizeof(float));
-		memcpy(pu, f->u, r * len * es);
-		memcpy(pv, f->v, r * (size_t)sh->d_h * es);
-		ps += r * sizeof(float);
-		pu += r * len * es;
-		pv += r * (size_t)sh->d_h * es;
+		size_t ns, nu, nv;
+		fac_one(sh, i, f->rank, &ns, &nu, &nv);
+		if (ns)
+			memcpy(ps, f->s, ns * sizeof(float));
+		if (nu)
+			memcpy(pu, f->u, nu * es);
+		if (nv)
+			memcpy(pv, f->v, nv * es);
+		ps += ns * sizeof(float);
+		pu += nu * es;
+		pv += nv * es;
 	}
 }
 
@@ -380,6 +398,7 @@ out:
 #define MEM_COL_FACTOR_F16 17
 #define MEM_COL_LM_LEN 18
 #define MEM_COL_BAR_F16 19
+#define MEM_COL_RANK_ENERGY 20
 
 /* Reads the mem row's shapes and factor type and checks them against the
  * doc row. */
@@ -530,6 +549,12 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 		memcpy(m->is_anchor, b[MB_IS_ANCHOR], (size_t)sh->n_tok);
 	}
 	m->r_max = sqlite3_column_int(st, 5);
+	m->rank_energy = (float)sqlite3_column_double(st, MEM_COL_RANK_ENERGY);
+	if (!(m->rank_energy >= 0 && m->rank_energy <= 1)) {
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.rank_energy: %g is not"
+			       " in 0..1", what, (long long)doc, m->rank_energy);
+		goto out;
+	}
 	m->alpha_used = (float)sqlite3_column_double(st, 6);
 	note = sqlite3_column_text(st, 7);
 	n = note ? strlen((const char *)note) : 0;
@@ -581,10 +606,11 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	f = m->fac + (size_t)l * nf;
 	ns = nu = nv = 0;
 	for (size_t i = 0; i < nf; i++) {
-		size_t r = (size_t)f[i].rank;
-		ns += r;
-		nu += r * (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
-		nv += r * (size_t)sh->d_h;
+		size_t a, bu, bv;
+		fac_one(sh, i, f[i].rank, &a, &bu, &bv);
+		ns += a;
+		nu += bu;
+		nv += bv;
 	}
 	bytes[0] = c.tau * 4;
 	bytes[1] = sat_mul(c.route_w, 4);
@@ -619,16 +645,17 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	pu = b[7];
 	pv = b[8];
 	for (size_t i = 0; i < nf; i++) {
-		size_t r = (size_t)f[i].rank;
-		size_t len = (size_t)sh->comp_len[i / ((size_t)sh->n_head_kv * 2)];
-		if (!r)
-			continue;
-		memcpy(f[i].s, ps, r * 4);
-		memcpy(f[i].u, pu, r * len * es);
-		memcpy(f[i].v, pv, r * (size_t)sh->d_h * es);
-		ps += r * 4;
-		pu += r * len * es;
-		pv += r * (size_t)sh->d_h * es;
+		size_t a, bu, bv;
+		fac_one(sh, i, f[i].rank, &a, &bu, &bv);
+		if (a)
+			memcpy(f[i].s, ps, a * 4);
+		if (bu)
+			memcpy(f[i].u, pu, bu * es);
+		if (bv)
+			memcpy(f[i].v, pv, bv * es);
+		ps += a * 4;
+		pu += bu * es;
+		pv += bv * es;
 	}
 	return 0;
 }

@@ -134,12 +134,14 @@ void fx_no_budget(struct sekv_params *p)
 {
 	sekv_default_params(p);
 	p->budget = 0;
+	p->rank_energy = 0;  /* no rank gate: tests of the SVD see every component */
 	p->n_sink = 0;
 	p->n_recent = 0;
 }
 
-/* Max |X - U S V^T| over every factor of m (full stored rank) against the
- * document rows, relative to the largest |X|. */
+/* Max |X - U S V^T| over every factor of m (full stored rank; a raw
+ * factor's rows as they are) against the document rows, relative to the
+ * largest |X|. */
 double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d)
 {
 	int dh = d->d_h, nkv = d->n_head_kv;
@@ -155,6 +157,8 @@ double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d)
 					for (int j = 0; j < dh; j++) {
 						double y = 0, xv = quant_f16_to_f32(
 							x[((size_t)(sp->start + i) * nkv + f / 2) * dh + j]);
+						if (fc->rank == SEKV_RANK_RAW)
+							y = fx_fac_at(m, fc->u, (size_t)i * dh + j);
 						for (int r = 0; r < fc->rank; r++)
 							y += fx_fac_at(m, fc->u, (size_t)i * fc->rank + r) *
 							     fc->s[r] * fx_fac_at(m, fc->v, (size_t)j * fc->rank + r);

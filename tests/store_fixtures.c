@@ -84,6 +84,7 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 			cap = cap < r_max ? cap : r_max;
 			for (int j = 0; j < n_head_kv * 2; j++)
 				ranks[f++] = fixture_rnd(&s) % 8 == 0 ? 0 :
+					     fixture_rnd(&s) % 7 == 0 ? SEKV_RANK_RAW :
 					     fixture_rnd_int(&s, 0, cap);
 		}
 	if (sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
@@ -106,9 +107,12 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 		for (size_t f = 0; f < nf; f++) {
 			struct sekv_factor *fc = &m->fac[f];
 			int len = m->span[m->comp_span[(f / ((size_t)n_head_kv * 2)) % (size_t)n_comp]].len;
-			fixture_rnd_fill(&s, fc->u, (size_t)len * fc->rank * es);
-			fixture_rnd_fill(&s, fc->s, (size_t)fc->rank * 4);
-			fixture_rnd_fill(&s, fc->v, (size_t)d_h * fc->rank * es);
+			size_t ns, nuv, nu;
+			sekv_factor_elems(fc->rank, len, d_h, &ns, &nuv);
+			nu = fc->rank == SEKV_RANK_RAW ? nuv : (size_t)len * fc->rank;
+			fixture_rnd_fill(&s, fc->u, nu * es);
+			fixture_rnd_fill(&s, fc->s, ns * 4);
+			fixture_rnd_fill(&s, fc->v, (nuv - nu) * es);
 		}
 		fixture_rnd_fill(&s, m->route_w, (size_t)n_layer * n_head * SEKV_D_ROUTE * d_h * 4);
 		fixture_rnd_fill(&s, m->tau, (size_t)n_layer * n_head * 4);
@@ -116,6 +120,7 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 		fixture_rnd_fill(&s, m->lm_s, (size_t)n_layer * m->n_lm * n_head_kv * 4);
 	}
 	m->r_max = r_max;
+	m->rank_energy = (float)(fixture_rnd(&s) % 101) / 100.0f;
 	m->alpha_used = 1.0f + (float)(fixture_rnd(&s) % 1000) / 100.0f;
 	snprintf(m->note, sizeof m->note, "synthetic memory, seed %llu", (unsigned long long)seed);
 	sekv_mem_update_counts(m);
@@ -139,7 +144,8 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 
 	CMP_VAL(a, b, factor_f16);
 	CMP_VAL(a, b, n_tok); CMP_VAL(a, b, n_layer); CMP_VAL(a, b, n_head);
-	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max);
+	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max); CMP_VAL(a, b, n_raw);
+	CMP_VAL(a, b, rank_energy);
 	CMP_VAL(a, b, n_span); CMP_VAL(a, b, n_comp); CMP_VAL(a, b, n_exact);
 	CMP_VAL(a, b, full_kv_bytes); CMP_VAL(a, b, static_bytes); CMP_VAL(a, b, host_bytes);
 	CMP_VAL(a, b, lm_len); CMP_VAL(a, b, n_lm);
@@ -168,11 +174,14 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 	CMP_ARR(a, b, lm_s, (size_t)a->n_layer * a->n_lm * a->n_head_kv * 4);
 	for (size_t f = 0; f < nf; f++) {
 		const struct sekv_factor *fa = &a->fac[f], *fb = &b->fac[f];
-		size_t len = (size_t)a->span[a->comp_span[(f / ((size_t)a->n_head_kv * 2)) %
-						       (size_t)a->n_comp]].len, r = (size_t)fa->rank;
-		if (fa->rank != fb->rank || (r && (memcmp(fa->u, fb->u, len * r * es) ||
-						   memcmp(fa->s, fb->s, r * 4) ||
-						   memcmp(fa->v, fb->v, (size_t)a->d_h * r * es)))) {
+		int len = a->span[a->comp_span[(f / ((size_t)a->n_head_kv * 2)) %
+					       (size_t)a->n_comp]].len;
+		size_t ns, nuv, nu;
+		sekv_factor_elems(fa->rank, len, a->d_h, &ns, &nuv);
+		nu = fa->rank == SEKV_RANK_RAW ? nuv : (size_t)len * fa->rank;
+		if (fa->rank != fb->rank || (nu && memcmp(fa->u, fb->u, nu * es)) ||
+		    (ns && memcmp(fa->s, fb->s, ns * 4)) ||
+		    (nuv > nu && memcmp(fa->v, fb->v, (nuv - nu) * es))) {
 			snprintf(why, whylen, "factor %zu differs (rank %d vs %d)", f, fa->rank,
 				 fb->rank);
 			return 1;

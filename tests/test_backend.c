@@ -522,7 +522,7 @@ static void check_svd(struct test_ctx *t, struct backend *b, struct gguf *g)
 	for (int k = 0; k < 2; k++) {
 		int m = rows_of[k], r = m < D ? m : D;
 		job[k] = (struct backend_svd){ x16, D, m, D, r, malloc(sizeof(float) * r),
-			malloc(sizeof(float) * m * r), malloc(sizeof(float) * D * r), 0 };
+			malloc(sizeof(float) * m * r), malloc(sizeof(float) * D * r), 0, NULL };
 		T_CHECK(t, job[k].s && job[k].u && job[k].v);
 	}
 	T_CHECK(t, b->ops->svd(b, job, 2, &bad, &info) == 0);
@@ -567,6 +567,22 @@ static void check_svd(struct test_ctx *t, struct backend *b, struct gguf *g)
 			}
 		}
 		free(job[k].s), free(job[k].u), free(job[k].v);
+	}
+	/* rank 16 of the wide matrix: its share of ||X||_F^2 (the rank gate's
+	 * input) is the kept s^2 over the matrix's own sum of squares */
+	{
+		float s16[16], share = -1, *u16 = malloc(sizeof(float) * 40 * 16),
+		      *v16 = malloc(sizeof(float) * D * 16);
+		struct backend_svd j = { x16, D, 40, D, 16, s16, u16, v16, 0, &share };
+		double kept = 0, x2 = 0;
+		T_CHECK(t, u16 && v16 && b->ops->svd(b, &j, 1, &bad, &info) == 0);
+		for (int a = 0; a < 16; a++)
+			kept += (double)s16[a] * s16[a];
+		for (int i = 0; i < 40 * D; i++)
+			x2 += (double)quant_f16_to_f32(x16[i]) * quant_f16_to_f32(x16[i]);
+		T_CHECKF(t, fabs(share - kept / x2) < 1e-4 && share < 0.9, "share %g vs %g", share,
+			 kept / x2);
+		free(u16), free(v16);
 	}
 	free(x), free(x16);
 }

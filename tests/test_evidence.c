@@ -183,6 +183,7 @@ static void probe_sekv_all_zoomed_equals_full(struct test_ctx *t)
 	sekv_default_params(&p);
 	p.budget = 0;
 	p.r_max = p.r_use = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
 	p.recon_f32 = 1;
 	p.factor_f16 = 0;
 	p.tau = -1.0f;

@@ -62,8 +62,9 @@ static void integration_ingest_sample(struct test_ctx *t)
 	base_opts(&o);
 	/* rank 256 >= d_h: the stored factors can rebuild spans exactly, which
 	 * the full-budget equivalence test below relies on; other tests use
-	 * --rmax 32 at ask time. */
+	 * --rmax 32 at ask time. No rank gate, so every component is stored. */
 	o.r_max = 256;
+	o.rank_energy = 0;
 	int rc = app_ingest(&o, SAMPLE, NULL, NULL, &g_doc, err, sizeof err);
 	T_CHECKF(t, rc == 0, "ingest: %s", err);
 	T_CHECK(t, store_open(&st, g_db, err, sizeof err) == 0);

@@ -312,6 +312,7 @@ static void build_factors_every_span_threads(struct test_ctx *t)
 	T_CHECK(t, fx_doc_make(&d, 900, 3, 4, 2, 32, 5) == 0);
 	sekv_default_params(&p);
 	p.budget = 0;
+	p.rank_energy = 0;       /* every component: the SVD itself is checked */
 	p.factor_f16 = 0;        /* exact to fp32 rounding */
 	p.n_threads = 1;
 	T_CHECKF(t, fx_doc_build(&m1, &d, &p, err, sizeof err) == 0, "%s", err);
@@ -351,6 +352,102 @@ static void build_factors_every_span_threads(struct test_ctx *t)
 }
 
 
+/* The untrained g_phi rule on hand-made spectra: the fewest leading
+ * components holding the energy share, gates a prefix of ones, masked
+ * past n_valid, everything when the share is out of reach. */
+static void rank_gate_energy_rule(struct test_ctx *t)
+{
+	const float s[4] = { 1.0f, 0.5f, 0.25f, 0.125f }; /* s^2: 1 .25 .0625 .015625 */
+	float g[6];
+
+	/* total 1.328125: 75% = 0.996 -> 1; 95% = 1.2617 -> 3; 100% -> 4 */
+	T_CHECK(t, sekv_rank_gate(0.75f, s, 4, 4, 1.0f, NULL, 8, g) == 1 && g[0] == 1 && g[1] == 0);
+	T_CHECK(t, sekv_rank_gate(0.95f, s, 4, 4, 1.0f, NULL, 8, g) == 3);
+	T_CHECK(t, g[0] == 1 && g[1] == 1 && g[2] == 1 && g[3] == 0);
+	T_CHECK(t, sekv_rank_gate(1.0f, s, 4, 4, 1.0f, NULL, 8, g) == 4 && g[3] == 1);
+	/* the four hold half the span's energy: 95% of it is out of reach */
+	T_CHECK(t, sekv_rank_gate(0.95f, s, 4, 4, 0.5f, NULL, 8, g) == 4);
+	/* ... and 35% of it is 0.93 of its 2.656: the first (1) reaches it */
+	T_CHECK(t, sekv_rank_gate(0.35f, s, 4, 4, 0.5f, NULL, 8, g) == 1);
+	T_CHECK(t, sekv_rank_gate(0.40f, s, 4, 4, 0.5f, NULL, 8, g) == 2);
+	/* gates past n_valid are masked */
+	T_CHECK(t, sekv_rank_gate(1.0f, s, 4, 2, 1.0f, NULL, 8, g) == 2 && g[2] == 0 && g[3] == 0);
+	/* no gate: all valid components; a zero span: none */
+	T_CHECK(t, sekv_rank_gate(0.0f, s, 4, 3, 1.0f, NULL, 8, g) == 3 && g[3] == 0);
+	T_CHECK(t, sekv_rank_gate(0.9f, (const float[4]){ 0 }, 4, 4, 1.0f, NULL, 8, g) == 0 &&
+		   g[0] == 0);
+}
+
+/* sekv_build with the rank gate against an independent SVD (LAPACK
+ * sgesvd) of every span: near rank-3 keys keep a few components holding
+ * the energy share, full-rank values are stored raw, each factor's rank is
+ * the one the rule gives, and only kept components are counted. */
+static void build_rank_gate_kept_and_raw(struct test_ctx *t)
+{
+	const int n = 600, dh = 64;
+	const float energy = 0.9f;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	char err[256];
+	float *a = malloc(sizeof(float) * n * dh), sv[64], sup[64];
+	int n_low = 0, n_raw = 0;
+	size_t host = 0;
+
+	T_CHECK(t, a && fx_doc_make(&d, n, 1, 2, 1, dh, 13) == 0);
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < dh; j++) {
+			/* three fixed directions with per-row weights, small noise */
+			double x = 0.02 * quant_f16_to_f32(d.k[0][i * dh + j]);
+			for (int c = 0; c < 3; c++)
+				x += sin(0.37 * (i + 1) * (c + 1)) * cos(0.11 * (j + 3) * (c + 2)) * (3 - c);
+			d.k[0][i * dh + j] = quant_f32_to_f16((float)x);
+		}
+	fx_no_budget(&p);
+	p.rank_energy = energy;
+	p.r_max = 64;
+	p.factor_f16 = 0;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 5, "n_comp %d", m->n_comp);
+	for (int c = 0; c < m->n_comp; c++)
+		for (int w = 0; w < 2; w++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[c]];
+			const struct sekv_factor *f = &m->fac[c * 2 + w];
+			const uint16_t *x = (w ? d.v[0] : d.k[0]) + (size_t)sp->start * dh;
+			int mn = sp->len < dh ? sp->len : dh, want = 0, r_cap = mn < 64 ? mn : 64;
+			double all = 0, run = 0;
+			for (int i = 0; i < sp->len * dh; i++)
+				a[i] = quant_f16_to_f32(x[i]);
+			T_CHECK(t, LAPACKE_sgesvd(LAPACK_ROW_MAJOR, 'N', 'N', sp->len, dh, a, dh, sv,
+						  NULL, 1, NULL, 1, sup) == 0);
+			for (int i = 0; i < mn; i++)
+				all += (double)sv[i] * sv[i];
+			while (want < r_cap && run < energy * all * (1 - 1e-4))
+				run += (double)sv[want] * sv[want], want++;
+			if ((size_t)want * ((sp->len + dh) * 4 + 4) >= (size_t)sp->len * dh * 4) {
+				T_CHECKF(t, f->rank == SEKV_RANK_RAW, "span %d %s: rank %d, want raw",
+					 c, w ? "V" : "K", f->rank);
+				n_raw++;
+				host += (size_t)sp->len * dh * 4;
+				continue;
+			}
+			/* one component either way may tip at the share's edge */
+			T_CHECKF(t, abs(f->rank - want) <= 1, "span %d %s: rank %d, rule %d", c,
+				 w ? "V" : "K", f->rank, want);
+			n_low += !w && f->rank <= 6;
+			host += (size_t)f->rank * ((sp->len + dh) * 4 + 4);
+		}
+	T_CHECKF(t, n_low == m->n_comp, "%d of %d key factors kept <= 6 components", n_low,
+		 m->n_comp);
+	T_CHECKF(t, n_raw > 0 && n_raw == m->n_raw, "raw %d (mem %d)", n_raw, m->n_raw);
+	T_CHECK(t, m->host_bytes == host && m->rank_energy == energy);
+	/* raw rows are the rows; kept components rebuild within the share */
+	T_CHECKF(t, fx_factors_vs_rows(m, &d) < 0.5, "rebuild error %g", fx_factors_vs_rows(m, &d));
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+	free(a);
+}
+
 const struct test_case test_sekv[] = {
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
@@ -360,5 +457,7 @@ const struct test_case test_sekv[] = {
 	{ "sekv_svd_error_falls_with_rank", svd_error_falls_with_rank },
 	{ "sekv_svd_singular_values_vs_lapack", svd_singular_values_vs_lapack },
 	{ "sekv_build_factors_every_span_threads", build_factors_every_span_threads },
+	{ "sekv_rank_gate_energy_rule", rank_gate_energy_rule },
+	{ "sekv_build_rank_gate_kept_and_raw", build_rank_gate_kept_and_raw },
 	{ NULL, NULL },
 };

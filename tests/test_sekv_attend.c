@@ -138,6 +138,7 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 	sekv_default_params(&p);
 	p.budget = 0;
 	p.r_max = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
 	p.r_use = 64;
 	p.recon_f32 = 1;
 	p.factor_f16 = 0;         /* fp32 factors: exact up to fp32 rounding */
@@ -161,6 +162,24 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 	e = decode_vs_ref(&d, m, c, 2, 0, 0.125f, 99);
 	T_CHECKF(t, e > 1e-3, "rank 2 still matched exact attention (%g)", e);
 	sekv_ctx_free(c);
+
+	/* the rank gate keeping all the energy: full-rank factors take more
+	 * bytes than the rows, so every factor is stored raw and rebuilds
+	 * exactly (r_use does not apply to rows) */
+	{
+		struct sekv_mem *mr = NULL;
+		p.rank_energy = 1.0f;
+		T_CHECKF(t, fx_doc_build(&mr, &d, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECKF(t, mr->n_raw == 3 * mr->n_comp * n_head_kv * 2, "raw %d of %d", mr->n_raw,
+			 3 * mr->n_comp * n_head_kv * 2);
+		T_CHECK(t, mr->host_bytes == (size_t)(mr->n_tok - mr->n_exact) * 3 * n_head_kv * 64 * 2 * 4);
+		T_CHECKF(t, sekv_ctx_new(&c, mr, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+		e = decode_vs_ref(&d, mr, c, 6, 0, 0.125f, 99);
+		T_CHECKF(t, e >= 0 && e < 1e-4, "raw, all zoomed vs exact: max diff %g", e);
+		sekv_ctx_free(c);
+		sekv_mem_free(mr);
+		p.rank_energy = 0;
+	}
 
 	/* nothing zoomed: exact rows + coarse rows with bias log|S| */
 	p.r_use = 64;
@@ -199,6 +218,7 @@ static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
 	sekv_default_params(&p);
 	p.budget = 0;
 	p.r_max = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
 	p.r_use = 64;
 	p.recon_f32 = 1;
 	p.factor_f16 = 0;
@@ -279,6 +299,7 @@ static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
 	sekv_default_params(&p);
 	p.budget = 0.5;
 	p.r_max = p.r_use = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
 	p.recon_f32 = 1;
 	p.factor_f16 = 0;
 	p.n_recent = 16;
@@ -565,6 +586,7 @@ static void edge_short_doc_and_zero_surprisal(struct test_ctx *t)
 	for (int i = 10; i < 46; i += 5)
 		d.h[i] = 300.0f * i;
 	p.l_min = 4;
+	p.rank_energy = 0;  /* no rank gate: every span keeps full rank */
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->n_comp >= 6, "n_comp %d", m->n_comp);
 	for (int i = 0; i < m->n_comp; i++) {
@@ -639,6 +661,7 @@ static void factor_f16_halves_host_bytes(struct test_ctx *t)
 	T_CHECK(t, p.factor_f16 == 1);
 	p.budget = 0;
 	p.r_max = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
 	p.r_use = 64;
 	p.recon_f32 = 1;
 	p.tau = -1.0f;

@@ -113,7 +113,9 @@ static void store_corrupt_file_is_clean_error(struct test_ctx *t)
 		{ "UPDATE mem SET spans = CAST(x'00000000ffffff7f00000000' || substr(spans, 13) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.spans" },
 		{ "UPDATE mem SET spans = CAST(substr(spans, 1, 8) || x'02000000' || substr(spans, 13) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.spans" },
 		{ "UPDATE mem SET ranks = CAST(x'ffff0000' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
-		{ "UPDATE mem SET ranks = CAST(x'ffffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
+		{ "UPDATE mem SET ranks = CAST(x'feffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
+		/* -1 is a raw factor: valid, but its rows are not in the blobs */
+		{ "UPDATE mem SET ranks = CAST(x'ffffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem_layer.fac_" },
 		{ "UPDATE mem SET exact_pos = CAST(substr(exact_pos, 5, 4) || substr(exact_pos, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "exact_pos" },
 		{ "DELETE FROM mem_layer WHERE doc = %lld AND layer = 1", R_MEM, SEKV_EFORMAT, "mem_layer" },
 		{ "UPDATE mem_layer SET layer = 7 WHERE doc = %lld AND layer = 0", R_MEM, SEKV_EFORMAT, "mem_layer" },
@@ -213,6 +215,8 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 
 	memset(&f, 0, sizeof f);
 	T_CHECK(t, m && m16 && m->factor_f16 == 0 && m16->factor_f16 == 1);
+	if (m)
+		m->rank_energy = 0;  /* a v1 file had no rank gate (the column's default) */
 	/* finite summaries: fp32 files held real numbers, not random bits */
 	for (size_t i = 0; m && i < (size_t)m->n_layer * m->n_comp * m->n_head_kv * m->d_h; i++) {
 		m->k_bar[i] = quant_f32_to_f16((float)(i % 97) / 7.0f - 5.0f);
@@ -226,7 +230,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	v1_ok = rc == 0 &&
 		fixture_raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
 			 " ALTER TABLE mem DROP COLUMN lm_len; ALTER TABLE mem_layer DROP COLUMN lm_k;"
-			 " ALTER TABLE mem DROP COLUMN bar_f16;"
+			 " ALTER TABLE mem DROP COLUMN bar_f16; ALTER TABLE mem DROP COLUMN rank_energy;"
 			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
 			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE turns; DROP TABLE sessions;"
@@ -251,7 +255,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 7, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 8, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
 	sekv_mem_free(m);

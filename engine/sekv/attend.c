@@ -520,11 +520,11 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 }
 
 /* Rebuild job of span s (KV head kv, layer l; factor f) into row `rows`
- * of buf, with gates m_i = 1 for the first r_use components. */
+ * of buf: the kept components (at most r_use of them) or the raw rows. */
 static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
 				      int len, struct backend_buf *buf, size_t rows)
 {
-	int r = f->rank;
+	int r = f->rank == SEKV_RANK_RAW ? 0 : f->rank;
 
 	if (c->r_use > 0 && c->r_use < r)
 		r = c->r_use;
@@ -582,8 +582,11 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, base + rows);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
-				st->factor_read_bytes += (size_t)rj->r * (((size_t)len + m->d_h) *
-					(m->factor_f16 ? 2 : 4) + sizeof(float));
+				size_t ns, nuv;
+				sekv_factor_elems(rj->rank == SEKV_RANK_RAW ? rj->rank : rj->r, len,
+						  m->d_h, &ns, &nuv);
+				st->factor_read_bytes += ns * sizeof(float) +
+							 nuv * (m->factor_f16 ? 2 : 4);
 			}
 		}
 		zl[n_z++] = cd->kv * m->n_comp + cd->comp;

@@ -27,12 +27,14 @@ static int by_len_desc(const void *a, const void *b, void *arg)
 }
 
 /* Truncated SVD of every compressed span's K and V rows per layer and KV
- * head, one backend job each, longest spans first (the pool hands them
- * out one at a time, so the long ones do not end up last). */
-static int build_factors(struct sekv_mem *m, struct backend *be,
-			 const uint16_t *const *k, const uint16_t *const *v,
-			 char *err, size_t errlen)
+ * head into full (ranks min(|S|, d_h, R_max)), one backend job each,
+ * longest spans first (the pool hands them out one at a time, so the long
+ * ones do not end up last); share [n_fac] gets each factor's kept share of
+ * the span's energy. */
+static int run_svd(struct sekv_mem *full, struct backend *be, const uint16_t *const *k,
+		   const uint16_t *const *v, float *share, char *err, size_t errlen)
 {
+	struct sekv_mem *m = full;
 	size_t row = (size_t)m->n_head_kv * m->d_h;
 	int per = m->n_layer * m->n_head_kv * 2, n = m->n_comp * per, bad, info, rc;
 	int32_t *order = malloc(((size_t)m->n_comp + 1) * sizeof *order);
@@ -49,12 +51,12 @@ static int build_factors(struct sekv_mem *m, struct backend *be,
 		int c = order[j / per], r = j % per;
 		int l = r / (m->n_head_kv * 2), kv = r / 2 % m->n_head_kv, which = r % 2;
 		const struct sekv_span *sp = &m->span[m->comp_span[c]];
-		struct sekv_factor *f = &m->fac[(((size_t)l * m->n_comp + c) *
-						  m->n_head_kv + kv) * 2 + which];
+		size_t fi = (((size_t)l * m->n_comp + c) * m->n_head_kv + kv) * 2 + which;
+		struct sekv_factor *f = &m->fac[fi];
 		job[j] = (struct backend_svd){
 			.x = (which ? v : k)[l] + (size_t)sp->start * row + (size_t)kv * m->d_h,
 			.ldx = row, .rows = sp->len, .cols = m->d_h, .rank = f->rank,
-			.s = f->s, .u = f->u, .v = f->v, .f16 = m->factor_f16,
+			.s = f->s, .u = f->u, .v = f->v, .f16 = m->factor_f16, .share = &share[fi],
 		};
 	}
 	rc = be->ops->svd(be, job, n, &bad, &info);
@@ -67,6 +69,85 @@ out:
 	free(job);
 	free(order);
 	return rc;
+}
+
+/* Kept rank of every factor of full (the rank gate with energy; <= 0: all
+ * components, never raw) into ranks, SEKV_RANK_RAW where the kept
+ * components take as many bytes as the fp16/fp32 rows or more; kept [2]
+ * gets the mean share of span energy K and V factors keep. */
+static int gate_ranks(const struct sekv_mem *full, const float *share, float energy,
+		      int32_t *ranks, float *kept)
+{
+	double sum[2] = { 0, 0 };
+	size_t es = full->factor_f16 ? sizeof(uint16_t) : sizeof(float);
+	float *s_norm = malloc(2 * ((size_t)full->r_max + 1) * sizeof *s_norm);
+	float *gate = s_norm + full->r_max + 1;
+	size_t f = 0;
+
+	if (!s_norm)
+		return SEKV_ENOMEM;
+
+	for (int l = 0; l < full->n_layer; l++)
+		for (int c = 0; c < full->n_comp; c++)
+			for (int j = 0; j < full->n_head_kv * 2; j++, f++) {
+				const struct sekv_factor *fc = &full->fac[f];
+				size_t len = (size_t)full->span[full->comp_span[c]].len;
+				int r = fc->rank, n = r;
+				double all = 0, part = 0;
+				for (int i = 0; i < n; i++) {
+					s_norm[i] = fc->s[0] > 0 ? fc->s[i] / fc->s[0] : 0;
+					all += (double)s_norm[i] * s_norm[i];
+				}
+				if (energy > 0)
+					r = sekv_rank_gate(energy, s_norm, n, n, share[f], NULL,
+							   full->d_h, gate);
+				for (int i = 0; i < r; i++)
+					part += (double)s_norm[i] * s_norm[i];
+				ranks[f] = energy > 0 && (size_t)r * ((len + full->d_h) * es + sizeof(float)) >=
+					   len * full->d_h * es ? SEKV_RANK_RAW : r;
+				sum[j % 2] += ranks[f] == SEKV_RANK_RAW || all <= 0 ? 1.0 :
+					      share[f] * part / all;
+			}
+	for (int w = 0; w < 2; w++)
+		kept[w] = f ? (float)(sum[w] / (double)(f / 2)) : 0;
+	free(s_norm);
+	return SEKV_OK;
+}
+
+/* Copies into m the kept components of every factor of full (ranks as
+ * m's), or the span's rows themselves for a raw factor. */
+static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full,
+			 const uint16_t *const *k, const uint16_t *const *v)
+{
+	size_t es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
+	size_t row = (size_t)m->n_head_kv * m->d_h, f = 0, d = (size_t)m->d_h;
+
+	for (int l = 0; l < m->n_layer; l++)
+		for (int c = 0; c < m->n_comp; c++)
+			for (int j = 0; j < m->n_head_kv * 2; j++, f++) {
+				const struct sekv_span *sp = &m->span[m->comp_span[c]];
+				const struct sekv_factor *a = &full->fac[f];
+				struct sekv_factor *b = &m->fac[f];
+				size_t r = (size_t)b->rank, ra = (size_t)a->rank;
+				if (b->rank == SEKV_RANK_RAW) {
+					const uint16_t *x = (j % 2 ? v : k)[l] + (size_t)sp->start * row +
+							    (size_t)(j / 2) * d;
+					for (int i = 0; i < sp->len; i++, x += row) {
+						if (m->factor_f16)
+							memcpy((uint16_t *)b->u + i * d, x, d * es);
+						else
+							quant_f16_to_f32_row(x, (float *)b->u + i * d, d);
+					}
+					continue;
+				}
+				memcpy(b->s, a->s, r * sizeof(float));
+				for (int i = 0; i < sp->len; i++)
+					memcpy((char *)b->u + i * r * es, (const char *)a->u + i * ra * es,
+					       r * es);
+				for (size_t i = 0; i < d; i++)
+					memcpy((char *)b->v + i * r * es, (const char *)a->v + i * ra * es,
+					       r * es);
+			}
 }
 
 /* Writes W of (global layer l, KV head kv) for its query heads from the
@@ -278,8 +359,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	       int d_h, const uint16_t *const *k, const uint16_t *const *v,
 	       char *err, size_t errlen)
 {
-	struct sekv_mem *m = NULL;
+	struct sekv_mem *m = NULL, *full = NULL;
 	struct sekv_span *span = NULL;
+	float *share = NULL, kept[2] = { 0, 0 };
+	size_t nf;
 	uint8_t *anchor = NULL;
 	int32_t *ranks = NULL;
 	struct backend *be = p ? p->be : NULL, *own_be = NULL;
@@ -302,8 +385,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	sekv_seg_fit(surprisal, n_tok, p, row, d_h, anchor, span, &n_span, &alpha, &lm_len,
 		     note, sizeof note);
 	sekv_seg_static_bytes(n_tok, span, n_span, row, d_h, lm_len, &n_exact, &n_comp);
-	ranks = malloc(((size_t)n_layer * n_comp * n_head_kv * 2 + 1) * sizeof *ranks);
-	if (!ranks) {
+	nf = (size_t)n_layer * n_comp * n_head_kv * 2;
+	ranks = malloc((nf + 1) * sizeof *ranks);
+	share = malloc((nf + 1) * sizeof *share);
+	if (!ranks || !share) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: ranks: out of memory");
 		goto out;
 	}
@@ -313,14 +398,27 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 				int r = span[i].len < d_h ? span[i].len : d_h;
 				ranks[f++] = r < p->r_max ? r : p->r_max;
 			}
-	rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
-			    span, n_exact, ranks, p->factor_f16, lm_len);
+	/* the SVD at the largest rank first, then only the gated part is kept */
+	if (!be && (rc = backend_open("cpu", p->n_threads, &own_be, err, errlen)))
+		goto out;
+	if (!be)
+		be = own_be;
+	rc = sekv_mem_alloc(&full, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
+			    span, 0, ranks, p->factor_f16, 0);
+	if (!rc && (rc = run_svd(full, be, k, v, share, err, errlen)))
+		goto out;
+	if (!rc && !(rc = gate_ranks(full, share, p->rank_energy, ranks, kept))) {
+		rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
+				    span, n_exact, ranks, p->factor_f16, lm_len);
+	}
 	if (rc) {
 		rc = sekv_errf(err, errlen, rc, "sekv_build: memory: %s (%d tokens, %d spans)",
 			       sekv_strerror(rc), n_tok, n_span);
 		goto out;
 	}
 	m->r_max = p->r_max;
+	m->rank_energy = p->rank_energy > 0 ? p->rank_energy : 0;
+	memcpy(m->kept_energy, kept, sizeof kept);
 	m->alpha_used = alpha;
 	memcpy(m->note, note, sizeof note);
 	for (int l = 0; l < n_layer; l++)
@@ -337,18 +435,18 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 		rc = sekv_errf(err, errlen, rc, "sekv_build: summaries: out of memory");
 		goto out;
 	}
-	if (!be && (rc = backend_open("cpu", p->n_threads, &own_be, err, errlen)))
+	if ((rc = build_router(m, be, k, p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)d_h),
+			       err, errlen)))
 		goto out;
-	if ((rc = build_router(m, be ? be : own_be, k,
-			       p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)d_h), err, errlen)) ||
-	    (rc = build_factors(m, be ? be : own_be, k, v, err, errlen)))
-		goto out;
+	keep_factors(m, full, k, v);
 	sekv_mem_update_counts(m);
 	*out = m;
 	m = NULL;
 out:
 	backend_close(own_be);
 	sekv_mem_free(m);
+	sekv_mem_free(full);
+	free(share);
 	free(ranks);
 	free(span);
 	free(anchor);

@@ -21,8 +21,9 @@ void sekv_default_params(struct sekv_params *p)
 	p->l_min = 4;
 	p->n_sink = 4;
 	p->n_recent = 64;
-	p->r_max = 32;
-	p->r_use = 32;
+	p->r_max = 64;
+	p->r_use = 64;
+	p->rank_energy = 0.95f;
 	p->budget = 0.10;
 	/* measured on bench/qa at a 10% budget (issue 9): 0.3 / 0.5 / 0.7 /
 	 * 0.85 / 0.95 gave answer accuracy 0.072 / 0.087 / 0.116 / 0.087 /
@@ -86,10 +87,13 @@ static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d
 				if (span[i].full)
 					continue;
 				for (int j = 0; j < n_head_kv * 2; j++, r++) {
-					if (*r < 0 || *r > span[i].len || *r > d_h)
+					size_t ns, nuv;
+					if (*r != SEKV_RANK_RAW &&
+					    (*r < 0 || *r > span[i].len || *r > d_h))
 						return SEKV_EINVAL;
-					*n_fs += (size_t)*r;
-					*n_fuv += (size_t)*r * ((size_t)span[i].len + (size_t)d_h);
+					sekv_factor_elems(*r, span[i].len, d_h, &ns, &nuv);
+					*n_fs += ns;
+					*n_fuv += nuv;
 				}
 			}
 	}
@@ -109,13 +113,20 @@ static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs,
 			if (span[i].full)
 				continue;
 			for (int j = 0; j < m->n_head_kv * 2; j++, fc++) {
+				size_t ns, nuv;
 				fc->rank = ranks[fc - m->fac];
-				fc->s = fs;
-				fs += fc->rank;
+				sekv_factor_elems(fc->rank, span[i].len, m->d_h, &ns, &nuv);
 				fc->u = fuv;
-				fuv += (size_t)span[i].len * fc->rank * es;
-				fc->v = fuv;
-				fuv += (size_t)m->d_h * fc->rank * es;
+				if (fc->rank == SEKV_RANK_RAW) {
+					fc->s = NULL;
+					fc->v = NULL;
+					m->n_raw++;
+				} else {
+					fc->s = fs;
+					fc->v = fuv + (size_t)span[i].len * fc->rank * es;
+				}
+				fs += ns;
+				fuv += nuv * es;
 				if (fc->rank > m->r_max)
 					m->r_max = fc->rank;
 			}
@@ -219,6 +230,17 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	return SEKV_OK;
 }
 
+void sekv_factor_elems(int rank, int len, int d_h, size_t *n_s, size_t *n_uv)
+{
+	if (rank == SEKV_RANK_RAW) {
+		*n_s = 0;
+		*n_uv = (size_t)len * d_h;
+	} else {
+		*n_s = (size_t)rank;
+		*n_uv = (size_t)rank * ((size_t)len + (size_t)d_h);
+	}
+}
+
 void sekv_mem_free(struct sekv_mem *m)
 {
 	if (m)
@@ -243,8 +265,10 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 			for (int kv = 0; kv < m->n_head_kv * 2; kv++) {
 				const struct sekv_factor *f = &m->fac[
 					((size_t)l * m->n_comp + c) * m->n_head_kv * 2 + kv];
-				size_t len = (size_t)m->span[m->comp_span[c]].len;
-				host += (size_t)f->rank * ((len + m->d_h) * es + sizeof(float));
+				size_t ns, nuv;
+				sekv_factor_elems(f->rank, m->span[m->comp_span[c]].len, m->d_h,
+						  &ns, &nuv);
+				host += ns * sizeof(float) + nuv * es;
 			}
 	m->host_bytes = host;
 }

@@ -28,7 +28,12 @@ struct sekv_params {
 	int l_min;           /* spans shorter than this stay exact (4) */
 	int n_sink;          /* first tokens always exact (attention sinks) (4) */
 	int n_recent;        /* last document tokens always exact (64) */
-	int r_max;           /* max stored SVD rank R_max (32) */
+	int r_max;           /* R_max: most components a factor keeps (64) */
+	float rank_energy;   /* rank gate (sekv_rank_gate): a factor keeps its
+	                        leading components holding this share of the
+	                        span's energy sum_i s_i^2, at most R_max (0.95);
+	                        <= 0: no gate (min(|S|, d_h, R_max) components,
+	                        never raw: tests of the SVD itself) */
 	int r_use;           /* rank used at decode, <= stored (default = r_max) */
 	double budget;       /* device-tier budget as a fraction of full_kv_bytes
 	                        (0.10); <= 0 or >= 1 with everything fitting:
@@ -87,16 +92,43 @@ struct sekv_span {
 	int32_t full;    /* 1: kept at full resolution (short), 0: compressed */
 };
 
-/* Truncated SVD of one span's K (or V) for one layer and KV head:
+/* rank of a factor stored raw: its rows themselves, because its kept
+ * components would take more bytes than the rows (issue 9). */
+#define SEKV_RANK_RAW (-1)
+
+/* Truncated SVD of one span's K (or V) for one layer and KV head, keeping
+ * only the components the rank gate kept:
  * X_hat[i][j] = sum_r u[i*rank + r] * s[r] * v[j*rank + r].
  * u and v hold uint16_t IEEE halves when the memory's factor_f16 is 1,
- * else floats; s (the scale) is always fp32. */
+ * else floats; s (the scale) is always fp32. A raw factor (rank
+ * SEKV_RANK_RAW) holds the span's rows in u [len][d_h] at the same type;
+ * its s and v are NULL. */
 struct sekv_factor {
-	int32_t rank;
-	void *u;         /* [len][rank] fp16 or fp32 (sekv_mem.factor_f16) */
-	float *s;        /* [rank], descending */
-	void *v;         /* [d_h][rank] fp16 or fp32 */
+	int32_t rank;    /* kept components, or SEKV_RANK_RAW */
+	void *u;         /* [len][rank] fp16 or fp32 (sekv_mem.factor_f16);
+	                    raw: [len][d_h] */
+	float *s;        /* [rank], descending (raw: NULL) */
+	void *v;         /* [d_h][rank] fp16 or fp32 (raw: NULL) */
 };
+
+/* Elements of a factor of a span of len rows: *n_s fp32 singular values
+ * and *n_uv u + v elements at the factor type (raw: len * d_h, no s).
+ * rank must be SEKV_RANK_RAW or 0..min(len, d_h) (unchecked). */
+void sekv_factor_elems(int rank, int len, int d_h, size_t *n_s, size_t *n_uv);
+
+/* Rank-gate predictor g_phi (DESIGN.md section 3 step 3; issue 9): the
+ * gates m_i in [0, 1] of a span factor's n_gate <= R_max components from
+ * its singular values divided by the largest, s_norm [n_gate] (descending,
+ * s_norm[0] = 1), the share of the span's energy the n_gate components
+ * hold, share_in (sum of s_i^2 over them / the matrix's ||X||_F^2, 0..1),
+ * and its unit summary key kbar_norm [d_h] (NULL allowed). Gates past
+ * n_valid = min(|S|, d_h, R_max) are 0. Untrained rule (until a trained
+ * g_phi replaces it behind this interface): m_i = 1 for the fewest leading
+ * components whose energy reaches `energy` of the span's, else 0 (all
+ * n_valid when they never reach it; energy <= 0: all n_valid). Returns the
+ * kept count (gates are a prefix of ones). Pure; thread-safe. */
+int sekv_rank_gate(float energy, const float *s_norm, int n_gate, int n_valid,
+		   float share_in, const float *kbar_norm, int d_h, float *gate);
 
 struct sekv_mem {
 	int n_tok;            /* document tokens */
@@ -105,6 +137,12 @@ struct sekv_mem {
 	int n_head_kv;
 	int d_h;
 	int r_max;            /* R_max the factors were built with */
+	float rank_energy;    /* energy share the rank gate kept (0: no gate) */
+	int n_raw;            /* factors stored raw (SEKV_RANK_RAW) */
+	float kept_energy[2]; /* build statistic (0 in a loaded memory): mean over
+	                         K (0) and V (1) factors of the share of the
+	                         span's energy ||X||_F^2 the stored factor keeps
+	                         (raw: 1) */
 	int factor_f16;       /* 1: every factor's u, v are fp16, 0: fp32 */
 	float alpha_used;     /* threshold multiplier actually used */
 	char note[256];       /* how alpha / merging was chosen to fit the budget,
@@ -143,7 +181,8 @@ struct sekv_mem {
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
 	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier */
-	size_t host_bytes;        /* all factors at their stored type */
+	size_t host_bytes;        /* all factors (raw ones included) at their
+	                             stored type */
 	void *arena;              /* implementation-owned storage */
 };
 
@@ -173,7 +212,11 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
  * none does, neighbouring spans merge pairwise (anchors between them are
  * demoted) until they fit or one span is left; m->note says what was done
  * ("budget not met: ..." when even that cannot fit: decoding then zooms
- * nothing). Ranks r = min(|S|, d_h, p->r_max). tokens may be NULL (zeros).
+ * nothing). Factors: the SVD keeps min(|S|, d_h, p->r_max) components,
+ * then the rank gate (sekv_rank_gate with p->rank_energy) keeps a leading
+ * part of them; a factor whose kept components would take as many bytes
+ * as its fp16 rows or more is stored raw (SEKV_RANK_RAW; m->n_raw counts
+ * them). Only kept components are stored. tokens may be NULL (zeros).
  * Runs the SVD and router on p->be (or a private CPU backend with
  * p->n_threads threads). Errors: SEKV_EINVAL (bad
  * shape, non-finite surprisal or KV, LAPACK failure), SEKV_ENOMEM.
@@ -190,7 +233,8 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
  * else fp32; s always fp32); used by store/ when loading.
  * span [n_span] is copied and checked (ascending, non-overlapping, inside
  * 0..n_tok, full 0/1); n_comp = spans with full == 0; ranks may be NULL
- * (all ranks 0), else each rank is in 0..min(len, d_h). lm_len >= 0 sizes
+ * (all ranks 0), else each rank is SEKV_RANK_RAW or in 0..min(len, d_h).
+ * lm_len >= 0 sizes
  * the landmarks (lm_first filled, lm_k, lm_s zeroed; 0: none). r_max is set to the
  * largest rank, tau to 0, layer_id to 0..n_layer-1: the caller fills the
  * rest. One allocation (m->arena). Returns 0, SEKV_EINVAL (bad shape, span
