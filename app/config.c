@@ -150,6 +150,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->n_recent, int: 1, default: 0)
 _Static_assert(_Generic(((struct sekv_params *)0)->alpha, float: 1, default: 0), "--alpha is float");
 _Static_assert(_Generic(((struct sekv_params *)0)->rank_energy, float: 1, default: 0),
 	       "--rank-energy is float");
+_Static_assert(_Generic(((struct sekv_params *)0)->key_pre_rope, int: 1, default: 0),
+	       "--factor-keys is int");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -176,7 +178,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
 	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
 	  .help = "most SVD components a span factor keeps (stored at ingest), used at ask",
-	  .cmds = MEMORY },
+	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
 	  .choices = "sekv|full|streaming|snapkv|h2o|quest|summary",
 	  .help = "memory to answer from: SeKV, the exact full KV cache, or a rival at the same "
@@ -233,7 +235,7 @@ static const struct opt_row opt_table[] = {
 	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
 	{ .name = "--recent", .arg = "N", .kind = OPT_INT, .off = F(n_recent), .set_off = NO_SET,
 	  SEKV_DEF(n_recent), .imin = 0, .imax = 1 << 20, .help = "last document tokens kept exact",
-	  .cmds = APP_CMD_INGEST },
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--alpha", .arg = "A", .kind = OPT_FLOAT, .off = F(alpha), .set_off = NO_SET,
 	  SEKV_DEF(alpha), .lo = 0, .hi = 100, .help = "span boundary threshold: mean + A deviations of surprisal",
 	  .cmds = APP_CMD_INGEST },
@@ -241,6 +243,11 @@ static const struct opt_row opt_table[] = {
 	  .set_off = NO_SET, SEKV_DEF(rank_energy), .lo = 0, .hi = 1,
 	  .help = "rank gate: each span factor keeps the fewest components holding this share of "
 		  "the span's energy, at most --rmax (0: all --rmax); stored raw when smaller",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
+	{ .name = "--factor-keys", .kind = OPT_CHOICE, .off = F(key_pre_rope), .set_off = NO_SET,
+	  SEKV_DEF(key_pre_rope), .choices = "post-rope|pre-rope",
+	  .help = "SVD of the keys as the model stores them (after RoPE), or of the keys before "
+		  "RoPE, each rebuilt row rotated back to its position",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--act", .kind = OPT_CHOICE, .off = F(act_f32), .set_off = NO_SET,
 	  .choices = "q8|f32", .help = "decode activations: int8 blocks as llama.cpp, or fp32",

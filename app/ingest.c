@@ -371,6 +371,9 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->r_max = o->r_max;
 	sp->r_use = o->r_max;
 	sp->rank_energy = o->rank_energy;
+	sp->key_pre_rope = o->key_pre_rope;
+	sp->rope_base = model_hparams(m)->rope_base_global;
+	sp->n_rot = model_hparams(m)->n_rot;
 	sp->budget = budget;
 	sp->n_recent = o->n_recent;
 	sp->n_threads = o->n_threads;
@@ -463,9 +466,10 @@ static void print_summary(const struct ingest *g)
 		clk_peak_rss() / 1048576.0);
 	if (mem->n_comp)
 		app_errorf("ingest: factors keep %.1f%% of K and %.1f%% of V span energy (rank gate %.2f,"
-			" at most %d components; %d of %d factors raw)\n", 100.0 * mem->kept_energy[0],
-			100.0 * mem->kept_energy[1], mem->rank_energy, mem->r_max, mem->n_raw,
-			mem->n_layer * mem->n_comp * mem->n_head_kv * 2);
+			" at most %d components; %d of %d factors raw; keys factored %s RoPE)\n",
+			100.0 * mem->kept_energy[0], 100.0 * mem->kept_energy[1], mem->rank_energy,
+			mem->r_max, mem->n_raw, mem->n_layer * mem->n_comp * mem->n_head_kv * 2,
+			mem->rope_base > 0 ? "before" : "after");
 }
 
 /* The memory and H2O's scores in one transaction: the document turns

@@ -140,6 +140,10 @@ struct backend_recon {
 	struct backend_buf *dst;
 	size_t off;           /* elements to dst row 0 */
 	int dst_f32;          /* 1: fp32 rows, 0: fp16 */
+	const float *cs;      /* NULL, or [len][n_rot/2] cos and sin of NEOX RoPE */
+	const float *sn;      /*   angles applied to each rebuilt row before it is
+	                           stored (keys factored before RoPE; not raw) */
+	int n_rot;            /* rotated dims (even, <= d) when cs is set */
 };
 
 /* Truncated SVD of one fp16 matrix X [rows][cols] (host memory):

@@ -229,14 +229,8 @@ static void cpu_rope(struct backend *b, float *x, int n, int n_head, int d_head,
 	(void)b;
 	for (int i = 0; i < n; i++) {
 		const float *ci = cs + (size_t)i * half, *si = sn + (size_t)i * half;
-		for (int h = 0; h < n_head; h++) {
-			float *xh = x + ((size_t)i * n_head + h) * d_head;
-			for (int j = 0; j < half; j++) {
-				float x0 = xh[j], x1 = xh[j + half];
-				xh[j] = x0 * ci[j] - x1 * si[j];
-				xh[j + half] = x0 * si[j] + x1 * ci[j];
-			}
-		}
+		for (int h = 0; h < n_head; h++)
+			cpu_rope_row(x + ((size_t)i * n_head + h) * d_head, half, ci, si);
 	}
 }
 

@@ -20,6 +20,17 @@
 #define ATTN_QBLK 64  /* queries per batch-attention work item */
 #define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
 
+/* NEOX RoPE of one head's row x [>= n_rot]: the pair (x[j], x[j + half])
+ * rotated by the angle of cosine c[j], sine s[j], j < half = n_rot / 2
+ * (the one rotation of the CPU backend: forward pass and SeKV rebuild). */
+static inline void cpu_rope_row(float *x, int half, const float *c, const float *s)
+{
+	for (int j = 0; j < half; j++) {
+		float x0 = x[j], x1 = x[j + half];
+		x[j] = x0 * c[j] - x1 * s[j];
+		x[j + half] = x0 * s[j] + x1 * c[j];
+	}
+}
 
 /* exp(x) for x in [-87, 88] (clamped outside), relative error < 1e-7
  * (measured 8e-8 against exp in double): Cephes expf's range reduction

@@ -207,6 +207,9 @@ static void recon_one(const struct backend_recon *rc, float *vf, float *us, floa
 				rc->s[t];
 		for (int j = 0; j < d; j++)
 			row[j] = r ? vec_dot8(us, v + (size_t)j * ld, r) : 0.0f;
+		if (rc->cs)
+			cpu_rope_row(row, rc->n_rot / 2, rc->cs + (size_t)i * (rc->n_rot / 2),
+				     rc->sn + (size_t)i * (rc->n_rot / 2));
 		if (rc->dst_f32)
 			memcpy((float *)rc->dst->host + at, row, (size_t)d * sizeof(float));
 		else
@@ -236,6 +239,7 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		size_t es = x->dst_f32 ? sizeof(float) : sizeof(uint16_t), need;
 		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW ||
 		    x->rank > x->d || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
+		    (x->cs && (!x->sn || x->n_rot < 2 || x->n_rot % 2 || x->n_rot > x->d)) ||
 		    x->off > x->dst->bytes / es)
 			return SEKV_EINVAL;
 		need = (size_t)x->len * x->d;

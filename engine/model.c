@@ -302,18 +302,24 @@ int model_state_kv_cap(const struct model_state *s, int layer)
 
 /* ---- forward -------------------------------------------------------- */
 
+void model_rope_cos_sin(const double *inv_freq, int n_rot, int pos0, int n, float *cs,
+			float *sn)
+{
+	int half = n_rot / 2;
+
+	for (int i = 0; i < n; i++)
+		for (int j = 0; j < half; j++) {
+			double a = (pos0 + i) * inv_freq[j];
+			cs[(size_t)i * half + j] = (float)cos(a);
+			sn[(size_t)i * half + j] = (float)sin(a);
+		}
+}
+
 /* cos/sin of the RoPE angles pos * inv_freq for both bases. */
 static void rope_tables(const struct model *m, struct model_scratch *sc, int pos0, int n)
 {
-	int half = m->n_rot / 2;
-
 	for (int b = 0; b < 2; b++)
-		for (int i = 0; i < n; i++)
-			for (int j = 0; j < half; j++) {
-				double a = (pos0 + i) * m->inv_freq[b][j];
-				sc->cs[b][(size_t)i * half + j] = (float)cos(a);
-				sc->sn[b][(size_t)i * half + j] = (float)sin(a);
-			}
+		model_rope_cos_sin(m->inv_freq[b], m->n_rot, pos0, n, sc->cs[b], sc->sn[b]);
 }
 
 int model_probe_backend(const struct model_probe *p, int layer, int n_head, float *rows,

@@ -32,6 +32,7 @@ struct model_hparams {
 	int swa_window;         /* sliding window in tokens (local layers), 0 = none */
 	float rope_base_global; /* RoPE theta on global layers */
 	float rope_base_local;  /* RoPE theta on sliding-window layers */
+	int n_rot;              /* rotated dims per head: NEOX pairs (j, j + n_rot/2) */
 	float norm_eps;
 	float q_scale;          /* attention logits = q.k * q_scale */
 	float embd_scale;       /* token embeddings multiplied by this (sqrt(n_embd)) */
@@ -46,6 +47,14 @@ struct model_hparams {
 };
 
 struct model; /* opaque: weights + hparams */
+
+/* RoPE as the model applies it (NEOX, as llama.cpp for Gemma 3; HF
+ * rotate_half): inv_freq [n_rot/2] out, inv_freq[j] = base^(-2j/n_rot). */
+void model_rope_inv_freq(float base, int n_rot, double *inv_freq);
+/* cos and sin [n][n_rot/2] of the angles (pos0 + i) * inv_freq[j], the
+ * angle in double, for positions pos0 .. pos0 + n - 1. Pure. */
+void model_rope_cos_sin(const double *inv_freq, int n_rot, int pos0, int n, float *cs,
+			float *sn);
 
 /* One stream's KV cache and scratch (opaque: rows only through
  * model_state_get_rows / model_state_set_rows, so a backend may keep them

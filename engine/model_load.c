@@ -312,6 +312,12 @@ static int load_tensors(struct model *m, char *err, size_t errlen)
 
 /* inv_freq[j] = base^(-2j/n_rot): NEOX RoPE as llama.cpp applies it to
  * Gemma 3 (LLAMA_ROPE_TYPE_NEOX; HF rotate_half), dims j and j + n_rot/2. */
+void model_rope_inv_freq(float base, int n_rot, double *inv_freq)
+{
+	for (int j = 0; j < n_rot / 2; j++)
+		inv_freq[j] = pow((double)base, -2.0 * j / n_rot);
+}
+
 static int load_rope(struct model *m, char *err, size_t errlen)
 {
 	int half = m->n_rot / 2;
@@ -321,9 +327,9 @@ static int load_rope(struct model *m, char *err, size_t errlen)
 		m->inv_freq[b] = malloc(sizeof(double) * (size_t)half);
 		if (!m->inv_freq[b])
 			return sekv_errf(err, errlen, SEKV_ENOMEM, "model: out of memory");
-		for (int j = 0; j < half; j++)
-			m->inv_freq[b][j] = pow((double)base[b], -2.0 * j / m->n_rot);
+		model_rope_inv_freq(base[b], m->n_rot, m->inv_freq[b]);
 	}
+	m->hp.n_rot = m->n_rot;
 	return 0;
 }
 

@@ -136,7 +136,12 @@ static const char *const store_migration[] = {
 	 * span's energy its factors keep (0: no gate, as before); ranks may
 	 * be -1 (SEKV_RANK_RAW): that factor's fac_u part holds the span's
 	 * rows [len][d_h] and it has no fac_s, fac_v part */
-	"ALTER TABLE mem ADD COLUMN rank_energy REAL NOT NULL DEFAULT 0;",
+	"ALTER TABLE mem ADD COLUMN rank_energy REAL NOT NULL DEFAULT 0;"
+	/* and keys factored before RoPE: mem.key_rope_base, the RoPE theta
+	 * over mem.n_rot dims their rebuilt rows are rotated by (0: factors
+	 * of the stored, post-RoPE keys, as before) */
+	"ALTER TABLE mem ADD COLUMN key_rope_base REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE mem ADD COLUMN n_rot INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -96,8 +96,8 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_MEM_INSERT] = "INSERT INTO mem (doc, n_tok, n_layer, n_head, n_head_kv,"
 		" d_h, r_max, alpha_used, note, n_span, n_exact, layer_id, spans,"
 		" exact_pos, ranks, tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16,"
-		" rank_energy)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?21)",
+		" rank_energy, key_rope_base, n_rot)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?21, ?22, ?23)",
 	[ST_MEML_INSERT] = "INSERT INTO mem_layer (doc, layer, tau, route_w, k_bar,"
 		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v, lm_k, lm_s)"
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -105,8 +105,8 @@ static const char *const store_sql[ST_COUNT] = {
 		" alpha_used = ?4 WHERE id = ?1",
 	[ST_MEM_GET] = "SELECT n_tok, n_layer, n_head, n_head_kv, d_h, r_max,"
 		" alpha_used, note, n_span, n_exact, layer_id, spans, exact_pos, ranks,"
-		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16, rank_energy"
-		" FROM mem WHERE doc = ?",
+		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16, rank_energy,"
+		" key_rope_base, n_rot FROM mem WHERE doc = ?",
 	[ST_MEML_GET] = "SELECT layer, tau, route_w, k_bar, v_bar, exact_k, exact_v,"
 		" fac_s, fac_u, fac_v, lm_k, lm_s FROM mem_layer WHERE doc = ? ORDER BY layer",
 };

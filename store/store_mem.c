@@ -13,6 +13,7 @@
 #include "engine/quant.h"
 #include "engine/sekv/sekv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,8 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 	sqlite3_bind_int(st, 19, sh->factor_f16);
 	sqlite3_bind_int(st, 20, sh->lm_len);
 	sqlite3_bind_double(st, 21, m->rank_energy);
+	sqlite3_bind_double(st, 22, m->rope_base);
+	sqlite3_bind_int(st, 23, m->rope_base > 0 ? m->n_rot : 0);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
 		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
 	else
@@ -399,6 +402,8 @@ out:
 #define MEM_COL_LM_LEN 18
 #define MEM_COL_BAR_F16 19
 #define MEM_COL_RANK_ENERGY 20
+#define MEM_COL_KEY_ROPE_BASE 21
+#define MEM_COL_N_ROT 22
 
 /* Reads the mem row's shapes and factor type and checks them against the
  * doc row. */
@@ -553,6 +558,15 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 	if (!(m->rank_energy >= 0 && m->rank_energy <= 1)) {
 		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.rank_energy: %g is not"
 			       " in 0..1", what, (long long)doc, m->rank_energy);
+		goto out;
+	}
+	m->rope_base = (float)sqlite3_column_double(st, MEM_COL_KEY_ROPE_BASE);
+	m->n_rot = sqlite3_column_int(st, MEM_COL_N_ROT);
+	if (!(m->rope_base == 0 || (m->rope_base > 1 && isfinite(m->rope_base) && m->n_rot >= 2 &&
+				    m->n_rot % 2 == 0 && m->n_rot <= m->d_h))) {
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.key_rope_base %g over"
+			       " mem.n_rot %d of %d dims is not a RoPE", what, (long long)doc,
+			       m->rope_base, m->n_rot, m->d_h);
 		goto out;
 	}
 	m->alpha_used = (float)sqlite3_column_double(st, 6);

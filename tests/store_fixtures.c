@@ -121,6 +121,10 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 	}
 	m->r_max = r_max;
 	m->rank_energy = (float)(fixture_rnd(&s) % 101) / 100.0f;
+	if (seed % 2) {
+		m->rope_base = 10000.0f * (float)(1 + seed % 100);
+		m->n_rot = seed % 4 == 1 ? d_h - 2 : d_h;
+	}
 	m->alpha_used = 1.0f + (float)(fixture_rnd(&s) % 1000) / 100.0f;
 	snprintf(m->note, sizeof m->note, "synthetic memory, seed %llu", (unsigned long long)seed);
 	sekv_mem_update_counts(m);
@@ -145,7 +149,7 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 	CMP_VAL(a, b, factor_f16);
 	CMP_VAL(a, b, n_tok); CMP_VAL(a, b, n_layer); CMP_VAL(a, b, n_head);
 	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max); CMP_VAL(a, b, n_raw);
-	CMP_VAL(a, b, rank_energy);
+	CMP_VAL(a, b, rank_energy); CMP_VAL(a, b, rope_base); CMP_VAL(a, b, n_rot);
 	CMP_VAL(a, b, n_span); CMP_VAL(a, b, n_comp); CMP_VAL(a, b, n_exact);
 	CMP_VAL(a, b, full_kv_bytes); CMP_VAL(a, b, static_bytes); CMP_VAL(a, b, host_bytes);
 	CMP_VAL(a, b, lm_len); CMP_VAL(a, b, n_lm);

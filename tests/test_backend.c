@@ -12,6 +12,7 @@
 #include "engine/err.h"
 #include "engine/gguf.h"
 #include "engine/quant.h"
+#include "engine/sekv/sekv.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -471,7 +472,7 @@ static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf
 	for (int k = 0; k < 4; k++)
 		rc[k] = (struct backend_recon){ LEN, D, RK, k % 2 ? RK : 10, k >= 2,
 			k >= 2 ? (const void *)u16 : u, s, k >= 2 ? (const void *)v16 : v,
-			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3 };
+			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3, NULL, NULL, 0 };
 	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 4) == 0);
 	for (int k = 0; k < 4; k++) {
 		for (int i = 0; i < LEN; i++)
@@ -496,6 +497,54 @@ static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf
 		}
 		T_CHECKF(t, max_rel(got, ref, (size_t)LEN * D, 1.0) < (k == 3 ? 1e-3 : 1e-5),
 			 "job %d: %g", k, max_rel(got, ref, (size_t)LEN * D, 1.0));
+	}
+	/* pre-RoPE keys: job 0 again with NEOX RoPE over the first D - 4 dims
+	 * at angles (10 + i) * j / 7, against the reference rotated in double;
+	 * and a raw job (rank SEKV_RANK_RAW): its rows u copied exactly */
+	{
+		enum { HALF = (D - 4) / 2 };
+		float *cs = malloc(sizeof(float) * LEN * HALF), *sn = malloc(sizeof(float) * LEN * HALF);
+		struct backend_recon rr[2] = { rc[0], rc[0] };
+		T_CHECK(t, cs && sn);
+		for (int i = 0; i < LEN; i++)
+			for (int j = 0; j < HALF; j++) {
+				cs[i * HALF + j] = (float)cos((10.0 + i) * j / 7.0);
+				sn[i * HALF + j] = (float)sin((10.0 + i) * j / 7.0);
+			}
+		rr[0].cs = cs;
+		rr[0].sn = sn;
+		rr[0].n_rot = D - 4;
+		rr[1].rank = SEKV_RANK_RAW;
+		rr[1].u = u;    /* LEN * RK >= 2 rows of D */
+		rr[1].len = 2;
+		rr[1].off = (size_t)LEN * D;
+		T_CHECK(t, b->ops->reconstruct(b, ws, rr, 2) == 0);
+		for (int i = 0; i < LEN; i++)
+			for (int j = 0; j < D; j++) {
+				double x = 0, y = 0;
+				for (int r = 0; r < rc[0].r; r++)
+					x += (double)u[i * RK + r] * s[r] * v[j * RK + r];
+				ref[i * D + j] = x;
+				if (j < HALF) {
+					int j2 = j + HALF;
+					for (int r = 0; r < rc[0].r; r++)
+						y += (double)u[i * RK + r] * s[r] * v[j2 * RK + r];
+					ref[i * D + j] = x * cs[i * HALF + j] - y * sn[i * HALF + j];
+				} else if (j < 2 * HALF) {
+					int j0 = j - HALF;
+					for (int r = 0; r < rc[0].r; r++)
+						y += (double)u[i * RK + r] * s[r] * v[j0 * RK + r];
+					ref[i * D + j] = y * sn[i * HALF + j0] + x * cs[i * HALF + j0];
+				}
+			}
+		b->ops->buf_read(b, dst, 0, got, sizeof(float) * LEN * D);
+		T_CHECKF(t, max_rel(got, ref, (size_t)LEN * D, 1.0) < 1e-5, "rope job: %g",
+			 max_rel(got, ref, (size_t)LEN * D, 1.0));
+		b->ops->buf_read(b, dst, sizeof(float) * LEN * D, got, sizeof(float) * 2 * D);
+		T_CHECK(t, !memcmp(got, u, sizeof(float) * 2 * D));
+		rr[0].n_rot = 3;
+		T_CHECK(t, b->ops->reconstruct(b, ws, rr, 1) == SEKV_EINVAL);
+		free(cs), free(sn);
 	}
 	rc[0].r = RK + 1;
 	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 1) == SEKV_EINVAL);
@@ -714,7 +763,7 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 		T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * D, &dst) == 0);
 		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0 };
 		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL };
-		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1 };
+		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0 };
 		T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 		T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);
 		b->ops->buf_read(b, dst, 0, got[th], sizeof got[th]);

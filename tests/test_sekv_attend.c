@@ -599,6 +599,54 @@ static void edge_short_doc_and_zero_surprisal(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* Keys factored before RoPE (the rotation undone at build, redone on every
+ * rebuilt row): at full rank with every span zoomed, decode equals exact
+ * attention; the same memory decoded without the rotation does not. */
+static void pre_rope_keys_all_zoomed_is_exact(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	double e;
+
+	T_CHECK(t, fx_doc_make(&d, 400, 2, 4, 1, 64, 23) == 0);
+	sekv_default_params(&p);
+	p.budget = 0;
+	p.r_max = p.r_use = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
+	p.recon_f32 = 1;
+	p.factor_f16 = 0;
+	p.tau = -1.0f;
+	p.n_recent = 16;
+	p.key_pre_rope = 1;
+	p.rope_base = 10000.0f;
+	p.n_rot = 60;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->rope_base == 10000.0f && m->n_rot == 60 && m->n_comp >= 10);
+	/* the K factors are not of the stored keys any more */
+	T_CHECKF(t, fx_factors_vs_rows(m, &d) > 1e-2, "pre-RoPE factors match post-RoPE rows (%g)",
+		 fx_factors_vs_rows(m, &d));
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 99);
+	/* the keys rotated back are rounded to fp16 once before their SVD */
+	T_CHECKF(t, e >= 0 && e < 2e-3, "pre-RoPE, all zoomed vs exact: max diff %g", e);
+	sekv_ctx_free(c);
+	/* without the rotation at rebuild the output moves */
+	m->rope_base = 0;
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 2, 0, 0.125f, 99);
+	T_CHECKF(t, e > 2e-2, "unrotated pre-RoPE keys matched exact attention (%g)", e);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	/* a RoPE that is not one is refused */
+	p.n_rot = 65;
+	T_CHECK(t, fx_doc_build(&m, &d, &p, err, sizeof err) == SEKV_EINVAL && m == NULL);
+	T_CHECK(t, strstr(err, "pre-RoPE") != NULL);
+	fx_doc_free(&d);
+}
+
 static void malformed_inputs_refused(struct test_ctx *t)
 {
 	struct fx_doc d;
@@ -704,5 +752,6 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
 	{ "sekv_edge_short_doc_and_zero_surprisal", edge_short_doc_and_zero_surprisal },
 	{ "sekv_malformed_inputs_refused", malformed_inputs_refused },
+	{ "sekv_pre_rope_keys_all_zoomed_is_exact", pre_rope_keys_all_zoomed_is_exact },
 	{ NULL, NULL },
 };

@@ -114,6 +114,9 @@ static void store_corrupt_file_is_clean_error(struct test_ctx *t)
 		{ "UPDATE mem SET spans = CAST(substr(spans, 1, 8) || x'02000000' || substr(spans, 13) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.spans" },
 		{ "UPDATE mem SET ranks = CAST(x'ffff0000' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
 		{ "UPDATE mem SET ranks = CAST(x'feffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
+		{ "UPDATE mem SET key_rope_base = 10000, n_rot = 3 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.key_rope_base" },
+		{ "UPDATE mem SET key_rope_base = -1 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.key_rope_base" },
+		{ "UPDATE mem SET rank_energy = 2 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.rank_energy" },
 		/* -1 is a raw factor: valid, but its rows are not in the blobs */
 		{ "UPDATE mem SET ranks = CAST(x'ffffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem_layer.fac_" },
 		{ "UPDATE mem SET exact_pos = CAST(substr(exact_pos, 5, 4) || substr(exact_pos, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "exact_pos" },
@@ -215,8 +218,12 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 
 	memset(&f, 0, sizeof f);
 	T_CHECK(t, m && m16 && m->factor_f16 == 0 && m16->factor_f16 == 1);
-	if (m)
-		m->rank_energy = 0;  /* a v1 file had no rank gate (the column's default) */
+	if (m) {
+		/* a v1 file had no rank gate and post-RoPE factors (the defaults) */
+		m->rank_energy = 0;
+		m->rope_base = 0;
+		m->n_rot = 0;
+	}
 	/* finite summaries: fp32 files held real numbers, not random bits */
 	for (size_t i = 0; m && i < (size_t)m->n_layer * m->n_comp * m->n_head_kv * m->d_h; i++) {
 		m->k_bar[i] = quant_f32_to_f16((float)(i % 97) / 7.0f - 5.0f);
@@ -231,6 +238,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 		fixture_raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
 			 " ALTER TABLE mem DROP COLUMN lm_len; ALTER TABLE mem_layer DROP COLUMN lm_k;"
 			 " ALTER TABLE mem DROP COLUMN bar_f16; ALTER TABLE mem DROP COLUMN rank_energy;"
+			 " ALTER TABLE mem DROP COLUMN key_rope_base; ALTER TABLE mem DROP COLUMN n_rot;"
 			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
 			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE turns; DROP TABLE sessions;"

@@ -67,6 +67,9 @@ struct sekv_ctx {
 	                               layer's reconstructed rows, kept between steps */
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
+	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
+	float *rope_cs, *rope_sn;   /* [rec_rows][n_rot/2] RoPE of the rows being
+	                               rebuilt in a layer's region (pre-RoPE keys) */
 	size_t rec_rows;            /* rows of one layer's region: n_head_kv * comp_tok,
 	                               at most its share of the budget */
 	int32_t *zlist;             /* [n_layer][n_head_kv * n_comp] zoomed (kv * n_comp
@@ -157,7 +160,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, half, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -210,6 +213,10 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
 	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
 	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
+	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
+	o_rf = arena_reserve(&ar, half, sizeof(double));
+	o_rc = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
+	o_rs = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
 				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
@@ -241,6 +248,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->zlist = (int32_t *)((char *)a + o_zl);
 	c->n_zlist = (int *)((char *)a + o_nzl);
 	c->rec_rows = n_rec / (size_t)m->d_h;
+	if (half) {
+		c->rope_freq = (double *)((char *)a + o_rf);
+		c->rope_cs = (float *)((char *)a + o_rc);
+		c->rope_sn = (float *)((char *)a + o_rs);
+		model_rope_inv_freq(m->rope_base, m->n_rot, c->rope_freq);
+	}
 	c->st.zoom = (struct sekv_zoom *)((char *)a + o_z);
 	c->probe_row = (float *)((char *)a + o_pr);
 	/* a memory stored before landmarks routes by its summaries */
@@ -519,20 +532,34 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 	return n_cand;
 }
 
-/* Rebuild job of span s (KV head kv, layer l; factor f) into row `rows`
- * of buf: the kept components (at most r_use of them) or the raw rows. */
+/* Rebuild job of a span's factor f (its first position start) into row
+ * base + rows of buf: the kept components (at most r_use of them) or the
+ * raw rows; a pre-RoPE key factor (is_key) gets its positions' RoPE
+ * angles in rows' part of the layer's tables. */
 static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
-				      int len, struct backend_buf *buf, size_t rows)
+				      int start, int len, int is_key, struct backend_buf *buf,
+				      size_t base, size_t rows)
 {
+	const struct sekv_mem *m = c->m;
 	int r = f->rank == SEKV_RANK_RAW ? 0 : f->rank;
+	struct backend_recon j;
 
 	if (c->r_use > 0 && c->r_use < r)
 		r = c->r_use;
-	return (struct backend_recon){
-		.len = len, .d = c->m->d_h, .rank = f->rank, .r = r,
-		.f16 = c->m->factor_f16, .u = f->u, .s = f->s, .v = f->v,
-		.dst = buf, .off = (size_t)rows * c->m->d_h, .dst_f32 = c->recon_f32,
+	j = (struct backend_recon){
+		.len = len, .d = m->d_h, .rank = f->rank, .r = r,
+		.f16 = m->factor_f16, .u = f->u, .s = f->s, .v = f->v,
+		.dst = buf, .off = (base + rows) * m->d_h, .dst_f32 = c->recon_f32,
 	};
+	if (is_key && c->rope_freq && f->rank != SEKV_RANK_RAW) {
+		size_t half = (size_t)m->n_rot / 2;
+		j.cs = c->rope_cs + rows * half;
+		j.sn = c->rope_sn + rows * half;
+		j.n_rot = m->n_rot;
+		model_rope_cos_sin(c->rope_freq, m->n_rot, start, len, c->rope_cs + rows * half,
+				   c->rope_sn + rows * half);
+	}
+	return j;
 }
 
 /* Chooses the zooms of layer l under its share of the budget, rebuilds
@@ -578,8 +605,11 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 		c->zoom_row[(size_t)cd->kv * m->n_comp + cd->comp] = rows;
 		same = same && n_z < c->n_zlist[l] && zl[n_z] == cd->kv * m->n_comp + cd->comp;
 		if (!same) {
-			c->rj[n_job++] = recon_job(c, &m->fac[fi], len, c->recon_k, base + rows);
-			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], len, c->recon_v, base + rows);
+			int start = m->span[s].start;
+			c->rj[n_job++] = recon_job(c, &m->fac[fi], start, len, 1, c->recon_k, base,
+						   (size_t)rows);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], start, len, 0, c->recon_v, base,
+						   (size_t)rows);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
 				size_t ns, nuv;

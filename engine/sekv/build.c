@@ -10,6 +10,7 @@
 #include "engine/sekv/sekv_int.h"
 #include "engine/backend.h"
 #include "engine/err.h"
+#include "engine/model.h"
 #include "engine/quant.h"
 
 #include <math.h>
@@ -68,6 +69,49 @@ static int run_svd(struct sekv_mem *full, struct backend *be, const uint16_t *co
 out:
 	free(job);
 	free(order);
+	return rc;
+}
+
+/* Keys of every global layer rotated back to before RoPE: kpre[l]
+ * [n_tok][n_head_kv][d_h] fp16 (malloc'ed, caller frees) from the post-
+ * RoPE k[l], by the model's own rotation (backend rope) with the angle
+ * -pos (sine negated). 0 or SEKV_ENOMEM. */
+static int unrope_keys(const struct sekv_params *p, struct backend *be, int n_tok,
+		       int n_layer, int n_head_kv, int d_h, const uint16_t *const *k,
+		       uint16_t **kpre)
+{
+	enum { CHUNK = 256 };
+	size_t half = (size_t)p->n_rot / 2, row = (size_t)n_head_kv * d_h;
+	double *freq = malloc(half * sizeof *freq);
+	float *cs = malloc(CHUNK * half * sizeof *cs), *sn = malloc(CHUNK * half * sizeof *sn);
+	float *x = malloc(CHUNK * row * sizeof *x);
+	int rc = SEKV_OK;
+
+	if (!freq || !cs || !sn || !x) {
+		rc = SEKV_ENOMEM;
+		goto out;
+	}
+	model_rope_inv_freq(p->rope_base, p->n_rot, freq);
+	for (int l = 0; l < n_layer; l++) {
+		if (!(kpre[l] = malloc(((size_t)n_tok * row + 1) * sizeof **kpre))) {
+			rc = SEKV_ENOMEM;
+			goto out;
+		}
+		for (int t0 = 0; t0 < n_tok; t0 += CHUNK) {
+			int n = n_tok - t0 < CHUNK ? n_tok - t0 : CHUNK;
+			model_rope_cos_sin(freq, p->n_rot, t0, n, cs, sn);
+			for (size_t i = 0; i < (size_t)n * half; i++)
+				sn[i] = -sn[i];
+			quant_f16_to_f32_row(k[l] + (size_t)t0 * row, x, (size_t)n * row);
+			be->ops->rope(be, x, n, n_head_kv, d_h, p->n_rot, cs, sn);
+			quant_f32_to_f16_row(x, kpre[l] + (size_t)t0 * row, (size_t)n * row);
+		}
+	}
+out:
+	free(x);
+	free(sn);
+	free(cs);
+	free(freq);
 	return rc;
 }
 
@@ -337,6 +381,10 @@ static int check_input(const struct sekv_params *p, int n_tok,
 				 p ? p->r_max : 0, p ? p->factor_f16 : 0);
 	if (!isfinite(p->alpha) || !isfinite(p->budget) || !isfinite(p->static_share))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_build: params: not finite");
+	if (p->key_pre_rope && (!(p->rope_base > 1) || p->n_rot < 2 || p->n_rot % 2 ||
+				p->n_rot > d_h))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_build: pre-RoPE keys: RoPE theta %g"
+				 " over %d of %d dims", p->rope_base, p->n_rot, d_h);
 	for (int t = 0; t < n_tok; t++)
 		if (!isfinite(surprisal[t]))
 			return sekv_errf(err, errlen, SEKV_EINVAL,
@@ -362,6 +410,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	struct sekv_mem *m = NULL, *full = NULL;
 	struct sekv_span *span = NULL;
 	float *share = NULL, kept[2] = { 0, 0 };
+	uint16_t **kpre = NULL;
 	size_t nf;
 	uint8_t *anchor = NULL;
 	int32_t *ranks = NULL;
@@ -405,7 +454,15 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 		be = own_be;
 	rc = sekv_mem_alloc(&full, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
 			    span, 0, ranks, p->factor_f16, 0);
-	if (!rc && (rc = run_svd(full, be, k, v, share, err, errlen)))
+	if (!rc && p->key_pre_rope && n_tok > 0) {
+		if (!(kpre = calloc((size_t)n_layer, sizeof *kpre)) ||
+		    unrope_keys(p, be, n_tok, n_layer, n_head_kv, d_h, k, kpre)) {
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: pre-RoPE keys: out of memory");
+			goto out;
+		}
+	}
+	if (!rc && (rc = run_svd(full, be, kpre ? (const uint16_t *const *)kpre : k, v, share,
+				 err, errlen)))
 		goto out;
 	if (!rc && !(rc = gate_ranks(full, share, p->rank_energy, ranks, kept))) {
 		rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
@@ -418,6 +475,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	}
 	m->r_max = p->r_max;
 	m->rank_energy = p->rank_energy > 0 ? p->rank_energy : 0;
+	if (p->key_pre_rope) {
+		m->rope_base = p->rope_base;
+		m->n_rot = p->n_rot;
+	}
 	memcpy(m->kept_energy, kept, sizeof kept);
 	m->alpha_used = alpha;
 	memcpy(m->note, note, sizeof note);
@@ -446,6 +507,9 @@ out:
 	backend_close(own_be);
 	sekv_mem_free(m);
 	sekv_mem_free(full);
+	for (int l = 0; kpre && l < n_layer; l++)
+		free(kpre[l]);
+	free(kpre);
 	free(share);
 	free(ranks);
 	free(span);

@@ -35,6 +35,12 @@ struct sekv_params {
 	                        <= 0: no gate (min(|S|, d_h, R_max) components,
 	                        never raw: tests of the SVD itself) */
 	int r_use;           /* rank used at decode, <= stored (default = r_max) */
+	int key_pre_rope;    /* 1: keys are factored before RoPE (the model's
+	                        rotation undone at build, redone on every rebuilt
+	                        row; needs rope_base, n_rot), 0: as given (post-
+	                        RoPE); issue 9 measures both */
+	float rope_base;     /* RoPE theta of the global layers (model_hparams) */
+	int n_rot;           /* rotated dims per head (model_hparams.n_rot) */
 	double budget;       /* device-tier budget as a fraction of full_kv_bytes
 	                        (0.10); <= 0 or >= 1 with everything fitting:
 	                        no cap */
@@ -139,6 +145,12 @@ struct sekv_mem {
 	int r_max;            /* R_max the factors were built with */
 	float rank_energy;    /* energy share the rank gate kept (0: no gate) */
 	int n_raw;            /* factors stored raw (SEKV_RANK_RAW) */
+	float rope_base;      /* > 0: K factors (not raw ones) hold keys before
+	                         RoPE of this theta over n_rot dims (NEOX, as
+	                         model_rope_cos_sin): a rebuilt key row at
+	                         position p is rotated by p's angles; 0: keys
+	                         factored as the model stored them */
+	int n_rot;
 	float kept_energy[2]; /* build statistic (0 in a loaded memory): mean over
 	                         K (0) and V (1) factors of the share of the
 	                         span's energy ||X||_F^2 the stored factor keeps
@@ -199,7 +211,8 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 
 /* Builds the memory of a document from its global-layer KV cache:
  * k[l], v[l] point to [n_tok][n_head_kv][d_h] fp16 rows of global layer l
- * (post-RoPE keys). Factors are computed in fp32 and stored as
+ * (post-RoPE keys; with p->key_pre_rope the K factors are of the keys
+ * rotated back by -pos, m->rope_base set). Factors are computed in fp32 and stored as
  * p->factor_f16 says (u, v rounded to nearest half). Chooses alpha
  * (>= p->alpha) so that static bytes fit
  * p->static_share * p->budget * full_kv_bytes (reported in alpha_used);
