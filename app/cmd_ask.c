@@ -122,6 +122,11 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 		cJSON_AddNumberToObject(j, "n_span", in.n_span);
 		cJSON_AddNumberToObject(j, "n_compressed", in.n_comp);
 		cJSON_AddNumberToObject(j, "zoom_per_token", a->zoom_per_token);
+		if (a->alpha_q[0] >= 0) {
+			cJSON *q = cJSON_AddArrayToObject(j, "alpha_p10_p50_p90");
+			for (int i = 0; q && i < 3; i++)
+				cJSON_AddItemToArray(q, cJSON_CreateNumber(a->alpha_q[i]));
+		}
 		cJSON_AddNumberToObject(j, "zoomed_distinct", a->n_zoom);
 		cJSON_AddItemToObject(j, "zoomed_spans", zooms_json(s, &in, a));
 	} else {

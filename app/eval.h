@@ -87,6 +87,8 @@ struct eval_rec {
 	double kl;              /* nats, mean over answer positions; NAN n/a */
 	double top1;            /* share of positions whose argmax agrees; NAN n/a */
 	double mass_recall;     /* NAN n/a */
+	double alpha_q[3];      /* SeKV: alpha_S percentiles 10/50/90 over the
+	                           answer's zooms (conv_answer.alpha_q); NAN n/a */
 	double resident_bytes;  /* peak device-tier KV over the answer, bytes */
 	double host_bytes;
 	double disk_bytes;

@@ -116,6 +116,9 @@ static cJSON *rec_json(const struct eval_rec *r)
 	add_num(o, "kl", r->kl, 1);
 	add_num(o, "top1", r->top1, 1);
 	add_num(o, "mass_recall", r->mass_recall, 1);
+	add_num(o, "alpha_p10", r->alpha_q[0], 1);
+	add_num(o, "alpha_p50", r->alpha_q[1], 1);
+	add_num(o, "alpha_p90", r->alpha_q[2], 1);
 	add_num(o, "resident_bytes", r->resident_bytes, r->resident_bytes > 0);
 	add_num(o, "host_bytes", r->host_bytes, r->full_kv_bytes > 0);
 	add_num(o, "disk_bytes", r->disk_bytes, 1);
@@ -247,6 +250,9 @@ int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errl
 		r.kl = get_num(o, "kl", NAN);
 		r.top1 = get_num(o, "top1", NAN);
 		r.mass_recall = get_num(o, "mass_recall", NAN);
+		r.alpha_q[0] = get_num(o, "alpha_p10", NAN);
+		r.alpha_q[1] = get_num(o, "alpha_p50", NAN);
+		r.alpha_q[2] = get_num(o, "alpha_p90", NAN);
 		r.resident_bytes = get_num(o, "resident_bytes", 0);
 		r.host_bytes = get_num(o, "host_bytes", 0);
 		r.disk_bytes = get_num(o, "disk_bytes", 0);

@@ -76,6 +76,7 @@ void eval_rec_init(struct eval_rec *r)
 	memset(r, 0, sizeof *r);
 	r->correct = r->full_correct = r->niah = -1;
 	r->kl = r->top1 = r->mass_recall = r->decode_tps = NAN;
+	r->alpha_q[0] = r->alpha_q[1] = r->alpha_q[2] = NAN;
 }
 
 int eval_recs_push(struct eval_recs *v, const struct eval_rec *r)
@@ -197,6 +198,8 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 	x->n_answer = a->n_gen;
 	if (a->mass_recall >= 0)
 		x->mass_recall = a->mass_recall;
+	for (int i = 0; i < 3 && a->alpha_q[0] >= 0; i++)
+		x->alpha_q[i] = a->alpha_q[i];
 	if (a->mass_recall_lh && in.n_layer <= EVAL_LH_LAYERS && in.n_head <= EVAL_LH_HEADS) {
 		x->n_lh_layer = in.n_layer;
 		x->n_lh_head = in.n_head;

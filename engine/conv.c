@@ -11,6 +11,7 @@
 #include "engine/conv.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,7 @@
 
 #define CONV_MAX_TURNS 1024
 #define CONV_PEND_CAP 256 /* bytes held back for an incomplete UTF-8 sequence */
+#define CONV_ALPHA_BINS 80 /* alpha_S histogram: 1e-4 .. 1 in 1/20 decades */
 
 struct conv {
 	const struct model *m;
@@ -49,6 +51,8 @@ struct conv {
 	size_t pos_bytes;          /* one position over all global layers, fp16 K+V */
 	int32_t *agg_idx;          /* [n_global][n_span] -> index in agg, or -1 */
 	struct sekv_zoom *agg;     /* [n_global * n_span] */
+	long alpha_hist[CONV_ALPHA_BINS]; /* zooms of this answer by alpha_S:
+	                                     bin b holds [10^(b/20 - 4), 10^((b+1)/20 - 4)) */
 	struct chat_tokvec turn;   /* scratch: the turn being asked */
 	struct chat_turn_marks turn_mk; /* where the question and the example lie in turn */
 	struct model_probe probe;  /* copy of the caller's probe, NULL mass: off */
@@ -458,6 +462,8 @@ static void agg_step(struct conv *c, const struct sekv_stats *st, struct conv_an
 	a->zoom_per_token += st->n_zoom;
 	for (int i = 0; i < st->n_zoom; i++) {
 		const struct sekv_zoom *z = &st->zoom[i];
+		int b = z->alpha > 0 ? (int)floor((log10(z->alpha) + 4) * 20) : 0;
+		c->alpha_hist[b < 0 ? 0 : b >= CONV_ALPHA_BINS ? CONV_ALPHA_BINS - 1 : b]++;
 		if (z->layer < 0 || z->layer >= c->hp->n_global || z->span < 0 || z->span >= n_span)
 			continue;
 		int32_t *slot = &c->agg_idx[(size_t)z->layer * n_span + z->span];
@@ -508,9 +514,23 @@ static void trim_end(struct conv_answer *a)
 		a->text[--a->text_len] = 0;
 }
 
-/* Copies the per-answer zoom aggregate out, by steps descending. */
+/* Copies the per-answer zoom aggregate out, by steps descending, and the
+ * alpha_S percentiles (bin centres, geometric) from the histogram. */
 static int finish_zoom(struct conv *c, struct conv_answer *a, int n_agg, char *err, size_t errlen)
 {
+	static const double pct[3] = { 0.1, 0.5, 0.9 };
+	long n = 0, run = 0;
+
+	for (int b = 0; b < CONV_ALPHA_BINS; b++)
+		n += c->alpha_hist[b];
+	for (int i = 0, b = 0; i < 3; i++) {
+		a->alpha_q[i] = -1;
+		for (; n > 0 && b < CONV_ALPHA_BINS; run += c->alpha_hist[b++])
+			if (run + c->alpha_hist[b] > pct[i] * n)
+				break;
+		if (n > 0)
+			a->alpha_q[i] = (float)fmin(1.0, pow(10.0, (b + 0.5) / 20.0 - 4));
+	}
 	if (a->n_gen > 0)
 		a->zoom_per_token /= a->n_gen;
 	if (n_agg <= 0)
@@ -538,6 +558,7 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 	if ((rc = append_text(a, &cap, "", 0)))
 		return sekv_errf(err, errlen, rc, "conversation: out of memory");
 	chat_stop_init(&sr, c->ct.fmt);
+	memset(c->alpha_hist, 0, sizeof c->alpha_hist);
 	a->n_cap = c->n_answer_max;
 	double g0 = clk_now();
 	sampler_reset_recent(&c->smp);

@@ -161,6 +161,11 @@ struct conv_answer {
 	double decode_tps;
 	size_t peak_resident_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	float alpha_q[3];        /* 10th, 50th, 90th percentile of alpha_S over
+	                            every zoom of every answer step (log-spaced
+	                            bins of 1/20 decade from 1e-4; the spread
+	                            shows whether the router saturates); -1
+	                            without zooms */
 	double kv_read_per_token; /* mean KV bytes an answer step read: the method's
 	                            sekv_stats.read_bytes, else the rows it holds */
 	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):

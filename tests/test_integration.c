@@ -202,10 +202,14 @@ static void integration_budget_respected(struct test_ctx *t)
 		return;
 	size_t peak = a.peak_resident_bytes;
 	double zpt = a.zoom_per_token;
+	float q[3] = { a.alpha_q[0], a.alpha_q[1], a.alpha_q[2] };
 	conv_answer_free(&a);
 	T_CHECKF(t, peak <= in.full_kv_bytes / 10 + 1, "resident %zu > 10%% of %zu", peak, in.full_kv_bytes);
 	T_CHECKF(t, zpt > 0, "no span zoomed (%.2f per token)", zpt);
 	T_CHECK(t, in.host_bytes > 0);
+	/* alpha_S (a share of the head's attention) spreads below 1 */
+	T_CHECKF(t, q[0] > 0 && q[0] <= q[1] && q[1] <= q[2] && q[2] < 0.9f,
+		 "alpha_S percentiles %g %g %g", q[0], q[1], q[2]);
 }
 
 /* With the exact keys read (--mass-recall), an answer's mass_recall per

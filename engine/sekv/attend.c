@@ -68,6 +68,10 @@ struct sekv_ctx {
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
 	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
+	uint16_t *tail_kh;          /* [n_layer][tail_cap][n_head_kv][d_h] fp16: the
+	                               tail keys again, in host memory, for the
+	                               landmark router's exact-row mass */
+	float *lse_exact;           /* [n_head] log-mass of the exact rows this step */
 	float *rope_cs, *rope_sn;   /* [rec_rows][n_rot/2] RoPE of the rows being
 	                               rebuilt in a layer's region (pre-RoPE keys) */
 	size_t rec_rows;            /* rows of one layer's region: n_head_kv * comp_tok,
@@ -160,7 +164,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, half, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_tkh, o_lse, half, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -213,6 +217,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
 	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
 	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
+	o_tkh = arena_reserve(&ar, (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h,
+			      sizeof(uint16_t));
+	o_lse = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
 	o_rf = arena_reserve(&ar, half, sizeof(double));
 	o_rc = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
@@ -263,6 +270,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->xrow = (float *)((char *)a + o_xr);
 	c->lrow = (float *)((char *)a + o_lr);
 	c->xs = (float *)((char *)a + o_xs);
+	c->tail_kh = (uint16_t *)((char *)a + o_tkh);
+	c->lse_exact = (float *)((char *)a + o_lse);
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
 	c->st.budget_bytes = budget;
@@ -428,17 +437,46 @@ static float log_add(float a, float b)
 	return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
 }
 
+/* c->lse_exact[h] = log sum exp(q_h . k * q_scale) over the rows layer l
+ * attends exactly: the document's exact rows and the tail rows held. */
+static void exact_lse(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, n_held = c->n_tail[l] - c->tail_first;
+
+	for (int h = 0; h < m->n_head; h++)
+		c->lse_exact[h] = -INFINITY;
+	for (int kv = 0; kv < m->n_head_kv; kv++)
+		for (int i = 0; i < m->n_exact + n_held; i++) {
+			const uint16_t *k = i < m->n_exact
+				? m->exact_k + (((size_t)l * m->n_exact + i) * m->n_head_kv + kv) * d
+				: c->tail_kh + (((size_t)l * c->tail_cap + (i - m->n_exact)) *
+						m->n_head_kv + kv) * d;
+			quant_f16_to_f32_row(k, c->lrow, (size_t)d);
+			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+				c->lse_exact[h] = log_add(c->lse_exact[h],
+							  vec_dot8(q + (size_t)h * d, c->lrow, d) *
+							  c->q_scale);
+		}
+}
+
 /* Landmark routing of global layer l: per query head, the log-mass estimate
  * of compressed span S is logsumexp over its blocks b of
  * q . lm_b * q_scale + log|b| (each block's rows taken at their mean key),
- * and alpha_S = its share among all compressed spans (softmax over spans),
- * kept in c->alpha as logit(alpha_S). Unlike the span mean (k_bar), a block
- * that holds the answer keeps its own score instead of being averaged
- * over the whole span (issue 9: mass_recall and needles measured). */
+ * and alpha_S = its estimated share of the head's whole attention: that
+ * mass over the exact rows' (computed exactly, exact_lse) plus every
+ * compressed span's, kept in c->alpha as logit(alpha_S). Unlike the span
+ * mean (k_bar), a block that holds the answer keeps its own score instead
+ * of being averaged over the whole span; and a head that looks at the
+ * question or the recent rows has small alpha_S everywhere, so the zoom
+ * budget goes to the heads that retrieve (issue 9: mass_recall and
+ * needles measured). */
 static void route_landmark(struct sekv_ctx *c, int l, const float *q)
 {
 	const struct sekv_mem *m = c->m;
 	int d = m->d_h;
+
+	exact_lse(c, l, q);
 
 	for (int kv = 0; kv < m->n_head_kv; kv++) {
 		size_t at = (size_t)l * m->n_lm * m->n_head_kv + kv;
@@ -462,7 +500,7 @@ static void route_landmark(struct sekv_ctx *c, int l, const float *q)
 		}
 	}
 	for (int h = 0; h < m->n_head; h++) {
-		float *a = c->alpha + (size_t)h * m->n_comp, tot = -INFINITY;
+		float *a = c->alpha + (size_t)h * m->n_comp, tot = c->lse_exact[h];
 		for (int s = 0; s < m->n_comp; s++)
 			tot = log_add(tot, a[s]);
 		for (int s = 0; s < m->n_comp; s++) {
@@ -737,6 +775,8 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	row = (size_t)m->n_head_kv * m->d_h;
 	op->kv_store(c->be, c->tail_k, c->tail_v, m->n_layer * c->tail_cap, (int)row, k, v,
 		     l * c->tail_cap + (idx - c->tail_first), 1);
+	quant_f32_to_f16_row(k, c->tail_kh + ((size_t)l * c->tail_cap + (idx - c->tail_first)) * row,
+			     row);
 	c->n_tail[l] = idx + 1;
 
 	if (c->xk[l])
@@ -790,6 +830,7 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 		size_t from = at + (size_t)drop * row * sizeof(uint16_t);
 		c->be->ops->buf_copy(c->be, c->tail_k, at, c->tail_k, from, keep);
 		c->be->ops->buf_copy(c->be, c->tail_v, at, c->tail_v, from, keep);
+		memmove((char *)c->tail_kh + at, (const char *)c->tail_kh + from, keep);
 	}
 	c->tail_first = first;
 	c->st.tail_bytes = 0;

@@ -73,10 +73,12 @@ struct sekv_params {
 enum sekv_router {
 	SEKV_ROUTER_LANDMARK = 0,/* the spans whose landmarks (int8 mean keys of lm_len-
 	                            token blocks, sekv_mem.lm_k) score highest: alpha_S is
-	                            the span's estimated share of the head's attention
-	                            over compressed spans (issue 9: measured above the
-	                            summary router; a memory without landmarks falls
-	                            back to SUMMARY) */
+	                            the span's estimated share of the head's whole
+	                            attention (exact and tail rows scored exactly), so
+	                            heads that look at the question or the recent rows
+	                            zoom little (issue 9: measured above the summary
+	                            router; a memory without landmarks falls back to
+	                            SUMMARY) */
 	SEKV_ROUTER_SUMMARY = 1, /* alpha_S from the spans' summaries through the
 	                            router W (DESIGN.md section 3) */
 	SEKV_ROUTER_ORACLE = 2,  /* the spans holding the most exact attention mass of the
