@@ -152,6 +152,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->rank_energy, float: 1, defaul
 	       "--rank-energy is float");
 _Static_assert(_Generic(((struct sekv_params *)0)->key_pre_rope, int: 1, default: 0),
 	       "--factor-keys is int");
+_Static_assert(_Generic(((struct sekv_params *)0)->static_share, double: 1, default: 0),
+	       "--static-share is double");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -243,6 +245,12 @@ static const struct opt_row opt_table[] = {
 	  .set_off = NO_SET, SEKV_DEF(rank_energy), .lo = 0, .hi = 1,
 	  .help = "rank gate: each span factor keeps the fewest components holding this share of "
 		  "the span's energy, at most --rmax (0: all --rmax); stored raw when smaller",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
+	{ .name = "--static-share", .arg = "F", .kind = OPT_DOUBLE, .off = F(static_share),
+	  .set_off = NO_SET, SEKV_DEF(static_share), .lo = 0, .hi = 1, .lo_open = 1,
+	  .what = "a fraction of the budget",
+	  .help = "share of the device budget for exact rows (anchors, sinks, recent window), "
+		  "span summaries and landmarks; the rest is for zoomed spans and the conversation",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--factor-keys", .kind = OPT_CHOICE, .off = F(key_pre_rope), .set_off = NO_SET,
 	  SEKV_DEF(key_pre_rope), .choices = "post-rope|pre-rope",

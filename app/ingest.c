@@ -372,6 +372,7 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->r_use = o->r_max;
 	sp->rank_energy = o->rank_energy;
 	sp->key_pre_rope = o->key_pre_rope;
+	sp->static_share = o->static_share;
 	sp->rope_base = model_hparams(m)->rope_base_global;
 	sp->n_rot = model_hparams(m)->n_rot;
 	sp->budget = budget;

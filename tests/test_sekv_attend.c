@@ -647,6 +647,77 @@ static void pre_rope_keys_all_zoomed_is_exact(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* A memory grown by sekv_mem_append (a document read in two parts) keeps
+ * the first part's spans and factors bit for bit, has the anchors of a
+ * memory built at once (running statistics), compresses the appended
+ * text, and at full rank with every span zoomed decodes as exact
+ * attention over all the tokens. */
+static void append_keeps_old_and_is_exact_at_full_rank(struct test_ctx *t)
+{
+	struct fx_doc d, d1;
+	struct sekv_params p;
+	const uint16_t *k2[2], *v2[2];
+	char err[256];
+	int n1 = 300, n = 500;
+
+	T_CHECK(t, fx_doc_make(&d, n, 2, 4, 1, 64, 31) == 0);
+	sekv_default_params(&p);
+	p.budget = 0;
+	p.r_max = p.r_use = 64;
+	p.rank_energy = 0;  /* no rank gate: full-rank factors */
+	p.recon_f32 = 1;
+	p.factor_f16 = 0;
+	p.tau = -1.0f;
+	p.n_recent = 16;
+	p.rope_base = 10000.0f;
+	p.n_rot = 64;
+	d1 = d;
+	d1.n_tok = n1;
+	for (int l = 0; l < 2; l++) {
+		k2[l] = d.k[l] + (size_t)n1 * 64;
+		v2[l] = d.v[l] + (size_t)n1 * 64;
+	}
+	/* keys factored as stored, then before RoPE */
+	for (int pre = 0; pre < 2; pre++) {
+		struct sekv_mem *m1 = NULL, *m2 = NULL, *mall = NULL, *bad = NULL;
+		struct sekv_ctx *c = NULL;
+		double e;
+		int same = 1;
+		p.key_pre_rope = pre;
+		T_CHECKF(t, fx_doc_build(&m1, &d1, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECKF(t, fx_doc_build(&mall, &d, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECKF(t, sekv_mem_append(&m2, m1, &p, n - n1, NULL, d.h + n1, k2, v2, err,
+					    sizeof err) == 0, "%s", err);
+		T_CHECK(t, m2->n_tok == n && m2->n_comp > m1->n_comp + 3);
+		T_CHECK(t, m2->rope_base == m1->rope_base && m2->n_rot == m1->n_rot);
+		T_CHECK(t, !memcmp(m2->span, m1->span, (size_t)m1->n_span * sizeof *m1->span));
+		T_CHECK(t, !memcmp(m2->is_anchor, mall->is_anchor, (size_t)n));
+		for (int l = 0; l < 2; l++)
+			for (int f = 0; f < m1->n_comp * 2; f++) {
+				const struct sekv_factor *a = &m1->fac[l * m1->n_comp * 2 + f];
+				const struct sekv_factor *b = &m2->fac[l * m2->n_comp * 2 + f];
+				int len = m1->span[m1->comp_span[f / 2]].len;
+				same &= a->rank == b->rank && !memcmp(a->s, b->s, (size_t)a->rank * 4) &&
+					!memcmp(a->u, b->u, (size_t)a->rank * (size_t)(len + 64) * 4);
+			}
+		T_CHECK(t, same);
+		T_CHECKF(t, sekv_ctx_new(&c, m2, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+		e = decode_vs_ref(&d, m2, c, 6, 0, 0.125f, 99);
+		/* pre-RoPE keys are rounded to fp16 once before their SVD */
+		T_CHECKF(t, e >= 0 && e < (pre ? 2e-3 : 1e-4),
+			 "appended (keys %s RoPE), all zoomed vs exact: max diff %g",
+			 pre ? "before" : "after", e);
+		sekv_ctx_free(c);
+		/* non-finite appended surprisal is refused */
+		T_CHECK(t, sekv_mem_append(&bad, m2, &p, 1, NULL, (const float[]){ NAN }, k2, v2,
+					   err, sizeof err) == SEKV_EINVAL && bad == NULL);
+		sekv_mem_free(m1);
+		sekv_mem_free(m2);
+		sekv_mem_free(mall);
+	}
+	fx_doc_free(&d);
+}
+
 static void malformed_inputs_refused(struct test_ctx *t)
 {
 	struct fx_doc d;
@@ -753,5 +824,6 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_edge_short_doc_and_zero_surprisal", edge_short_doc_and_zero_surprisal },
 	{ "sekv_malformed_inputs_refused", malformed_inputs_refused },
 	{ "sekv_pre_rope_keys_all_zoomed_is_exact", pre_rope_keys_all_zoomed_is_exact },
+	{ "sekv_append_keeps_old_and_is_exact_at_full_rank", append_keeps_old_and_is_exact_at_full_rank },
 	{ NULL, NULL },
 };

@@ -14,6 +14,7 @@
 #include "engine/quant.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,24 +159,26 @@ static int gate_ranks(const struct sekv_mem *full, const float *share, float ene
 	return SEKV_OK;
 }
 
-/* Copies into m the kept components of every factor of full (ranks as
- * m's), or the span's rows themselves for a raw factor. */
-static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full,
+/* Copies into m the kept components of every factor of full (whose
+ * compressed span c is m's span c0 + c; ranks as m's), or the span's rows
+ * themselves for a raw factor. */
+static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full, int c0,
 			 const uint16_t *const *k, const uint16_t *const *v)
 {
 	size_t es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	size_t row = (size_t)m->n_head_kv * m->d_h, f = 0, d = (size_t)m->d_h;
+	size_t per = (size_t)m->n_head_kv * 2;
 
-	for (int l = 0; l < m->n_layer; l++)
-		for (int c = 0; c < m->n_comp; c++)
-			for (int j = 0; j < m->n_head_kv * 2; j++, f++) {
-				const struct sekv_span *sp = &m->span[m->comp_span[c]];
+	for (int l = 0; l < full->n_layer; l++)
+		for (int c = 0; c < full->n_comp; c++)
+			for (size_t j = 0; j < per; j++, f++) {
+				const struct sekv_span *sp = &full->span[full->comp_span[c]];
 				const struct sekv_factor *a = &full->fac[f];
-				struct sekv_factor *b = &m->fac[f];
+				struct sekv_factor *b = &m->fac[((size_t)l * m->n_comp + c0 + c) * per + j];
 				size_t r = (size_t)b->rank, ra = (size_t)a->rank;
 				if (b->rank == SEKV_RANK_RAW) {
 					const uint16_t *x = (j % 2 ? v : k)[l] + (size_t)sp->start * row +
-							    (size_t)(j / 2) * d;
+							    (j / 2) * d;
 					for (int i = 0; i < sp->len; i++, x += row) {
 						if (m->factor_f16)
 							memcpy((uint16_t *)b->u + i * d, x, d * es);
@@ -265,12 +268,13 @@ out:
 	return rc;
 }
 
-/* Copies exact rows and computes the summaries k_bar, v_bar of every
- * compressed span: weights H_t / sum H over the span (uniform if the sum is
- * not positive; negative surprisal counts as 0), summed in fp32 and
- * rounded to fp16. Returns 0 or SEKV_ENOMEM. */
+/* Lists the exact positions, copies the exact rows of positions >= t0 and
+ * computes the summaries k_bar, v_bar of compressed spans c0.. (earlier
+ * ones are already there): weights H_t / sum H over the span (uniform if
+ * the sum is not positive; negative surprisal counts as 0), summed in fp32
+ * and rounded to fp16. Returns 0 or SEKV_ENOMEM. */
 static int fill_rows(struct sekv_mem *m, const uint16_t *const *k,
-		     const uint16_t *const *v)
+		     const uint16_t *const *v, int c0, int t0)
 {
 	size_t row = (size_t)m->n_head_kv * m->d_h;
 	float *kb = malloc(2 * row * sizeof *kb), *vb = kb + row;
@@ -290,12 +294,14 @@ static int fill_rows(struct sekv_mem *m, const uint16_t *const *k,
 	}
 	for (int l = 0; l < m->n_layer; l++)
 		for (int i = 0; i < m->n_exact; i++) {
+			if (m->exact_pos[i] < t0)
+				continue;
 			memcpy(m->exact_k + ((size_t)l * m->n_exact + i) * row,
 			       k[l] + (size_t)m->exact_pos[i] * row, row * 2);
 			memcpy(m->exact_v + ((size_t)l * m->n_exact + i) * row,
 			       v[l] + (size_t)m->exact_pos[i] * row, row * 2);
 		}
-	for (c = 0; c < m->n_comp; c++) {
+	for (c = c0; c < m->n_comp; c++) {
 		const struct sekv_span *sp = &m->span[m->comp_span[c]];
 		double sum = 0;
 		for (int i = 0; i < sp->len; i++)
@@ -323,10 +329,10 @@ static int fill_rows(struct sekv_mem *m, const uint16_t *const *k,
 }
 
 /* Landmarks: the plain mean key of every lm_len-token block of every
- * compressed span (the last block may be shorter), per layer and KV head,
+ * compressed span from c0 on (the last block may be shorter), per layer and KV head,
  * as int8 with an absmax/127 scale (round to nearest). Uniform weights: a landmark stands for its block's
  * largest attention scores, which surprisal weighting would blur. */
-static int fill_landmarks(struct sekv_mem *m, const uint16_t *const *k)
+static int fill_landmarks(struct sekv_mem *m, const uint16_t *const *k, int c0)
 {
 	size_t row = (size_t)m->n_head_kv * m->d_h;
 	float *acc;
@@ -336,7 +342,7 @@ static int fill_landmarks(struct sekv_mem *m, const uint16_t *const *k)
 	if (!(acc = malloc(row * sizeof *acc)))
 		return SEKV_ENOMEM;
 	for (int l = 0; l < m->n_layer; l++)
-		for (int c = 0; c < m->n_comp; c++) {
+		for (int c = c0; c < m->n_comp; c++) {
 			const struct sekv_span *sp = &m->span[m->comp_span[c]];
 			for (int b = m->lm_first[c]; b < m->lm_first[c + 1]; b++) {
 				int t0 = sp->start + (b - m->lm_first[c]) * m->lm_len;
@@ -492,14 +498,14 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	}
 	for (int i = 0; i < n_layer * n_head; i++)
 		m->tau[i] = p->tau;
-	if ((rc = fill_rows(m, k, v)) || (rc = fill_landmarks(m, k))) {
+	if ((rc = fill_rows(m, k, v, 0, 0)) || (rc = fill_landmarks(m, k, 0))) {
 		rc = sekv_errf(err, errlen, rc, "sekv_build: summaries: out of memory");
 		goto out;
 	}
 	if ((rc = build_router(m, be, k, p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)d_h),
 			       err, errlen)))
 		goto out;
-	keep_factors(m, full, k, v);
+	keep_factors(m, full, 0, k, v);
 	sekv_mem_update_counts(m);
 	*out = m;
 	m = NULL;
@@ -514,5 +520,234 @@ out:
 	free(ranks);
 	free(span);
 	free(anchor);
+	return rc;
+}
+
+/* ---- appending ------------------------------------------------------ */
+
+/* Full-length fp16 rows kx[l], vx[l] [n][row] for append: the old exact
+ * rows at positions >= lo (every old position from lo on is exact), then
+ * the appended rows; the rest zero (never read). */
+static int append_rows(const struct sekv_mem *old, int lo, int n_new,
+		       const uint16_t *const *k, const uint16_t *const *v,
+		       uint16_t **kx, uint16_t **vx)
+{
+	size_t row = (size_t)old->n_head_kv * old->d_h, n = (size_t)old->n_tok + n_new;
+
+	for (int l = 0; l < old->n_layer; l++) {
+		kx[l] = calloc(n * row + 1, sizeof **kx);
+		vx[l] = calloc(n * row + 1, sizeof **vx);
+		if (!kx[l] || !vx[l])
+			return SEKV_ENOMEM;
+		for (int i = 0; i < old->n_exact; i++) {
+			size_t pos = (size_t)old->exact_pos[i], at = ((size_t)l * old->n_exact + i) * row;
+			if (old->exact_pos[i] < lo)
+				continue;
+			memcpy(kx[l] + pos * row, old->exact_k + at, row * 2);
+			memcpy(vx[l] + pos * row, old->exact_v + at, row * 2);
+		}
+		if (n_new > 0) {
+			memcpy(kx[l] + (size_t)old->n_tok * row, k[l], (size_t)n_new * row * 2);
+			memcpy(vx[l] + (size_t)old->n_tok * row, v[l], (size_t)n_new * row * 2);
+		}
+	}
+	return SEKV_OK;
+}
+
+/* Copies what append keeps from old into m (the spans of old are m's
+ * first ones): scalars, router, exact rows before lo, summaries,
+ * landmarks and factors of old's compressed spans. */
+static void append_keep(struct sekv_mem *m, const struct sekv_mem *old, int lo)
+{
+	size_t row = (size_t)m->n_head_kv * m->d_h, per = (size_t)m->n_head_kv * 2;
+	size_t es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
+	int n_before = 0;
+
+	while (n_before < old->n_exact && old->exact_pos[n_before] < lo)
+		n_before++;
+	memcpy(m->layer_id, old->layer_id, (size_t)m->n_layer * sizeof *m->layer_id);
+	memcpy(m->route_w, old->route_w,
+	       (size_t)m->n_layer * m->n_head * SEKV_D_ROUTE * m->d_h * sizeof(float));
+	memcpy(m->tau, old->tau, (size_t)m->n_layer * m->n_head * sizeof(float));
+	for (int l = 0; l < m->n_layer; l++) {
+		memcpy(m->exact_k + (size_t)l * m->n_exact * row,
+		       old->exact_k + (size_t)l * old->n_exact * row, (size_t)n_before * row * 2);
+		memcpy(m->exact_v + (size_t)l * m->n_exact * row,
+		       old->exact_v + (size_t)l * old->n_exact * row, (size_t)n_before * row * 2);
+		memcpy(m->k_bar + (size_t)l * m->n_comp * row,
+		       old->k_bar + (size_t)l * old->n_comp * row, (size_t)old->n_comp * row * 2);
+		memcpy(m->v_bar + (size_t)l * m->n_comp * row,
+		       old->v_bar + (size_t)l * old->n_comp * row, (size_t)old->n_comp * row * 2);
+		memcpy(m->lm_k + (size_t)l * m->n_lm * row, old->lm_k + (size_t)l * old->n_lm * row,
+		       (size_t)old->n_lm * row);
+		memcpy(m->lm_s + (size_t)l * m->n_lm * m->n_head_kv,
+		       old->lm_s + (size_t)l * old->n_lm * old->n_head_kv,
+		       (size_t)old->n_lm * old->n_head_kv * sizeof(float));
+		for (size_t f = 0; f < (size_t)old->n_comp * per; f++) {
+			const struct sekv_factor *a = &old->fac[(size_t)l * old->n_comp * per + f];
+			struct sekv_factor *b = &m->fac[(size_t)l * m->n_comp * per + f];
+			size_t ns, nuv;
+			sekv_factor_elems(a->rank, m->span[m->comp_span[f / per]].len, m->d_h, &ns, &nuv);
+			if (ns)
+				memcpy(b->s, a->s, ns * sizeof(float));
+			memcpy(b->u, a->u, nuv * es); /* u and v are one run per factor */
+		}
+	}
+}
+
+int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
+		    const struct sekv_params *p, int n_new, const int32_t *tokens,
+		    const float *surprisal, const uint16_t *const *k,
+		    const uint16_t *const *v, char *err, size_t errlen)
+{
+	struct sekv_mem *m = NULL, *fresh = NULL;
+	struct sekv_span *span = NULL;
+	struct backend *be = p ? p->be : NULL, *own_be = NULL;
+	uint16_t **kx = NULL, **vx = NULL, **kpre = NULL;
+	float *h = NULL, *share = NULL, kept[2] = { 0, 0 };
+	uint8_t *anchor = NULL;
+	int32_t *ranks = NULL, *ranks_new = NULL;
+	int rc, n, lo, n_add, n_span, n_exact, n_comp, n_comp_new, L;
+	size_t per, nf_new;
+
+	*out = NULL;
+	if (!old)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_mem_append: no memory");
+	L = old->n_layer;
+	if ((rc = check_input(p, n_new, surprisal, L, old->n_head, old->n_head_kv, old->d_h, k, v,
+			      err, errlen)))
+		return rc;
+	if (n_new > INT32_MAX / 2 - old->n_tok)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_mem_append: %d + %d tokens",
+				 old->n_tok, n_new);
+	n = old->n_tok + n_new;
+	per = (size_t)old->n_head_kv * 2;
+	h = malloc(((size_t)n + 1) * sizeof *h);
+	anchor = malloc((size_t)n + 1);
+	span = malloc(((size_t)old->n_span + (size_t)n / 2 + 1) * sizeof *span);
+	kx = calloc((size_t)L, sizeof *kx);
+	vx = calloc((size_t)L, sizeof *vx);
+	if (!h || !anchor || !span || !kx || !vx) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_mem_append: out of memory");
+		goto out;
+	}
+	/* anchors continue with the running statistics of every surprisal
+	 * so far; the old ones (merges included) stay as they are */
+	memcpy(h, old->surprisal, (size_t)old->n_tok * sizeof *h);
+	if (n_new > 0)
+		memcpy(h + old->n_tok, surprisal, (size_t)n_new * sizeof *h);
+	sekv_seg_anchors(h, n, old->alpha_used, p->n_sink, anchor);
+	memcpy(anchor, old->is_anchor, (size_t)old->n_tok);
+	lo = old->n_span ? old->span[old->n_span - 1].start + old->span[old->n_span - 1].len
+			 : (p->n_sink < n ? p->n_sink : n);
+	memcpy(span, old->span, (size_t)old->n_span * sizeof *span);
+	n_add = sekv_seg_spans(anchor, n, p->l_min, lo, p->n_recent, span + old->n_span);
+	n_span = old->n_span + n_add;
+	sekv_seg_static_bytes(n, span, n_span, (size_t)L * per / 2 * old->d_h, old->d_h,
+			      old->lm_len, &n_exact, &n_comp);
+	n_comp_new = n_comp - old->n_comp;
+	nf_new = (size_t)L * n_comp_new * per;
+	ranks = malloc(((size_t)L * n_comp * per + 1) * sizeof *ranks);
+	ranks_new = malloc((nf_new + 1) * sizeof *ranks_new);
+	share = malloc((nf_new + 1) * sizeof *share);
+	if (!ranks || !ranks_new || !share ||
+	    append_rows(old, lo, n_new, k, v, kx, vx)) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_mem_append: out of memory");
+		goto out;
+	}
+	for (int l = 0, f = 0; l < L; l++)
+		for (int i = old->n_span; i < n_span; i++)
+			for (size_t j = 0; !span[i].full && j < per; j++) {
+				int r = span[i].len < old->d_h ? span[i].len : old->d_h;
+				ranks_new[f++] = r < old->r_max ? r : old->r_max;
+			}
+	if (!be && (rc = backend_open("cpu", p->n_threads, &own_be, err, errlen)))
+		goto out;
+	if (!be)
+		be = own_be;
+	/* the new spans' factors, as sekv_build makes them, with the gate
+	 * and key form the memory was built with */
+	if ((rc = sekv_mem_alloc(&fresh, n, L, old->n_head, old->n_head_kv, old->d_h, n_add,
+				 span + old->n_span, 0, ranks_new, old->factor_f16, 0))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: memory: %s", sekv_strerror(rc));
+		goto out;
+	}
+	if (old->rope_base > 0 && n_comp_new > 0) {
+		struct sekv_params rp = *p;
+		rp.rope_base = old->rope_base;
+		rp.n_rot = old->n_rot;
+		if (!(kpre = calloc((size_t)L, sizeof *kpre)) ||
+		    unrope_keys(&rp, be, n, L, old->n_head_kv, old->d_h,
+				(const uint16_t *const *)kx, kpre)) {
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_mem_append: pre-RoPE keys: "
+				       "out of memory");
+			goto out;
+		}
+	}
+	if ((rc = run_svd(fresh, be, (const uint16_t *const *)(kpre ? kpre : kx),
+			  (const uint16_t *const *)vx, share, err, errlen)))
+		goto out;
+	if ((rc = gate_ranks(fresh, share, old->rank_energy, ranks_new, kept))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: out of memory");
+		goto out;
+	}
+	for (int l = 0, f = 0; l < L; l++) {
+		for (size_t j = 0; j < (size_t)old->n_comp * per; j++)
+			ranks[f++] = old->fac[(size_t)l * old->n_comp * per + j].rank;
+		for (size_t j = 0; j < (size_t)n_comp_new * per; j++)
+			ranks[f++] = ranks_new[(size_t)l * n_comp_new * per + j];
+	}
+	if ((rc = sekv_mem_alloc(&m, n, L, old->n_head, old->n_head_kv, old->d_h, n_span, span,
+				 n_exact, ranks, old->factor_f16, old->lm_len))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: memory: %s (%d tokens, %d spans)",
+			       sekv_strerror(rc), n, n_span);
+		goto out;
+	}
+	m->r_max = old->r_max;
+	m->rank_energy = old->rank_energy;
+	m->rope_base = old->rope_base;
+	m->n_rot = old->n_rot;
+	m->alpha_used = old->alpha_used;
+	memcpy(m->kept_energy, kept, sizeof kept);
+	snprintf(m->note, sizeof m->note, "%.180s%s%d tokens appended", old->note,
+		 old->note[0] ? "; " : "", n_new);
+	memcpy(m->tokens, old->tokens, (size_t)old->n_tok * sizeof *m->tokens);
+	if (tokens && n_new > 0)
+		memcpy(m->tokens + old->n_tok, tokens, (size_t)n_new * sizeof *tokens);
+	memcpy(m->surprisal, h, (size_t)n * sizeof *h);
+	memcpy(m->is_anchor, anchor, (size_t)n);
+	if ((rc = fill_rows(m, (const uint16_t *const *)kx, (const uint16_t *const *)vx,
+			    old->n_comp, lo)) ||
+	    (rc = fill_landmarks(m, (const uint16_t *const *)kx, old->n_comp))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: summaries: out of memory");
+		goto out;
+	}
+	append_keep(m, old, lo);
+	keep_factors(m, fresh, old->n_comp, (const uint16_t *const *)kx,
+		     (const uint16_t *const *)vx);
+	sekv_mem_update_counts(m);
+	*out = m;
+	m = NULL;
+out:
+	for (int l = 0; l < L; l++) {
+		if (kx)
+			free(kx[l]);
+		if (vx)
+			free(vx[l]);
+		if (kpre)
+			free(kpre[l]);
+	}
+	free(kpre);
+	free(vx);
+	free(kx);
+	backend_close(own_be);
+	sekv_mem_free(m);
+	sekv_mem_free(fresh);
+	free(share);
+	free(ranks_new);
+	free(ranks);
+	free(span);
+	free(anchor);
+	free(h);
 	return rc;
 }

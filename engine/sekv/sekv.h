@@ -242,6 +242,27 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	       int d_h, const uint16_t *const *k, const uint16_t *const *v,
 	       char *err, size_t errlen);
 
+/* Grows a memory by n_new appended tokens (a conversation's turns, a
+ * document read in parts) without a forward pass over earlier tokens and
+ * without changing anything final (DESIGN.md section 2 step 4: the
+ * running surprisal statistics continue, so earlier anchors stay; issue
+ * 9): old's spans, summaries, landmarks, factors and exact rows are kept;
+ * the positions after old's last span (its recent window and the anchors
+ * there, exact in old) and the appended ones are segmented with old's
+ * alpha_used and p's n_sink, l_min and n_recent; new compressed spans get
+ * summaries, landmarks and factors as sekv_build makes them (old's R_max,
+ * rank gate, key form and factor type); the router W and tau are old's.
+ * k[l], v[l]: [n_new][n_head_kv][d_h] fp16 rows of global layer l as
+ * sekv_build takes them; tokens may be NULL. The budget is not refitted:
+ * static bytes grow with the text (m->note says how many tokens came).
+ * Runs on p->be (or a private CPU backend). *out is a new memory (caller
+ * frees; old is unchanged). SEKV_EINVAL (shapes, non-finite input),
+ * SEKV_ENOMEM. */
+int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
+		    const struct sekv_params *p, int n_new, const int32_t *tokens,
+		    const float *surprisal, const uint16_t *const *k,
+		    const uint16_t *const *v, char *err, size_t errlen);
+
 /* Allocates an empty memory with the given shape and counts, every array
  * zeroed and sized (factor arrays sized from ranks[] [n_layer][n_comp]
  * [n_head_kv][2] and span lengths, u and v fp16 when factor_f16 is 1,
@@ -252,7 +273,8 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
  * lm_len >= 0 sizes
  * the landmarks (lm_first filled, lm_k, lm_s zeroed; 0: none). r_max is set to the
  * largest rank, tau to 0, layer_id to 0..n_layer-1: the caller fills the
- * rest. One allocation (m->arena). Returns 0, SEKV_EINVAL (bad shape, span
+ * rest. One allocation (m->arena); each factor's v follows its u.
+ * Returns 0, SEKV_EINVAL (bad shape, span
  * or rank) or SEKV_ENOMEM. Byte counters are filled (update_counts). */
 int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_head_kv, int d_h, int n_span, const struct sekv_span *span,
