@@ -68,7 +68,7 @@ struct app_opts {
 	int n_threads;         /* -t N; default: cores */
 	double budget;         /* --budget F: device tier, fraction of full KV (0.10) */
 	int budget_set;        /* --budget given */
-	int r_max;             /* --rmax R: most components a factor keeps (64) */
+	int r_max;             /* --rmax R: most components a factor keeps (32) */
 	int r_max_set;
 	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
@@ -85,7 +85,7 @@ struct app_opts {
 	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
-	float rank_energy;     /* --rank-energy E: the rank gate's energy share (0.95) */
+	float rank_energy;     /* --rank-energy E: the rank gate's energy share (0.99) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	double static_share;   /* --static-share F: budget share of exact rows,
 	                          summaries and landmarks (0.7) */
