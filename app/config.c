@@ -154,6 +154,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->key_pre_rope, int: 1, default
 	       "--factor-keys is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->static_share, double: 1, default: 0),
 	       "--static-share is double");
+_Static_assert(_Generic(((struct sekv_params *)0)->zoom_blocks, int: 1, default: 0),
+	       "--zoom-blocks is int");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -193,6 +195,12 @@ static const struct opt_row opt_table[] = {
 	  .help = "SeKV zoom choice: landmarks (mean keys of short blocks), the paper's router over "
 		  "span summaries, or the spans with the most exact attention (measurement: reads "
 		  "the exact KV; implies --mass-recall)",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
+	{ .name = "--zoom-blocks", .arg = "N", .kind = OPT_INT, .off = F(zoom_blocks),
+	  .set_off = NO_SET, SEKV_DEF(zoom_blocks), .imin = 0, .imax = 1 << 16,
+	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
+		  "(its best block and neighbours; the span's summary stands for the rest); "
+		  "0: whole spans",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and report the share of exact attention "

@@ -400,6 +400,7 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	if ((rc = check_budget(s, err, errlen)))
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
+	s->sp.zoom_blocks = s->o.zoom_blocks;
 	if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
 	    !s->note[0])
 		snprintf(s->note, sizeof s->note,

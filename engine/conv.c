@@ -469,7 +469,8 @@ static void agg_step(struct conv *c, const struct sekv_stats *st, struct conv_an
 		int32_t *slot = &c->agg_idx[(size_t)z->layer * n_span + z->span];
 		if (*slot < 0) {
 			*slot = (*n_agg)++;
-			c->agg[*slot] = (struct sekv_zoom){ z->span, z->layer, z->head, 0, z->alpha };
+			c->agg[*slot] = (struct sekv_zoom){ z->span, z->layer, z->head, 0, z->alpha,
+							    z->r0, z->n };
 		}
 		struct sekv_zoom *g = &c->agg[*slot];
 		g->steps++;

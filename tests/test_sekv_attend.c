@@ -25,14 +25,16 @@
 static int g_evict_step = -1, g_evict_to;
 
 /* Span index (mem->span) sp zoomed for KV head kv of global layer l this step. */
-static int step_zoomed(const struct sekv_ctx *c, int l, int span, int kv, int group)
+/* The zoom of span (layer l, KV head kv) at this step, or NULL. */
+static const struct sekv_zoom *step_zoom(const struct sekv_ctx *c, int l, int span, int kv,
+					 int group)
 {
 	const struct sekv_stats *st = sekv_ctx_stats(c);
 
 	for (int z = 0; z < st->n_zoom; z++)
 		if (st->zoom[z].layer == l && st->zoom[z].span == span && st->zoom[z].head / group == kv)
-			return 1;
-	return 0;
+			return &st->zoom[z];
+	return NULL;
 }
 
 static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
@@ -76,8 +78,11 @@ static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 					int comp = -1;
 					for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 						const struct sekv_span *sp = &m->span[m->comp_span[i]];
+						const struct sekv_zoom *z = mode == 2 ?
+							step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
+						/* exact: a zoomed window's rows */
 						if (p >= sp->start && p < sp->start + sp->len &&
-						    !(mode == 2 && step_zoomed(c, l, m->comp_span[i], kv, g)))
+						    !(z && p >= sp->start + z->r0 && p < sp->start + z->r0 + z->n))
 							comp = i;
 					}
 					if (comp >= 0)
@@ -91,8 +96,11 @@ static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 				for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 					const struct sekv_span *sp = &m->span[m->comp_span[i]];
 					double sum = 0, kb[512] = {0}, vb[512] = {0};
-					if (mode == 2 && step_zoomed(c, l, m->comp_span[i], kv, g))
-						continue;
+					const struct sekv_zoom *z = mode == 2 ?
+						step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
+					int rest = sp->len - (z ? z->n : 0);
+					if (rest == 0)
+						continue;   /* zoomed whole: no coarse row */
 					for (int p = sp->start; p < sp->start + sp->len; p++)
 						sum += d->h[p] > 0 ? d->h[p] : 0;
 					for (int p = sp->start; p < sp->start + sp->len; p++) {
@@ -107,7 +115,8 @@ static double decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 						kr[j] = fx_f16r((float)kb[j]);
 						vr[j] = fx_f16r((float)vb[j]);
 					}
-					fx_ref_add(&r, kr, vr, logf((float)sp->len), dh);
+					/* a window zoomed: the coarse row stands for the rest */
+					fx_ref_add(&r, kr, vr, logf((float)rest), dh);
 				}
 				for (int s2 = g_evict_step >= 0 && s >= g_evict_step ? g_evict_to : 0; s2 <= s; s2++)
 					fx_ref_add(&r, tk + (((size_t)l * n_step + s2) * nkv + kv) * dh,
@@ -305,14 +314,26 @@ static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
 	p.n_recent = 16;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->n_comp >= 8, "n_comp %d", m->n_comp);
-	for (int r = 0; r < 2; r++) {
-		p.router = r ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_LANDMARK;
+	/* landmark and summary routers, then landmark zooms of at most two
+	 * blocks (rows of a span rebuilt, its coarse row for the rest) */
+	for (int r = 0; r < 3; r++) {
+		int part = 0;
+		p.router = r == 1 ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_LANDMARK;
+		p.zoom_blocks = r == 2 ? 2 : 0;
 		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 12, 0.125f, err, sizeof err) == 0, "%s", err);
 		double e = decode_vs_ref(&d, m, c, 12, 2, 0.125f, 5 + r);
 		const struct sekv_stats *st = sekv_ctx_stats(c);
 		T_CHECKF(t, e >= 0 && e < 1e-4, "router %d: max diff %g", r, e);
 		T_CHECKF(t, st->zoom_total > 0 && st->zoom_total < 12LL * 2 * m->n_comp,
 			 "router %d: %lld zooms", r, st->zoom_total);
+		for (int z = 0; z < st->n_zoom; z++) {
+			const struct sekv_zoom *zz = &st->zoom[z];
+			int len = m->span[zz->span].len;
+			part += zz->n < len;
+			T_CHECK(t, zz->r0 >= 0 && zz->n > 0 && zz->r0 + zz->n <= len &&
+				   (r == 2 ? zz->n <= 2 * m->lm_len : zz->n == len));
+		}
+		T_CHECKF(t, r < 2 || part > 0, "no span zoomed in part (%d zooms)", st->n_zoom);
 		sekv_ctx_free(c);
 		c = NULL;
 	}

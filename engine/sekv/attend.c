@@ -25,6 +25,7 @@
 struct cand {
 	int32_t kv, comp, head;
 	float alpha;
+	int32_t r0, n;              /* the zoom window: rows r0 .. r0 + n - 1 of the span */
 };
 
 struct sekv_ctx {
@@ -62,6 +63,14 @@ struct sekv_ctx {
 	                               float for large scores) */
 	struct cand *cand;          /* [n_head_kv * n_comp] */
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
+	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] zoomed window of the span:
+	                               first row r0 and rows n (n = |S|: all of it) */
+	int32_t *zwin;              /* [n_layer][n_head_kv * n_comp][2] the windows of
+	                               zlist's entries */
+	float *lm_sc;               /* [n_head][n_lm] this layer's landmark block
+	                               scores q . lm * q_scale + log|b| */
+	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
+	                               whole spans) */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
 	struct backend_buf *recon_k; /* [n_layer][rec_rows][d_h] fp16 or fp32: each
 	                               layer's reconstructed rows, kept between steps */
@@ -164,7 +173,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_tkh, o_lse, half, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_tkh, o_lse, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -199,6 +208,10 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_al = arena_reserve(&ar, (size_t)m->n_head * n_comp, sizeof(float));
 	o_cand = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(struct cand));
 	o_zr = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(int32_t));
+	o_zw = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp * 2, sizeof(int32_t));
+	o_zlw = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp * 2 + 1,
+			      sizeof(int32_t));
+	o_lsc = arena_reserve(&ar, (size_t)m->n_head * m->n_lm + 1, sizeof(float));
 	o_mark = arena_reserve(&ar, n_comp, 1);
 	o_rj = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp, sizeof(struct backend_recon));
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
@@ -247,6 +260,10 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->alpha = (float *)((char *)a + o_al);
 	c->cand = (struct cand *)((char *)a + o_cand);
 	c->zoom_row = (int32_t *)((char *)a + o_zr);
+	c->zoom_win = (int32_t *)((char *)a + o_zw);
+	c->zwin = (int32_t *)((char *)a + o_zlw);
+	c->lm_sc = (float *)((char *)a + o_lsc);
+	c->zoom_blocks = p->zoom_blocks > 0 ? p->zoom_blocks : 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
@@ -419,9 +436,16 @@ static void add_mass_recall(struct sekv_ctx *c, int l)
 
 	for (int h = 0; h < m->n_head; h++) {
 		const int32_t *zr = c->zoom_row + (size_t)(h / c->group) * m->n_comp;
+		const int32_t *zw = c->zoom_win + (size_t)(h / c->group) * m->n_comp * 2;
+		const float *x = c->xs + (size_t)h * m->n_tok;
 		double lost = 0;
-		for (int s = 0; s < m->n_comp; s++)
-			lost += zr[s] < 0 ? c->xmass[(size_t)h * m->n_comp + s] : 0;
+		for (int s = 0; s < m->n_comp; s++) {
+			double got = 0;
+			int t0 = m->span[m->comp_span[s]].start + zw[2 * s];
+			for (int t = t0; zr[s] >= 0 && t < t0 + zw[2 * s + 1]; t++)
+				got += x[t];
+			lost += c->xmass[(size_t)h * m->n_comp + s] - got;
+		}
 		double r = c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
 		c->st.mass_recall_sum += r;
 		c->st.mass_recall_lh[(size_t)l * m->n_head + h] += r;
@@ -494,7 +518,9 @@ static void route_landmark(struct sekv_ctx *c, int l, const float *q)
 					c->lrow[j] = (float)lk[j];
 				for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 					float *a = &c->alpha[(size_t)h * m->n_comp + s];
-					*a = log_add(*a, vec_dot8(q + (size_t)h * d, c->lrow, d) * sc + lb);
+					float x = vec_dot8(q + (size_t)h * d, c->lrow, d) * sc + lb;
+					c->lm_sc[(size_t)h * m->n_lm + b] = x;
+					*a = log_add(*a, x);
 				}
 			}
 		}
@@ -508,6 +534,44 @@ static void route_landmark(struct sekv_ctx *c, int l, const float *q)
 			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
 		}
 	}
+}
+
+/* The rows of candidate cd's span to rebuild: all of them, or with
+ * zoom_blocks and landmarks the best block of the routing head and its
+ * neighbours, grown one block at a time towards the higher-scoring side
+ * while that block holds at least 1/8 of the best block's estimated mass,
+ * up to zoom_blocks blocks (issue 9: the zoom budget holds a few spans'
+ * worth of rows; the answer lies in a block or two of a span). */
+static void zoom_window(const struct sekv_ctx *c, struct cand *cd)
+{
+	const struct sekv_mem *m = c->m;
+	int len = m->span[m->comp_span[cd->comp]].len, b0, b1, bb;
+	const float *sc;
+
+	cd->r0 = 0;
+	cd->n = len;
+	if (!c->zoom_blocks || c->router != SEKV_ROUTER_LANDMARK || m->lm_len < 1)
+		return;
+	b0 = m->lm_first[cd->comp];
+	b1 = m->lm_first[cd->comp + 1];
+	if (b1 - b0 <= c->zoom_blocks)
+		return;
+	sc = c->lm_sc + (size_t)cd->head * m->n_lm;
+	bb = b0;
+	for (int b = b0 + 1; b < b1; b++)
+		bb = sc[b] > sc[bb] ? b : bb;
+	int lo = bb, hi = bb + 1;   /* blocks [lo, hi) */
+	while (hi - lo < c->zoom_blocks) {
+		float l_sc = lo > b0 ? sc[lo - 1] : -INFINITY, r_sc = hi < b1 ? sc[hi] : -INFINITY;
+		if (fmaxf(l_sc, r_sc) < sc[bb] - 2.0794415f)   /* ln 8 */
+			break;
+		if (l_sc > r_sc)
+			lo--;
+		else
+			hi++;
+	}
+	cd->r0 = (lo - b0) * m->lm_len;
+	cd->n = (hi - b0) * m->lm_len < len ? (hi - lo) * m->lm_len : len - cd->r0;
 }
 
 /* Routes every query head of global layer l and collects the spans wanted
@@ -528,7 +592,8 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 			}
 		for (int kv = 0; kv < m->n_head_kv; kv++)
 			for (int s = 0; s < m->n_comp; s++) {
-				struct cand best = { kv, s, kv * c->group, -INFINITY };
+				struct cand best = { kv, s, kv * c->group, -INFINITY, 0,
+						     m->span[m->comp_span[s]].len };
 				for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
 					if (c->alpha[(size_t)h * m->n_comp + s] > best.alpha) {
 						best.head = h;
@@ -554,7 +619,7 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 	}
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		for (int s = 0; s < m->n_comp; s++) {
-			struct cand best = { kv, s, -1, 0 };
+			struct cand best = { kv, s, -1, 0, 0, 0 };
 			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 				float a = c->alpha[(size_t)h * m->n_comp + s];
 				if (above_tau(a, m->tau[(size_t)l * m->n_head + h]) &&
@@ -563,31 +628,36 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 					best.alpha = a;
 				}
 			}
-			if (best.head >= 0)
+			if (best.head >= 0) {
+				zoom_window(c, &best);
 				c->cand[n_cand++] = best;
+			}
 		}
 	qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
 	return n_cand;
 }
 
-/* Rebuild job of a span's factor f (its first position start) into row
- * base + rows of buf: the kept components (at most r_use of them) or the
- * raw rows; a pre-RoPE key factor (is_key) gets its positions' RoPE
- * angles in rows' part of the layer's tables. */
+/* Rebuild job of rows r0 .. r0 + len - 1 of a span's factor f (the span's
+ * first position start) into row base + rows of buf: the kept components
+ * (at most r_use of them) or the raw rows; a pre-RoPE key factor (is_key)
+ * gets its positions' RoPE angles in rows' part of the layer's tables. */
 static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
-				      int start, int len, int is_key, struct backend_buf *buf,
-				      size_t base, size_t rows)
+				      int start, int r0, int len, int is_key,
+				      struct backend_buf *buf, size_t base, size_t rows)
 {
 	const struct sekv_mem *m = c->m;
 	int r = f->rank == SEKV_RANK_RAW ? 0 : f->rank;
+	size_t u_row = (size_t)(f->rank == SEKV_RANK_RAW ? m->d_h : f->rank) *
+		       (m->factor_f16 ? sizeof(uint16_t) : sizeof(float));
 	struct backend_recon j;
 
 	if (c->r_use > 0 && c->r_use < r)
 		r = c->r_use;
+	start += r0;
 	j = (struct backend_recon){
 		.len = len, .d = m->d_h, .rank = f->rank, .r = r,
-		.f16 = m->factor_f16, .u = f->u, .s = f->s, .v = f->v,
-		.dst = buf, .off = (base + rows) * m->d_h, .dst_f32 = c->recon_f32,
+		.f16 = m->factor_f16, .u = (const char *)f->u + (size_t)r0 * u_row, .s = f->s,
+		.v = f->v, .dst = buf, .off = (base + rows) * m->d_h, .dst_f32 = c->recon_f32,
 	};
 	if (is_key && c->rope_freq && f->rank != SEKV_RANK_RAW) {
 		size_t half = (size_t)m->n_rot / 2;
@@ -624,6 +694,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	memset(c->mark, 0, (size_t)m->n_comp);
 	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)
 		c->zoom_row[i] = -1;
+	memset(c->zoom_win, 0, (size_t)m->n_head_kv * m->n_comp * 2 * sizeof *c->zoom_win);
 	/* a repeated call for this layer in the same step replaces its zooms */
 	for (int i = 0, o = 0, n = st->n_zoom; i < n; i++)
 		if (st->zoom[i].layer != l)
@@ -634,20 +705,26 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	memset(st->zoom_count + (size_t)l * m->n_head, 0, (size_t)m->n_head * sizeof(int));
 	for (int i = 0; i < n_cand; i++) {
 		const struct cand *cd = &c->cand[i];
-		int s = m->comp_span[cd->comp], len = m->span[s].len;
+		int s = m->comp_span[cd->comp], len = cd->n, id = cd->kv * m->n_comp + cd->comp;
 		size_t cost = (size_t)len * m->d_h * 2 * es;
 		size_t fi = (((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2;
+		int32_t *zw = c->zwin + ((size_t)l * m->n_head_kv * m->n_comp + (size_t)n_z) * 2;
 		if (cost > allow - used)
 			continue;   /* a long span must not block shorter ones */
 		used += cost;
-		c->zoom_row[(size_t)cd->kv * m->n_comp + cd->comp] = rows;
-		same = same && n_z < c->n_zlist[l] && zl[n_z] == cd->kv * m->n_comp + cd->comp;
+		c->zoom_row[id] = rows;
+		c->zoom_win[2 * id] = cd->r0;
+		c->zoom_win[2 * id + 1] = cd->n;
+		same = same && n_z < c->n_zlist[l] && zl[n_z] == id && zw[0] == cd->r0 &&
+		       zw[1] == cd->n;
+		zw[0] = cd->r0;
+		zw[1] = cd->n;
 		if (!same) {
 			int start = m->span[s].start;
-			c->rj[n_job++] = recon_job(c, &m->fac[fi], start, len, 1, c->recon_k, base,
-						   (size_t)rows);
-			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], start, len, 0, c->recon_v, base,
-						   (size_t)rows);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi], start, cd->r0, len, 1, c->recon_k,
+						   base, (size_t)rows);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], start, cd->r0, len, 0,
+						   c->recon_v, base, (size_t)rows);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
 				size_t ns, nuv;
@@ -657,11 +734,12 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 							 nuv * (m->factor_f16 ? 2 : 4);
 			}
 		}
-		zl[n_z++] = cd->kv * m->n_comp + cd->comp;
+		zl[n_z++] = id;
 		rows += len;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
-		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1, 1.0f / (1.0f + expf(-cd->alpha)) };
+		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1,
+			1.0f / (1.0f + expf(-cd->alpha)), cd->r0, cd->n };
 		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
 			st->zoom_count[(size_t)l * m->n_head + h]++;
 	}
@@ -687,20 +765,21 @@ static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_blo
 	int d = m->d_h, nt = c->n_tail[l] - c->tail_first;
 	size_t row = (size_t)m->n_head_kv * d;
 	const int32_t *zr = c->zoom_row + (size_t)kv * m->n_comp;
+	const int32_t *zw = c->zoom_win + (size_t)kv * m->n_comp * 2;
 
 	blk[0] = (struct backend_mix_block){ c->exact_k, c->exact_v,
 		(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, 0, 0.0f, 0 };
 	blk[1] = (struct backend_mix_block){ c->tail_k, c->tail_v,
 		(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, 0, 0.0f, 0 };
 	for (int s = 0; s < m->n_comp; s++) {
-		int len = m->span[m->comp_span[s]].len;
+		/* a span zoomed in part keeps its coarse row for the rest */
+		int len = m->span[m->comp_span[s]].len, nz = zr[s] >= 0 ? zw[2 * s + 1] : 0;
 		blk[2 + 2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
 			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
-			logf((float)len), zr[s] >= 0 };
+			logf((float)(nz < len ? len - nz : len)), nz == len };
 		blk[3 + 2 * s] = (struct backend_mix_block){ c->recon_k, c->recon_v,
 			((size_t)l * c->rec_rows + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
-			zr[s] >= 0 ? len : 0,
-			c->recon_f32, 0.0f, 0 };
+			nz, c->recon_f32, 0.0f, 0 };
 	}
 }
 
@@ -733,14 +812,18 @@ static void probe_end(struct sekv_ctx *c, int layer)
 		r += blk[1].n;
 		for (int s = 0; s < m->n_comp; s++) {
 			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			const int32_t *zw = c->zoom_win + ((size_t)g * m->n_comp + s) * 2;
+			int nz = blk[3 + 2 * s].n, w0 = nz ? zw[0] : 0;
 			if (!blk[2 + 2 * s].masked) {
-				float each = rm[r++] / (float)sp->len;
+				/* over the tokens the span's rebuilt rows do not hold */
+				float each = rm[r++] / (float)(sp->len - nz);
 				for (int t = 0; t < sp->len && sp->start + t < p->n_pos; t++)
-					out[sp->start + t] += each;
+					if (t < w0 || t >= w0 + nz)
+						out[sp->start + t] += each;
 			}
-			for (int t = 0; t < blk[3 + 2 * s].n; t++, r++)
-				if (sp->start + t < p->n_pos)
-					out[sp->start + t] += rm[r];
+			for (int t = 0; t < nz; t++, r++)
+				if (sp->start + w0 + t < p->n_pos)
+					out[sp->start + w0 + t] += rm[r];
 		}
 	}
 }

@@ -62,6 +62,10 @@ struct sekv_params {
 	float q_scale;       /* model attention scale (model_hparams.q_scale);
 	                        <= 0: 1/sqrt(d_h). Sets the router's scale. */
 	int router;          /* enum sekv_router of sekv_ctx_new (LANDMARK) */
+	int zoom_blocks;     /* with the landmark router, a zoom rebuilds at most
+	                        this many landmark blocks of a span (the best one
+	                        and its neighbours); the span's coarse row stands
+	                        for its other tokens; 0: whole spans */
 	int lm_len;          /* landmark block of sekv_build: fewest tokens per
 	                        mean key kept for routing (16); 0: no landmarks */
 	double lm_share;     /* landmarks may take this share of the static part
@@ -300,6 +304,8 @@ struct sekv_zoom {
 	int32_t head;   /* query head that routed it (highest alpha) */
 	int32_t steps;  /* decode steps it was zoomed in (1 in a step's list) */
 	float alpha;    /* alpha_S (the highest seen, aggregated) */
+	int32_t r0;     /* rebuilt rows r0 .. r0 + n - 1 of the span (--zoom- */
+	int32_t n;      /* blocks; n = |S|: all of it); aggregated: the first */
 };
 
 /* Live counters of a decode stream, updated at every sekv_attend call. */
