@@ -139,6 +139,18 @@ void fx_no_budget(struct sekv_params *p)
 	p->n_recent = 0;
 }
 
+void fx_exact_params(struct sekv_params *p)
+{
+	sekv_default_params(p);
+	p->budget = 0;
+	p->r_max = p->r_use = 64;
+	p->rank_energy = 0;
+	p->recon_f32 = 1;
+	p->factor_f16 = 0;
+	p->tau = -1.0f;
+	p->n_recent = 16;
+}
+
 /* Max |X - U S V^T| over every factor of m (full stored rank; a raw
  * factor's rows as they are) against the document rows, relative to the
  * largest |X|. */

@@ -44,5 +44,9 @@ void fx_ref_add(struct fx_ref_rows *r, const float *k, const float *v, float bia
 double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d);
 /* Default params without budget, sinks or recent window. */
 void fx_no_budget(struct sekv_params *p);
+/* Parameters under which a fully zoomed memory decodes as exact attention:
+ * no budget, full-rank fp32 factors (no rank gate, R_max 64), fp32
+ * rebuilt rows, every span a zoom candidate (tau -1), 16 recent rows. */
+void fx_exact_params(struct sekv_params *p);
 
 #endif

@@ -180,14 +180,7 @@ static void probe_sekv_all_zoomed_equals_full(struct test_ctx *t)
 
 	T_CHECK(t, fx_doc_make(&d, 400, 3, 4, 1, 64, 21) == 0);
 	n = d.n_tok;
-	sekv_default_params(&p);
-	p.budget = 0;
-	p.r_max = p.r_use = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;
-	p.tau = -1.0f;
-	p.n_recent = 16;
+	fx_exact_params(&p);
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, m->n_comp >= 10);
 	pr.n = 2;

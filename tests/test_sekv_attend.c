@@ -633,14 +633,7 @@ static void pre_rope_keys_all_zoomed_is_exact(struct test_ctx *t)
 	double e;
 
 	T_CHECK(t, fx_doc_make(&d, 400, 2, 4, 1, 64, 23) == 0);
-	sekv_default_params(&p);
-	p.budget = 0;
-	p.r_max = p.r_use = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;
-	p.tau = -1.0f;
-	p.n_recent = 16;
+	fx_exact_params(&p);
 	p.key_pre_rope = 1;
 	p.rope_base = 10000.0f;
 	p.n_rot = 60;
@@ -682,14 +675,7 @@ static void append_keeps_old_and_is_exact_at_full_rank(struct test_ctx *t)
 	int n1 = 300, n = 500;
 
 	T_CHECK(t, fx_doc_make(&d, n, 2, 4, 1, 64, 31) == 0);
-	sekv_default_params(&p);
-	p.budget = 0;
-	p.r_max = p.r_use = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;
-	p.tau = -1.0f;
-	p.n_recent = 16;
+	fx_exact_params(&p);
 	p.rope_base = 10000.0f;
 	p.n_rot = 64;
 	d1 = d;
