@@ -149,6 +149,7 @@ void fx_exact_params(struct sekv_params *p)
 	p->factor_f16 = 0;
 	p->tau = -1.0f;
 	p->n_recent = 16;
+	p->zoom_blocks = 0;
 }
 
 /* Max |X - U S V^T| over every factor of m (full stored rank; a raw

@@ -46,7 +46,8 @@ double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d);
 void fx_no_budget(struct sekv_params *p);
 /* Parameters under which a fully zoomed memory decodes as exact attention:
  * no budget, full-rank fp32 factors (no rank gate, R_max 64), fp32
- * rebuilt rows, every span a zoom candidate (tau -1), 16 recent rows. */
+ * rebuilt rows, every span a zoom candidate (tau -1) zoomed whole, 16
+ * recent rows. */
 void fx_exact_params(struct sekv_params *p);
 
 #endif

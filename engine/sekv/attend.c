@@ -703,15 +703,35 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 			st->n_zoom--;
 	st->zoom_total -= c->distinct_layer[l];
 	memset(st->zoom_count + (size_t)l * m->n_head, 0, (size_t)m->n_head * sizeof(int));
+	/* windows by alpha while they fit; then, alpha first, a window grows to
+	 * its whole span where the rest still fits (a loose budget zooms
+	 * whole spans, as without windows) */
+	for (int i = 0; i < n_cand; i++) {
+		struct cand *cd = &c->cand[i];
+		size_t cost = (size_t)cd->n * m->d_h * 2 * es;
+		if (cost > allow - used) {
+			cd->n = 0;   /* a long span must not block shorter ones */
+			continue;
+		}
+		used += cost;
+	}
+	for (int i = 0; i < n_cand; i++) {
+		struct cand *cd = &c->cand[i];
+		int len = m->span[m->comp_span[cd->comp]].len;
+		size_t more = (size_t)(len - cd->n) * m->d_h * 2 * es;
+		if (cd->n > 0 && cd->n < len && more <= allow - used) {
+			used += more;
+			cd->r0 = 0;
+			cd->n = len;
+		}
+	}
 	for (int i = 0; i < n_cand; i++) {
 		const struct cand *cd = &c->cand[i];
 		int s = m->comp_span[cd->comp], len = cd->n, id = cd->kv * m->n_comp + cd->comp;
-		size_t cost = (size_t)len * m->d_h * 2 * es;
 		size_t fi = (((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2;
 		int32_t *zw = c->zwin + ((size_t)l * m->n_head_kv * m->n_comp + (size_t)n_z) * 2;
-		if (cost > allow - used)
-			continue;   /* a long span must not block shorter ones */
-		used += cost;
+		if (len == 0)
+			continue;
 		c->zoom_row[id] = rows;
 		c->zoom_win[2 * id] = cd->r0;
 		c->zoom_win[2 * id + 1] = cd->n;

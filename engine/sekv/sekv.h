@@ -65,7 +65,7 @@ struct sekv_params {
 	int zoom_blocks;     /* with the landmark router, a zoom rebuilds at most
 	                        this many landmark blocks of a span (the best one
 	                        and its neighbours); the span's coarse row stands
-	                        for its other tokens; 0: whole spans */
+	                        for its other tokens; 0: whole spans (1) */
 	int lm_len;          /* landmark block of sekv_build: fewest tokens per
 	                        mean key kept for routing (16); 0: no landmarks */
 	double lm_share;     /* landmarks may take this share of the static part
