@@ -199,8 +199,8 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--zoom-blocks", .arg = "N", .kind = OPT_INT, .off = F(zoom_blocks),
 	  .set_off = NO_SET, SEKV_DEF(zoom_blocks), .imin = 0, .imax = 1 << 16,
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
-		  "(its best block and neighbours; the span's summary stands for the rest); "
-		  "0: whole spans",
+		  "(its best block and neighbours; the span's summary stands for the rest), grown "
+		  "to the whole span where the budget still allows; 0: whole spans",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and report the share of exact attention "
@@ -252,7 +252,8 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--rank-energy", .arg = "E", .kind = OPT_FLOAT, .off = F(rank_energy),
 	  .set_off = NO_SET, SEKV_DEF(rank_energy), .lo = 0, .hi = 1,
 	  .help = "rank gate: each span factor keeps the fewest components holding this share of "
-		  "the span's energy, at most --rmax (0: all --rmax); stored raw when smaller",
+		  "the span's energy, at most --rmax, and is stored raw when its rows are smaller "
+		  "(0: no gate: every component up to --rmax, never raw)",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--static-share", .arg = "F", .kind = OPT_DOUBLE, .off = F(static_share),
 	  .set_off = NO_SET, SEKV_DEF(static_share), .lo = 0, .hi = 1, .lo_open = 1,

@@ -390,11 +390,13 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
 	s->sp.r_max = s->mem->r_max;
 	s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;
-	if (s->sp.r_use > s->mem->r_max)
+	if (s->sp.r_use > s->mem->r_max) {
 		snprintf(s->note, sizeof s->note,
 			 "rank %d is above the rank %d this document was stored with: %d is used "
 			 "(ingest with --rmax %d to keep more)", s->sp.r_use, s->mem->r_max,
 			 s->mem->r_max, s->sp.r_use);
+		s->sp.r_use = s->mem->r_max;
+	}
 	s->sp.n_threads = s->o.n_threads;
 	s->sp.be = model_backend(s->m);
 	if ((rc = check_budget(s, err, errlen)))
