@@ -144,15 +144,7 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 	double e;
 
 	T_CHECK(t, fx_doc_make(&d, 400, 3, n_head, n_head_kv, 64, 21) == 0);
-	sekv_default_params(&p);
-	p.budget = 0;
-	p.r_max = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.r_use = 64;
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;         /* fp32 factors: exact up to fp32 rounding */
-	p.tau = -1.0f;            /* alpha_S in (0,1): every span zoomed */
-	p.n_recent = 16;
+	fx_exact_params(&p);     /* fp32 full-rank factors, every span zoomed whole */
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->n_comp >= 10, "n_comp %d", m->n_comp);
 	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
@@ -224,14 +216,8 @@ static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
 	char err[256];
 
 	T_CHECK(t, fx_doc_make(&d, 300, 2, 4, 1, 64, 5) == 0);
-	sekv_default_params(&p);
-	p.budget = 0;
-	p.r_max = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.r_use = 64;
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;
-	p.tau = -1.0f;
+	fx_exact_params(&p);
+	p.n_recent = 64;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 8, 0.125f, err, sizeof err) == 0, "%s", err);
 	g_evict_step = 5;
@@ -305,13 +291,9 @@ static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
 	char err[256];
 
 	T_CHECK(t, fx_doc_make(&d, 600, 2, 4, 1, 64, 41) == 0);
-	sekv_default_params(&p);
+	fx_exact_params(&p);
 	p.budget = 0.5;
-	p.r_max = p.r_use = 64;
-	p.rank_energy = 0;  /* no rank gate: full-rank factors */
-	p.recon_f32 = 1;
-	p.factor_f16 = 0;
-	p.n_recent = 16;
+	p.tau = 0.0f;   /* the budget chooses the zooms */
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->n_comp >= 8, "n_comp %d", m->n_comp);
 	/* landmark and summary routers, then landmark zooms of at most two
