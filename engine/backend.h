@@ -121,6 +121,36 @@ struct backend_mix {
 	const struct backend_probe *probe; /* NULL: none. Key index = row number
 	                         among the unmasked rows of the head's KV head,
 	                         in block order (as mix_rows counts them) */
+	const float *carry_lse; /* NULL, or [n_head]: an earlier call's result
+	                         joins this softmax as one more row of logit
+	                         carry_lse[h] and value carry_out[h] (a softmax
+	                         over two row sets in two calls: SeKV attends
+	                         its exact rows before routing) */
+	const float *carry_out; /* [n_head][d_head] with carry_lse */
+	float *lse;           /* NULL, or out [n_head]: log of the softmax's
+	                         denominator, log sum_j exp(score_j) over this
+	                         call's rows and the carry (-INFINITY: none) */
+};
+
+/* Scores of query heads against int8 key rows with a scale per row (SeKV's
+ * landmark keys): s[h][j] = (q[h] . k_j) * ks_j * scale for j < n; query
+ * head h reads KV head g = h / (n_head / n_head_kv), whose row j is
+ * d_head int8 at byte off + j * ld + g * d_head of k and whose scale is
+ * element soff + j * n_head_kv + g of ks (fp32). */
+struct backend_score {
+	const float *q;       /* [n_head][d_head] unscaled */
+	int n_head;
+	int n_head_kv;
+	int d_head;
+	const struct backend_buf *k;  /* int8 rows */
+	size_t off;           /* bytes to row 0 */
+	size_t ld;            /* bytes between rows (>= n_head_kv * d_head) */
+	const struct backend_buf *ks; /* fp32 row scales */
+	size_t soff;          /* elements to row 0's scales */
+	int n;                /* rows */
+	float scale;
+	float *s;             /* out [n_head][lds] */
+	size_t lds;           /* >= n */
 };
 
 /* Low-rank reconstruction of a span's rows from its truncated SVD:
@@ -246,11 +276,17 @@ struct backend_ops {
 
 	/* SeKV. attention_mix: see struct backend_mix; needs a workspace with
 	 * mix_rows >= the unmasked rows of a KV head and d_head >= a->d_head.
-	 * The CPU backend splits query heads over the pool and keeps the
-	 * arithmetic per head fixed, so results do not depend on the thread
-	 * count. 0 or SEKV_EINVAL. */
+	 * The CPU backend cuts each KV head's rows into parts of a fixed
+	 * size (flash-decoding), spreads the parts over the pool and merges
+	 * them in order, so results do not depend on the thread count.
+	 * 0 or SEKV_EINVAL. */
 	int (*attention_mix)(struct backend *b, struct backend_ws *ws,
 			     const struct backend_mix *a);
+	/* score_i8: see struct backend_score; workspace with mix_rows > 0 and
+	 * d_head >= a->d_head. Rows spread over the pool; each score's
+	 * arithmetic is fixed. 0 or SEKV_EINVAL (a row outside a buffer). */
+	int (*score_i8)(struct backend *b, struct backend_ws *ws,
+			const struct backend_score *a);
 	/* reconstruct: the n jobs (independent spans), see struct
 	 * backend_recon; workspace with mix_rows > 0. 0 or SEKV_EINVAL. */
 	int (*reconstruct)(struct backend *b, struct backend_ws *ws,

@@ -42,6 +42,10 @@ static void cpu_ws_free(struct backend_ws *ws)
 	free(ws->pl);
 	free(ws->gs);
 	free(ws->mix_logit);
+	free(ws->mix_part);
+	free(ws->mix_pm);
+	free(ws->mix_pl);
+	free(ws->mix_po);
 	free(ws->mix_row);
 	free(ws->rc_vf);
 	free(ws->rc_us);
@@ -87,11 +91,17 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	}
 	if (sz->mix_rows > 0) {
 		ws->mix_logit = malloc(sizeof(float) * nh * (size_t)sz->mix_rows);
+		ws->mix_parts = (int)nh * (sz->mix_rows / MIX_PART + 1);
+		ws->mix_part = malloc(sizeof(struct mix_part) * (size_t)ws->mix_parts);
+		ws->mix_pm = malloc(sizeof(float) * (size_t)ws->mix_parts * nh);
+		ws->mix_pl = malloc(sizeof(float) * (size_t)ws->mix_parts * nh);
+		ws->mix_po = malloc(sizeof(float) * (size_t)ws->mix_parts * nh * d);
 		ws->mix_row = malloc(sizeof(float) * np * d);
 		ws->rc_vf = malloc(sizeof(float) * np * d * d);
 		ws->rc_us = malloc(sizeof(float) * np * (d + 1));
 		ws->rc_row = malloc(sizeof(float) * np * d);
-		if (!ws->mix_logit || !ws->mix_row || !ws->rc_vf || !ws->rc_us || !ws->rc_row) {
+		if (!ws->mix_logit || !ws->mix_part || !ws->mix_pm || !ws->mix_pl || !ws->mix_po ||
+		    !ws->mix_row || !ws->rc_vf || !ws->rc_us || !ws->rc_row) {
 			cpu_ws_free(ws);
 			return SEKV_ENOMEM;
 		}
@@ -465,6 +475,7 @@ static const struct backend_ops cpu_ops = {
 	.buf_read = cpu_buf_read,
 	.buf_copy = cpu_buf_copy,
 	.attention_mix = cpu_attention_mix,
+	.score_i8 = cpu_score_i8,
 	.reconstruct = cpu_reconstruct,
 	.svd = cpu_svd,
 	.pca = cpu_pca,

@@ -11,6 +11,9 @@
 #include "engine/quant.h"
 
 #include <math.h>
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -18,6 +21,7 @@
 
 #define ATTN_TILE 256 /* keys per attention tile */
 #define ATTN_QBLK 64  /* queries per batch-attention work item */
+#define MIX_PART 256 /* rows per part of a SeKV mixed attention */
 #define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
 
 /* NEOX RoPE of one head's row x [>= n_rot]: the pair (x[j], x[j + half])
@@ -59,6 +63,96 @@ static inline float exp_fast(float x)
 	return p * sc;
 }
 
+/* ---- decode attention kernels: exact attention (cpu_attention.c) and
+ * SeKV's mixed attention (cpu_sekv.c) score and sum rows with these ---- */
+
+/* sum_e x[e] y[e] in 2 x LANES partial sums (vectorised without
+ * -ffast-math; two independent chains so FMA latency does not bound it) */
+static inline float cpu_dot_lanes(const float *restrict x, const float *restrict y, int n)
+{
+	float acc[LANES] = { 0 }, acc2[LANES] = { 0 }, s = 0.0f;
+	int e = 0;
+
+	for (; e + 2 * LANES <= n; e += 2 * LANES)
+		for (int k = 0; k < LANES; k++) {
+			acc[k] += x[e + k] * y[e + k];
+			acc2[k] += x[e + LANES + k] * y[e + LANES + k];
+		}
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			acc[k] += x[e + k] * y[e + k];
+	for (int k = 0; k < LANES; k++)
+		s += acc[k] + acc2[k];
+	for (; e < n; e++)
+		s += x[e] * y[e];
+	return s;
+}
+
+/* y[e] += a x[e] */
+static inline void cpu_axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
+{
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			y[e + k] += a * x[e + k];
+	for (; e < n; e++)
+		y[e] += a * x[e];
+}
+
+/* Scores of one fp16 key row against the G query heads of its group:
+ * s[h * lds] = scale * q[h] . k for h < G (q rows d apart). The key is
+ * converted once and feeds G accumulators. */
+static inline __attribute__((always_inline)) void
+cpu_scores_f16(const float *q, int G, int d, const uint16_t *k, float scale,
+	     float *s, size_t lds, float *kbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 acc[8];
+		for (int h = 0; h < G; h++)
+			acc[h] = _mm512_setzero_ps();
+		for (int e = 0; e < d; e += 16) {
+			__m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + e)));
+			for (int h = 0; h < G; h++)
+				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
+		}
+		for (int h = 0; h < G; h++)
+			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+		return;
+	}
+#endif
+	quant_f16_to_f32_row(k, kbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		s[(size_t)h * lds] = scale * cpu_dot_lanes(q + (size_t)h * d, kbuf, d);
+}
+
+/* o[h] += p[h * ldp] * v for h < G (o rows d apart): the fp16 value row is
+ * converted once for the G heads. */
+static inline __attribute__((always_inline)) void
+cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t ldp,
+	     float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 pv[8];
+		for (int h = 0; h < G; h++)
+			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
+		for (int e = 0; e < d; e += 16) {
+			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	quant_f16_to_f32_row(v, vbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
+}
+
 /* A decode step runs ~130 short parallel matvecs; waking a sleeping thread
  * costs tens of microseconds each, as much as the matvec. So workers
  * spin on the job counter for POOL_SPIN_NS after their last job (a decode
@@ -95,6 +189,13 @@ void cpu_pool_stop(struct cpu *c);
 void cpu_parallel_for(struct cpu *c, int n_items, int min_per_thread,
 		      pool_fn fn, void *ctx);
 
+/* A part of a SeKV mixed attention (cpu_sekv.c): up to MIX_PART
+ * consecutive unmasked rows of KV head g, from row i of block b on; row is
+ * the index of its first row among g's rows. */
+struct mix_part {
+	int g, b, i, n, row;
+};
+
 struct backend_ws {
 	struct backend_ws_size sz;
 	float *wbuf;   /* [max_w_elems] dequantised weight rows */
@@ -116,21 +217,25 @@ struct backend_ws {
 	size_t gs_stride; /* floats of gemm scratch per thread */
 	float *gs;     /* [n_threads][gs_stride] gemm packing scratch, 64-byte aligned */
 	/* SeKV (mix_rows > 0, else NULL) */
-	float *mix_logit; /* [n_head][mix_rows] scores, then probabilities */
+	float *mix_logit; /* [n_head][mix_rows] scores, then exp(score - part max) */
+	struct mix_part *mix_part; /* [mix_parts] parts of a mixed attention */
+	int mix_parts;    /* n_head * (mix_rows / MIX_PART + 1) */
+	float *mix_pm;    /* [mix_parts][n_head] a part's maximum per head of its group */
+	float *mix_pl;    /* [mix_parts][n_head] its sum of exponentials */
+	float *mix_po;    /* [mix_parts][n_head][d_head] its unnormalised output */
 	float *mix_row;   /* [n_threads][d_head] a converted row per thread */
-	float *rc_vf;     /* [n_threads][d_head][d_head] fp16 factor v as fp32 */
+	float *rc_vf;     /* [n_threads][d_head][d_head] factor v's kept columns as
+	                     fp32 rows [r][d_head] */
 	float *rc_us;     /* [n_threads][d_head + 1] u_i * s */
 	float *rc_row;    /* [n_threads][d_head] a reconstructed row */
 };
-
-/* fp16 -> fp32 of n elements (F16C when built for it; exact either way). */
-void cpu_rows_f16_to_f32(const uint16_t *x, float *y, size_t n);
 
 /* 1 when probe p (NULL: none) names at most BACKEND_PROBE_MAX heads, each
  * < n_head with a mass row; 0 otherwise (the op returns SEKV_EINVAL). */
 int cpu_probe_ok(const struct backend_probe *p, int n_head);
 int cpu_attention(struct backend *b, struct backend_ws *ws, const struct backend_attn *a);
 int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct backend_mix *a);
+int cpu_score_i8(struct backend *b, struct backend_ws *ws, const struct backend_score *a);
 int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		    const struct backend_recon *r, int n);
 int cpu_svd(struct backend *b, const struct backend_svd *job, int n, int *bad, int *info);

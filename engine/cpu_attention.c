@@ -11,61 +11,7 @@
 #include "engine/err.h"
 #include "engine/gemm.h"
 
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
-
-/* fp16 -> fp32 of cached rows. Half to single is exact, so the F16C
- * instruction gives the same bits as quant_f16_to_f32_row, only faster:
- * attention converts every visible row at every step. */
-void cpu_rows_f16_to_f32(const uint16_t *x, float *y, size_t n)
-{
-	size_t i = 0;
-
-#if defined(__AVX512F__)
-	for (; i + 16 <= n; i += 16)
-		_mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
-#elif defined(__F16C__)
-	for (; i + 8 <= n; i += 8)
-		_mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
-#endif
-	quant_f16_to_f32_row(x + i, y + i, n - i);
-}
-
-/* sum_e x[e] y[e] in 2 x LANES partial sums (vectorised without
- * -ffast-math; two independent chains so FMA latency does not bound it) */
-static float dot_lanes(const float *restrict x, const float *restrict y, int n)
-{
-	float acc[LANES] = { 0 }, acc2[LANES] = { 0 }, s = 0.0f;
-	int e = 0;
-
-	for (; e + 2 * LANES <= n; e += 2 * LANES)
-		for (int k = 0; k < LANES; k++) {
-			acc[k] += x[e + k] * y[e + k];
-			acc2[k] += x[e + LANES + k] * y[e + LANES + k];
-		}
-	for (; e + LANES <= n; e += LANES)
-		for (int k = 0; k < LANES; k++)
-			acc[k] += x[e + k] * y[e + k];
-	for (int k = 0; k < LANES; k++)
-		s += acc[k] + acc2[k];
-	for (; e < n; e++)
-		s += x[e] * y[e];
-	return s;
-}
-
-/* y[e] += a x[e] */
-static void axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
-{
-	int e = 0;
-
-	for (; e + LANES <= n; e += LANES)
-		for (int k = 0; k < LANES; k++)
-			y[e + k] += a * x[e + k];
-	for (; e < n; e++)
-		y[e] += a * x[e];
-}
 
 /* Softmax step for one tile and one query head over score rows [0, nr)
  * (query i = i_a + r): masks keys outside [lo_i, p_i], updates the running
@@ -108,59 +54,6 @@ static void attn_softmax_tile(const struct backend_attn *a, float *s, int nr,
 
 /* ---- decode attention: one query, key ranges in parallel ------------- */
 
-/* Scores of one fp16 key row against the G query heads of its group:
- * s[h * lds] = scale * q[h] . k for h < G (q rows d apart). The key is
- * converted once and feeds G accumulators. */
-static inline __attribute__((always_inline)) void
-attn1_scores(const float *q, int G, int d, const uint16_t *k, float scale,
-	     float *s, size_t lds, float *kbuf)
-{
-#if defined(__AVX512F__)
-	if (d % 16 == 0 && G <= 8) {
-		__m512 acc[8];
-		for (int h = 0; h < G; h++)
-			acc[h] = _mm512_setzero_ps();
-		for (int e = 0; e < d; e += 16) {
-			__m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + e)));
-			for (int h = 0; h < G; h++)
-				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
-		}
-		for (int h = 0; h < G; h++)
-			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
-		return;
-	}
-#endif
-	cpu_rows_f16_to_f32(k, kbuf, (size_t)d);
-	for (int h = 0; h < G; h++)
-		s[(size_t)h * lds] = scale * dot_lanes(q + (size_t)h * d, kbuf, d);
-}
-
-/* o[h] += p[h * ldp] * v for h < G (o rows d apart): the fp16 value row is
- * converted once for the G heads. */
-static inline __attribute__((always_inline)) void
-attn1_values(float *o, int G, int d, const uint16_t *v, const float *p, size_t ldp,
-	     float *vbuf)
-{
-#if defined(__AVX512F__)
-	if (d % 16 == 0 && G <= 8) {
-		__m512 pv[8];
-		for (int h = 0; h < G; h++)
-			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
-		for (int e = 0; e < d; e += 16) {
-			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
-			for (int h = 0; h < G; h++) {
-				float *oh = o + (size_t)h * d + e;
-				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
-			}
-		}
-		return;
-	}
-#endif
-	cpu_rows_f16_to_f32(v, vbuf, (size_t)d);
-	for (int h = 0; h < G; h++)
-		axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
-}
-
 struct attn1_job {
 	const struct backend_attn *a;
 	struct backend_ws *ws;
@@ -202,11 +95,11 @@ static void attn1_part(struct attn1_job *j, int part)
 				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
 				/* constant group sizes keep the accumulators in registers */
 				if (group == 4)
-					attn1_scores(qg, 4, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_f16(qg, 4, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
 				else if (group == 2)
-					attn1_scores(qg, 2, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_f16(qg, 2, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
 				else
-					attn1_scores(qg, group, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_f16(qg, group, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
@@ -231,11 +124,11 @@ static void attn1_part(struct attn1_job *j, int part)
 				float *og = po + (size_t)g * group * d;
 				const float *pg = ps + (size_t)g * group * ATTN_TILE + t;
 				if (group == 4)
-					attn1_values(og, 4, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+					cpu_values_f16(og, 4, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
 				else if (group == 2)
-					attn1_values(og, 2, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+					cpu_values_f16(og, 2, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
 				else
-					attn1_values(og, group, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+					cpu_values_f16(og, group, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
 			}
 		}
 	}
@@ -269,7 +162,7 @@ static void attn1_merge(const struct attn1_job *j)
 				continue;
 			f = exp_fast(m - M);
 			L += f * ws->pl[(size_t)p * ws->ps_rows + h];
-			axpy_lanes(out, f, ws->po + ((size_t)p * a->n_head + h) * d, d);
+			cpu_axpy_lanes(out, f, ws->po + ((size_t)p * a->n_head + h) * d, d);
 		}
 		if (L > 0.0f)
 			for (int e = 0; e < d; e++)
@@ -315,10 +208,10 @@ static void attn1_probe_part(struct attn1_job *j, int part)
 			int h = pr->head[i], g = h / group;
 			if (g != g_last) {
 				size_t row = (size_t)(pos % a->cap) * kvw + (size_t)g * d;
-				cpu_rows_f16_to_f32((const uint16_t *)a->k->host + row, kt, (size_t)d);
+				quant_f16_to_f32_row((const uint16_t *)a->k->host + row, kt, (size_t)d);
 				g_last = g;
 			}
-			float sc = a->scale * dot_lanes(a->q + (size_t)h * d, kt, d);
+			float sc = a->scale * cpu_dot_lanes(a->q + (size_t)h * d, kt, d);
 			pr->mass[i][pos] += exp_fast(sc - M[i]) * invL[i];
 		}
 	}
@@ -401,8 +294,8 @@ static void attnb_block(const struct attnb_job *j, int h, int i0, int i1, int ti
 			continue;
 		for (int t = 0; t < T; t++) {
 			size_t row = (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d;
-			cpu_rows_f16_to_f32((const uint16_t *)a->k->host + row, kt + (size_t)t * d, (size_t)d);
-			cpu_rows_f16_to_f32((const uint16_t *)a->v->host + row, vt + (size_t)t * d, (size_t)d);
+			quant_f16_to_f32_row((const uint16_t *)a->k->host + row, kt + (size_t)t * d, (size_t)d);
+			quant_f16_to_f32_row((const uint16_t *)a->v->host + row, vt + (size_t)t * d, (size_t)d);
 		}
 		gemm_nt(nr, T, d, a->scale, a->q + (size_t)i_a * ld + (size_t)h * d, ld, kt, d,
 			s, T, 0, gs);
@@ -471,7 +364,7 @@ static void attnp_tile(const struct attnp_job *j, int tile, int tid)
 		float *mass = pr->mass[e];
 		if (g != g_last) {
 			for (int t = 0; t < T; t++)
-				cpu_rows_f16_to_f32((const uint16_t *)a->k->host +
+				quant_f16_to_f32_row((const uint16_t *)a->k->host +
 						    (size_t)((t0 + t) % a->cap) * kvw + (size_t)g * d,
 						    kt + (size_t)t * d, (size_t)d);
 			g_last = g;

@@ -372,78 +372,156 @@ static void check_lse_fold(struct test_ctx *t, struct backend *b, struct gguf *g
 
 /* ---- SeKV operations ------------------------------------------------- */
 
+/* Double-precision mixed attention of head h over blocks blk[0..nb) of its
+ * KV head (k = v: a block's value rows are its key rows): ref[D], the
+ * softmax weight of every unmasked row into w (if not NULL), returns the
+ * log of the softmax's denominator. */
+static double mix_ref(const struct backend_mix_block *blk, int nb, const float *src,
+		      const uint16_t *h16, const float *qh, double scale, double *ref, double *w)
+{
+	static double s[1024];
+	double mx = -INFINITY, z = 0;
+	int n = 0;
+
+	for (int k = 0; k < nb; k++)
+		for (int i = 0; !blk[k].masked && i < blk[k].n; i++, n++) {
+			size_t e = blk[k].off + (size_t)i * blk[k].ld;
+			double d = 0;
+			for (int c = 0; c < D; c++)
+				d += (double)qh[c] * (blk[k].f32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
+			s[n] = d * scale + blk[k].bias;
+			mx = s[n] > mx ? s[n] : mx;
+		}
+	memset(ref, 0, sizeof(double) * D);
+	for (int i = 0; i < n; i++)
+		z += exp(s[i] - mx);
+	n = 0;
+	for (int k = 0; k < nb; k++)
+		for (int i = 0; !blk[k].masked && i < blk[k].n; i++, n++) {
+			size_t e = blk[k].off + (size_t)i * blk[k].ld;
+			double p = exp(s[n] - mx) / z;
+			if (w)
+				w[n] = p;
+			for (int c = 0; c < D; c++)
+				ref[c] += p * (blk[k].f32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
+		}
+	return mx + log(z);
+}
+
 /* Blocks: fp16 exact rows, fp32 coarse rows with bias +log 7 (one masked),
- * fp16 and fp32 reconstructed rows; two KV heads of two query heads. */
+ * fp16 and fp32 reconstructed rows; two KV heads of two query heads; more
+ * rows than one part. Checked against double precision: the output, the
+ * log-denominator, the probe's weights, and the same softmax taken in two
+ * calls (the second carrying the first's result). */
 static void check_attention_mix(struct test_ctx *t, struct backend *b, struct gguf *g)
 {
-	enum { NB = 4, ROWS = 300, H = 4, KV = 2 };
+	enum { NB = 5, ROWS = 800, H = 4, KV = 2, N1 = 2 };
 	float *q = randv((size_t)H * D, 71), *out = malloc(sizeof(float) * H * D);
-	float *src = randv((size_t)ROWS * KV * D * 2, 72);
+	float *out2 = malloc(sizeof(float) * H * D), lse[H], lse1[H], lse2[H];
+	float *src = randv((size_t)ROWS * KV * D * 2, 72), *mass = calloc(ROWS, sizeof(float));
 	uint16_t *h16 = malloc(sizeof(uint16_t) * ROWS * KV * D * 2);
 	struct backend_buf *b16 = NULL, *b32 = NULL;
 	struct backend_mix_block blk[KV][NB];
 	struct backend_ws *ws = ws_for(b, 1, 1, ROWS);
-	double *ref = malloc(sizeof(double) * H * D);
+	double *ref = malloc(sizeof(double) * H * D), ref_lse[H], *w = malloc(sizeof(double) * ROWS);
 	size_t half = (size_t)ROWS * KV * D;
+	double worst = 0, worst_w = 0;
 
 	(void)g;
-	T_CHECK(t, q && out && src && h16 && ws && ref);
+	T_CHECK(t, q && out && out2 && src && mass && h16 && ws && ref && w);
 	for (size_t i = 0; i < half * 2; i++)
 		h16[i] = quant_f32_to_f16(src[i] * 2.0f);
 	T_CHECK(t, b->ops->buf_wrap(b, h16, sizeof(uint16_t) * half * 2, &b16) == 0);
 	T_CHECK(t, b->ops->buf_wrap(b, src, sizeof(float) * half * 2, &b32) == 0);
 	for (int g2 = 0; g2 < KV; g2++) {
 		size_t ld = (size_t)KV * D, o = (size_t)g2 * D;
-		blk[g2][0] = (struct backend_mix_block){ b16, b16, o, ld, 100, 0, 0.0f, 0 };
-		blk[g2][1] = (struct backend_mix_block){ b32, b32, o + 100 * ld, ld, 20, 1, logf(7), 0 };
-		blk[g2][2] = (struct backend_mix_block){ b32, b32, o + 120 * ld, ld, 5, 1, logf(7), 1 };
-		blk[g2][3] = (struct backend_mix_block){ b16, b16, o + 130 * ld, ld, 60, 0, 0.0f, 0 };
+		blk[g2][0] = (struct backend_mix_block){ b16, b16, o, ld, 300, 0, 0.0f, 0 };
+		blk[g2][1] = (struct backend_mix_block){ b16, b16, o + 300 * ld, ld, g2 ? 7 : 0, 0, 0.0f, 0 };
+		blk[g2][2] = (struct backend_mix_block){ b32, b32, o + 320 * ld, ld, 20, 1, logf(7), 0 };
+		blk[g2][3] = (struct backend_mix_block){ b32, b32, o + 340 * ld, ld, 5, 1, logf(7), 1 };
+		blk[g2][4] = (struct backend_mix_block){ b16, b16, o + 350 * ld, ld, 300, 0, 0.0f, 0 };
 	}
-	/* each block's value rows are its key rows (k = v): the reference
-	 * reads the same rows for both */
-	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], NB, NULL };
+	struct backend_probe pr = { 1, { 3 }, { mass }, ROWS };
+	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], NB, &pr, NULL, NULL, lse };
 	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 	for (int h = 0; h < H; h++) {
 		int g2 = h / (H / KV);
-		double s[ROWS], mx = -INFINITY, z = 0;
-		const float *rows[ROWS];
-		float tmp[ROWS][D];
-		int n = 0;
-		for (int k = 0; k < NB; k++) {
-			const struct backend_mix_block *bk = &blk[g2][k];
-			if (bk->masked)
-				continue;
-			for (int i = 0; i < bk->n; i++, n++) {
-				size_t e = bk->off + (size_t)i * bk->ld;
-				double d = 0;
-				for (int c = 0; c < D; c++)
-					tmp[n][c] = bk->f32 ? src[e + c] : quant_f16_to_f32(h16[e + c]);
-				rows[n] = tmp[n];
-				for (int c = 0; c < D; c++)
-					d += (double)q[h * D + c] * rows[n][c];
-				s[n] = d * 0.0625 + bk->bias;
-				mx = s[n] > mx ? s[n] : mx;
-			}
-		}
-		memset(ref + h * D, 0, sizeof(double) * D);
-		for (int i = 0; i < n; i++) {
-			double p = exp(s[i] - mx);
-			z += p;
-			for (int c = 0; c < D; c++)
-				ref[h * D + c] += p * rows[i][c];
-		}
-		for (int c = 0; c < D; c++)
-			ref[h * D + c] /= z;
+		ref_lse[h] = mix_ref(blk[g2], NB, src, h16, q + h * D, 0.0625, ref + h * D, h == 3 ? w : NULL);
+		T_CHECKF(t, fabs(lse[h] - ref_lse[h]) < 1e-4 * fabs(ref_lse[h]) + 1e-4, "lse %d: %g vs %g",
+			 h, lse[h], ref_lse[h]);
 	}
+	for (int r = 0; r < 627; r++)
+		worst_w = fmax(worst_w, fabs(mass[r] - w[r]) / (w[r] + 1e-4));
 	T_CHECKF(t, max_rel(out, ref, (size_t)H * D, 1e-2) < 1e-4, "mix: %g",
 		 max_rel(out, ref, (size_t)H * D, 1e-2));
+	T_CHECKF(t, worst_w < 1e-3, "probe weights: %g", worst_w);
+
+	/* the same softmax in two calls: blocks [0, N1), then the rest with
+	 * the first call's result carried */
+	struct backend_mix_block b1[KV][N1], b2[KV][NB - N1];
+	for (int g2 = 0; g2 < KV; g2++) {
+		memcpy(b1[g2], blk[g2], sizeof b1[g2]);
+		memcpy(b2[g2], blk[g2] + N1, sizeof b2[g2]);
+	}
+	struct backend_mix a1 = { q, out2, H, KV, D, 0.0625f, &b1[0][0], N1, NULL, NULL, NULL, lse1 };
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a1) == 0);
+	float *carry = malloc(sizeof(float) * H * D);
+	memcpy(carry, out2, sizeof(float) * H * D);
+	struct backend_mix a2 = { q, out2, H, KV, D, 0.0625f, &b2[0][0], NB - N1, NULL, lse1, carry, lse2 };
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a2) == 0);
+	for (int h = 0; h < H; h++)
+		worst = fmax(worst, fabs(lse2[h] - ref_lse[h]));
+	T_CHECKF(t, worst < 1e-4, "carried lse: %g", worst);
+	T_CHECKF(t, max_rel(out2, ref, (size_t)H * D, 1e-2) < 1e-4, "carried mix: %g",
+		 max_rel(out2, ref, (size_t)H * D, 1e-2));
 	/* too many rows for the workspace: refused */
 	blk[0][0].n = ROWS;
 	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == SEKV_EINVAL);
 	b->ops->buf_free(b, b16);
 	b->ops->buf_free(b, b32);
 	b->ops->ws_free(ws);
-	free(q), free(out), free(src), free(h16), free(ref);
+	free(q), free(out), free(out2), free(carry), free(src), free(h16), free(ref), free(w), free(mass);
+}
+
+/* int8 rows with a scale per row and KV head: s = (q . k) * ks * scale,
+ * against double precision; rows past a buffer are refused. */
+static void check_score_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
+{
+	enum { N = 301, H = 4, KV = 2, LDS = 310 };
+	float *q = randv((size_t)H * D, 91), *ks = randv((size_t)N * KV, 92);
+	float *s = malloc(sizeof(float) * H * LDS);
+	int8_t *k = malloc((size_t)N * KV * D + 16);
+	struct backend_buf *bk = NULL, *bs = NULL;
+	struct backend_ws *ws = ws_for(b, 1, 1, 1);
+	double worst = 0;
+	uint64_t x = 12345;
+
+	(void)g;
+	T_CHECK(t, q && ks && s && k && ws);
+	for (size_t i = 0; i < (size_t)N * KV * D + 16; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		k[i] = (int8_t)(x & 0xff);
+	}
+	T_CHECK(t, b->ops->buf_wrap(b, k, (size_t)N * KV * D + 16, &bk) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, ks, sizeof(float) * N * KV, &bs) == 0);
+	struct backend_score a = { q, H, KV, D, bk, 16, (size_t)KV * D, bs, 0, N, 0.5f, s, LDS };
+	T_CHECK(t, b->ops->score_i8(b, ws, &a) == 0);
+	for (int h = 0; h < H; h++)
+		for (int j = 0; j < N; j++) {
+			int g2 = h / (H / KV);
+			double d = 0;
+			for (int c = 0; c < D; c++)
+				d += (double)q[h * D + c] * k[16 + ((size_t)j * KV + g2) * D + c];
+			d *= (double)ks[j * KV + g2] * 0.5;
+			worst = fmax(worst, fabs(s[h * LDS + j] - d) / (fabs(d) + 1.0));
+		}
+	T_CHECKF(t, worst < 1e-4, "score_i8: %g", worst);
+	a.off = 17;
+	T_CHECK(t, b->ops->score_i8(b, ws, &a) == SEKV_EINVAL);
+	b->ops->buf_free(b, bk);
+	b->ops->buf_free(b, bs);
+	b->ops->ws_free(ws);
+	free(q), free(ks), free(s), free(k);
 }
 
 /* rows = sum_{t<r} s_t u_t v_t^T for fp32 and fp16 factors, r < rank and
@@ -696,6 +774,7 @@ static const struct { const char *name; check_fn fn; } k_checks[] = {
 	{ "attention", check_attention },
 	{ "lse_fold", check_lse_fold },
 	{ "attention_mix", check_attention_mix },
+	{ "score_i8", check_score_i8 },
 	{ "reconstruct", check_reconstruct },
 	{ "svd", check_svd },
 	{ "pca", check_pca },
@@ -747,7 +826,7 @@ static void backend_ops_sekv_mix_recon_svd_pca_vs_scalar(struct test_ctx *t)
  * answers of the CPU build must not depend on -t for them). */
 static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 {
-	enum { H = 4, ROWS = 200, LEN = 50, RK = 32 };
+	enum { H = 4, ROWS = 700, LEN = 50, RK = 32 };
 	float *q = randv(H * D, 111), *rows = randv(ROWS * D, 112), *u = randv(LEN * RK, 113);
 	float *v = randv(D * RK, 114), s[RK], out[2][H * D], got[2][LEN * D];
 	struct backend_buf *src = NULL, *dst = NULL;
@@ -762,7 +841,7 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 		T_CHECK(t, b->ops->buf_wrap(b, rows, sizeof(float) * ROWS * D, &src) == 0);
 		T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * D, &dst) == 0);
 		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0 };
-		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL };
+		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL, NULL, NULL, NULL };
 		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0 };
 		T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 		T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);

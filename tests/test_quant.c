@@ -613,6 +613,51 @@ static void f32_to_f16_rounding(struct test_ctx *t)
 	T_CHECK(t, quant_f32_to_f16(-INFINITY) == 0xfc00);
 }
 
+/* The row converters (SIMD where built) give the scalar functions' bits:
+ * all 65536 halves one way (a signalling NaN may come out quiet); the
+ * other way, floats around every rounding
+ * edge (ties, subnormals, overflow, inf, NaNs with payloads), at offsets
+ * that put each element in a vector lane and in the scalar tail. */
+static void f16_rows_match_scalar(struct test_ctx *t)
+{
+	enum { NH = 65536, NF = 4099 };
+	static uint16_t h[NH], h2[NF];
+	static float f[NH], g[NF];
+	uint64_t s = 2463534242ull;
+
+	for (int i = 0; i < NH; i++)
+		h[i] = (uint16_t)i;
+	quant_f16_to_f32_row(h, f, NH);
+	for (int i = 0; i < NH; i++) {
+		float want = quant_f16_to_f32(h[i]);
+		uint32_t a, b;
+		memcpy(&a, &f[i], 4);
+		memcpy(&b, &want, 4);
+		if (f16_is_nan(h[i]))   /* the instruction quiets a signalling NaN */
+			a &= ~0x00400000u, b &= ~0x00400000u;
+		T_CHECKF(t, a == b, "half 0x%04x: 0x%08x, want 0x%08x", i, a, b);
+	}
+	for (int i = 0; i < NF; i++) {
+		uint32_t u;
+		s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+		/* a half's exact value, nudged by -2..2 ulps of the float, or a
+		 * random bit pattern (NaNs and infs included) */
+		u = (uint32_t)s;
+		if (i % 3) {
+			float x = quant_f16_to_f32((uint16_t)(s >> 20));
+			memcpy(&u, &x, 4);
+			u += (uint32_t)((int)(s % 5) - 2);
+		}
+		memcpy(&g[i], &u, 4);
+	}
+	for (int off = 0; off < 3; off++) {
+		quant_f32_to_f16_row(g + off, h2, NF - off);
+		for (int i = 0; i < NF - off; i++)
+			T_CHECKF(t, h2[i] == quant_f32_to_f16(g[off + i]), "float %a -> 0x%04x, want 0x%04x",
+				 g[off + i], h2[i], quant_f32_to_f16(g[off + i]));
+	}
+}
+
 /* Nearest-ness on pseudo-random floats across the whole half range: no
  * neighbouring half is strictly closer than the one chosen. */
 static void f32_to_f16_is_nearest(struct test_ctx *t)
@@ -655,6 +700,7 @@ const struct test_case test_quant[] = {
 	{"f16_roundtrip_all_halves", f16_roundtrip_all_halves},
 	{"f32_to_f16_rounding", f32_to_f16_rounding},
 	{"f32_to_f16_is_nearest", f32_to_f16_is_nearest},
+	{"f16_rows_match_scalar", f16_rows_match_scalar},
 	{"f16_rows_convert", f16_rows_convert},
 	{"dequant_f32_vs_golden", dequant_f32_vs_golden},
 	{"dequant_q8_0_vs_golden", dequant_q8_0_vs_golden},

@@ -21,6 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Rows of a layer's region holding span comp's window r0 .. r0 + n - 1
+ * rebuilt for KV head kv (id = kv * n_comp + comp), from row `row` on. */
+struct zent {
+	int32_t id, r0, n, row;
+};
+
 /* A span wanted by a KV head: the best alpha over its query heads. */
 struct cand {
 	int32_t kv, comp, head;
@@ -41,7 +47,7 @@ struct sekv_ctx {
 	int comp_tok;               /* tokens in compressed spans */
 	int n_row;                  /* rows per KV head at most: exact + tail +
 	                               coarse + comp_tok */
-	int n_blk;                  /* blocks per KV head: 2 + 2 * n_comp */
+	int n_blk;                  /* blocks per KV head: 2 + 2 * n_comp (two calls) */
 	size_t row_bytes;           /* one fp16 K+V row of one layer, all KV heads */
 	int last_pos;               /* position of the current step, -1 none */
 
@@ -50,6 +56,8 @@ struct sekv_ctx {
 	struct backend_buf *tail_v; /* same */
 	struct backend_buf *exact_k, *exact_v; /* mem->exact_k/v, wrapped */
 	struct backend_buf *bar_k, *bar_v;     /* mem->k_bar/v_bar, wrapped */
+	struct backend_buf *lm_kb, *lm_sb;     /* mem->lm_k/lm_s, wrapped (NULL: no
+	                                          landmarks) */
 	int *n_tail;                /* [n_layer] tail index after the last row */
 	int tail_first;             /* tail index of the first row still held
 	                               (earlier rows were evicted); row of tail
@@ -65,8 +73,6 @@ struct sekv_ctx {
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
 	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] zoomed window of the span:
 	                               first row r0 and rows n (n = |S|: all of it) */
-	int32_t *zwin;              /* [n_layer][n_head_kv * n_comp][2] the windows of
-	                               zlist's entries */
 	float *lm_sc;               /* [n_head][n_lm] this layer's landmark block
 	                               scores q . lm * q_scale + log|b| */
 	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
@@ -77,18 +83,24 @@ struct sekv_ctx {
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
 	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
-	uint16_t *tail_kh;          /* [n_layer][tail_cap][n_head_kv][d_h] fp16: the
-	                               tail keys again, in host memory, for the
-	                               landmark router's exact-row mass */
-	float *lse_exact;           /* [n_head] log-mass of the exact rows this step */
+	float *lse_exact;           /* [n_head] log-mass of the exact and tail rows
+	                               this step (the first softmax call's) */
+	float *lse_all;             /* [n_head] log-mass of every row this step */
+	float *out_exact;           /* [n_head][d_h] attention over the exact and
+	                               tail rows alone, carried into the second call */
 	float *rope_cs, *rope_sn;   /* [rec_rows][n_rot/2] RoPE of the rows being
 	                               rebuilt in a layer's region (pre-RoPE keys) */
 	size_t rec_rows;            /* rows of one layer's region: n_head_kv * comp_tok,
 	                               at most its share of the budget */
-	int32_t *zlist;             /* [n_layer][n_head_kv * n_comp] zoomed (kv * n_comp
-	                               + comp) of the layer's last step, in row order */
-	int *n_zlist;               /* [n_layer] entries in zlist (-1: rows unknown) */
-	struct backend_mix_block *blk; /* [n_head_kv][n_blk] */
+	struct zent *zlist;         /* [n_layer][n_head_kv * n_comp] the rows each layer
+	                               holds: what was rebuilt where (kept between steps) */
+	struct zent *znew;          /* [n_head_kv * n_comp] this step's, being placed */
+	struct zent *zocc;          /* [n_head_kv * n_comp] rows taken, by row */
+	int *n_zlist;               /* [n_layer] entries in zlist */
+	struct backend_mix_block *blk; /* [n_head_kv][2] exact and tail rows (the
+	                               first softmax call), then [n_head_kv][n_blk - 2]
+	                               per compressed span its coarse and rebuilt rows
+	                               (the second) */
 	int router;                 /* enum sekv_router */
 	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
 	float *xrow;                /* [d_h] one exact key in fp32 */
@@ -100,6 +112,7 @@ struct sekv_ctx {
 
 	const struct model_probe *probe; /* borrowed, NULL: none */
 	float *probe_row;           /* [n_head][n_row] mass per mixed row, one step */
+	struct backend_probe pr;    /* this layer's probed heads (pr.n 0: none) */
 
 	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
 	void *arena;
@@ -160,7 +173,11 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	    (rc = op->buf_wrap(c->be, m->k_bar, (size_t)m->n_layer * m->n_comp * row *
 			       sizeof(uint16_t), &c->bar_k)) ||
 	    (rc = op->buf_wrap(c->be, m->v_bar, (size_t)m->n_layer * m->n_comp * row *
-			       sizeof(uint16_t), &c->bar_v)))
+			       sizeof(uint16_t), &c->bar_v)) ||
+	    (m->n_lm > 0 &&
+	     ((rc = op->buf_wrap(c->be, m->lm_k, (size_t)m->n_layer * m->n_lm * row, &c->lm_kb)) ||
+	      (rc = op->buf_wrap(c->be, m->lm_s, (size_t)m->n_layer * m->n_lm * m->n_head_kv *
+				 sizeof(float), &c->lm_sb)))))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: %s buffers: %s",
 				 op->name, sekv_strerror(rc));
 	return 0;
@@ -173,7 +190,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_tkh, o_lse, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, es, budget,
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
 	void *a;
@@ -209,8 +226,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_cand = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(struct cand));
 	o_zr = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp, sizeof(int32_t));
 	o_zw = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp * 2, sizeof(int32_t));
-	o_zlw = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp * 2 + 1,
-			      sizeof(int32_t));
+	o_zlw = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp + 2, sizeof(struct zent));
 	o_lsc = arena_reserve(&ar, (size_t)m->n_head * m->n_lm + 1, sizeof(float));
 	o_mark = arena_reserve(&ar, n_comp, 1);
 	o_rj = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp, sizeof(struct backend_recon));
@@ -218,7 +234,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 			      sizeof(struct backend_mix_block));
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
 	o_mr = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(double));
-	o_zl = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1, sizeof(int32_t));
+	o_zl = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1, sizeof(struct zent));
 	o_nzl = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
 	o_z = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1,
 			    sizeof(struct sekv_zoom));
@@ -230,9 +246,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
 	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
 	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
-	o_tkh = arena_reserve(&ar, (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h,
-			      sizeof(uint16_t));
+	o_oe = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
 	o_lse = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
+	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
 	o_rf = arena_reserve(&ar, half, sizeof(double));
 	o_rc = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
@@ -261,7 +277,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->cand = (struct cand *)((char *)a + o_cand);
 	c->zoom_row = (int32_t *)((char *)a + o_zr);
 	c->zoom_win = (int32_t *)((char *)a + o_zw);
-	c->zwin = (int32_t *)((char *)a + o_zlw);
+	c->znew = (struct zent *)((char *)a + o_zlw);
+	c->zocc = c->znew + m->n_head_kv * n_comp + 1;
 	c->lm_sc = (float *)((char *)a + o_lsc);
 	c->zoom_blocks = p->zoom_blocks > 0 ? p->zoom_blocks : 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
@@ -269,7 +286,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
-	c->zlist = (int32_t *)((char *)a + o_zl);
+	c->zlist = (struct zent *)((char *)a + o_zl);
 	c->n_zlist = (int *)((char *)a + o_nzl);
 	c->rec_rows = n_rec / (size_t)m->d_h;
 	if (half) {
@@ -287,8 +304,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->xrow = (float *)((char *)a + o_xr);
 	c->lrow = (float *)((char *)a + o_lr);
 	c->xs = (float *)((char *)a + o_xs);
-	c->tail_kh = (uint16_t *)((char *)a + o_tkh);
+	c->out_exact = (float *)((char *)a + o_oe);
 	c->lse_exact = (float *)((char *)a + o_lse);
+	c->lse_all = (float *)((char *)a + o_lsa);
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
 	c->st.budget_bytes = budget;
@@ -309,7 +327,8 @@ void sekv_ctx_free(struct sekv_ctx *c)
 	if (c->be) {
 		const struct backend_ops *op = c->be->ops;
 		struct backend_buf *bufs[] = { c->tail_k, c->tail_v, c->recon_k, c->recon_v,
-					       c->exact_k, c->exact_v, c->bar_k, c->bar_v };
+					       c->exact_k, c->exact_v, c->bar_k, c->bar_v,
+					       c->lm_kb, c->lm_sb };
 		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 			op->buf_free(c->be, bufs[i]);
 		if (c->ws)
@@ -330,8 +349,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
-	for (int l = 0; l < m->n_layer; l++)
-		c->n_zlist[l] = -1;
+	memset(c->n_zlist, 0, (size_t)m->n_layer * sizeof *c->n_zlist);
 	c->st.step = 0;
 	c->st.n_zoom = 0;
 	c->st.zoom_total = 0;
@@ -453,87 +471,60 @@ static void add_mass_recall(struct sekv_ctx *c, int l)
 	}
 }
 
-/* log(exp(a) + exp(b)) without overflow. */
-static float log_add(float a, float b)
-{
-	if (a == -INFINITY)
-		return b;
-	return fmaxf(a, b) + log1pf(expf(-fabsf(a - b)));
-}
-
-/* c->lse_exact[h] = log sum exp(q_h . k * q_scale) over the rows layer l
- * attends exactly: the document's exact rows and the tail rows held. */
-static void exact_lse(struct sekv_ctx *c, int l, const float *q)
-{
-	const struct sekv_mem *m = c->m;
-	int d = m->d_h, n_held = c->n_tail[l] - c->tail_first;
-
-	for (int h = 0; h < m->n_head; h++)
-		c->lse_exact[h] = -INFINITY;
-	for (int kv = 0; kv < m->n_head_kv; kv++)
-		for (int i = 0; i < m->n_exact + n_held; i++) {
-			const uint16_t *k = i < m->n_exact
-				? m->exact_k + (((size_t)l * m->n_exact + i) * m->n_head_kv + kv) * d
-				: c->tail_kh + (((size_t)l * c->tail_cap + (i - m->n_exact)) *
-						m->n_head_kv + kv) * d;
-			quant_f16_to_f32_row(k, c->lrow, (size_t)d);
-			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
-				c->lse_exact[h] = log_add(c->lse_exact[h],
-							  vec_dot8(q + (size_t)h * d, c->lrow, d) *
-							  c->q_scale);
-		}
-}
-
 /* Landmark routing of global layer l: per query head, the log-mass estimate
  * of compressed span S is logsumexp over its blocks b of
  * q . lm_b * q_scale + log|b| (each block's rows taken at their mean key),
  * and alpha_S = its estimated share of the head's whole attention: that
- * mass over the exact rows' (computed exactly, exact_lse) plus every
+ * mass over the exact and tail rows' (exactly: the log-denominator of the
+ * step's first softmax call, lse_exact) plus every
  * compressed span's, kept in c->alpha as logit(alpha_S). Unlike the span
  * mean (k_bar), a block that holds the answer keeps its own score instead
  * of being averaged over the whole span; and a head that looks at the
  * question or the recent rows has small alpha_S everywhere, so the zoom
  * budget goes to the heads that retrieve (issue 9: mass_recall and
  * needles measured). */
-static void route_landmark(struct sekv_ctx *c, int l, const float *q)
+static int route_landmark(struct sekv_ctx *c, int l, const float *q)
 {
 	const struct sekv_mem *m = c->m;
-	int d = m->d_h;
+	struct backend_score sa = { q, m->n_head, m->n_head_kv, m->d_h, c->lm_kb,
+		(size_t)l * m->n_lm * m->n_head_kv * m->d_h, (size_t)m->n_head_kv * m->d_h, c->lm_sb,
+		(size_t)l * m->n_lm * m->n_head_kv, m->n_lm, c->q_scale, c->lm_sc, (size_t)m->n_lm };
+	int rc;
 
-	exact_lse(c, l, q);
-
-	for (int kv = 0; kv < m->n_head_kv; kv++) {
-		size_t at = (size_t)l * m->n_lm * m->n_head_kv + kv;
-		for (int s = 0; s < m->n_comp; s++) {
-			const struct sekv_span *sp = &m->span[m->comp_span[s]];
-			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
-				c->alpha[(size_t)h * m->n_comp + s] = -INFINITY;
-			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++) {
-				int off = (b - m->lm_first[s]) * m->lm_len;
-				int len = sp->len - off < m->lm_len ? sp->len - off : m->lm_len;
-				float lb = logf((float)len);
-				const int8_t *lk = m->lm_k + (at + (size_t)b * m->n_head_kv) * d;
-				float sc = m->lm_s[at + (size_t)b * m->n_head_kv] * c->q_scale;
-				for (int j = 0; j < d; j++)
-					c->lrow[j] = (float)lk[j];
-				for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
-					float *a = &c->alpha[(size_t)h * m->n_comp + s];
-					float x = vec_dot8(q + (size_t)h * d, c->lrow, d) * sc + lb;
-					c->lm_sc[(size_t)h * m->n_lm + b] = x;
-					*a = log_add(*a, x);
-				}
-			}
+	if ((rc = c->be->ops->score_i8(c->be, c->ws, &sa)))
+		return rc;
+	for (int s = 0; s < m->n_comp; s++) {
+		const struct sekv_span *sp = &m->span[m->comp_span[s]];
+		for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++) {
+			int off = (b - m->lm_first[s]) * m->lm_len;
+			float lb = logf((float)(sp->len - off < m->lm_len ? sp->len - off : m->lm_len));
+			for (int h = 0; h < m->n_head; h++)
+				c->lm_sc[(size_t)h * m->n_lm + b] += lb;
 		}
 	}
 	for (int h = 0; h < m->n_head; h++) {
-		float *a = c->alpha + (size_t)h * m->n_comp, tot = c->lse_exact[h];
-		for (int s = 0; s < m->n_comp; s++)
-			tot = log_add(tot, a[s]);
+		float *a = c->alpha + (size_t)h * m->n_comp, mx = c->lse_exact[h];
+		const float *x = c->lm_sc + (size_t)h * m->n_lm;
+		double tot;
 		for (int s = 0; s < m->n_comp; s++) {
-			float ls = a[s] - tot;   /* log alpha_S <= 0 */
+			float bm = -INFINITY;
+			double sum = 0;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++)
+				bm = x[b] > bm ? x[b] : bm;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++)
+				sum += expf(x[b] - bm);
+			a[s] = bm + logf((float)sum);
+			mx = a[s] > mx ? a[s] : mx;
+		}
+		tot = exp(c->lse_exact[h] - mx);
+		for (int s = 0; s < m->n_comp; s++)
+			tot += exp(a[s] - mx);
+		for (int s = 0; s < m->n_comp; s++) {
+			float ls = a[s] - (mx + (float)log(tot));   /* log alpha_S <= 0 */
 			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
 		}
 	}
+	return SEKV_OK;
 }
 
 /* The rows of candidate cd's span to rebuild: all of them, or with
@@ -575,9 +566,10 @@ static void zoom_window(const struct sekv_ctx *c, struct cand *cd)
 }
 
 /* Routes every query head of global layer l and collects the spans wanted
- * per KV head (alpha_S > tau) into c->cand, best first. Returns the count.
+ * per KV head (alpha_S > tau) into c->cand, best first; *n_out = their
+ * count. 0 or the backend's code.
  * The oracle router's alpha_S is log(the span's share of the exact mass). */
-static int route(struct sekv_ctx *c, int l, const float *q)
+static int route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 {
 	const struct sekv_mem *m = c->m;
 	int d = m->d_h, D = SEKV_D_ROUTE, n_cand = 0;
@@ -602,10 +594,14 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 				c->cand[n_cand++] = best;
 			}
 		qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
-		return n_cand;
+		*n_out = n_cand;
+		return SEKV_OK;
 	}
-	if (c->router == SEKV_ROUTER_LANDMARK)
-		route_landmark(c, l, q);
+	if (c->router == SEKV_ROUTER_LANDMARK) {
+		int rc = route_landmark(c, l, q);
+		if (rc)
+			return rc;
+	}
 	for (int h = 0; c->router != SEKV_ROUTER_LANDMARK && h < m->n_head; h++) {
 		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
@@ -634,7 +630,8 @@ static int route(struct sekv_ctx *c, int l, const float *q)
 			}
 		}
 	qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
-	return n_cand;
+	*n_out = n_cand;
+	return SEKV_OK;
 }
 
 /* Rebuild job of rows r0 .. r0 + len - 1 of a span's factor f (the span's
@@ -670,20 +667,87 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 	return j;
 }
 
-/* Chooses the zooms of layer l under its share of the budget, rebuilds
- * them (one backend call) and records statistics. Rows are laid out in
- * zoom order in the layer's region; a zoom that sits where it sat at the
- * layer's previous step, after the same zooms, already has its rows and is
- * not rebuilt (decode mostly keeps its zooms from token to token).
- * Returns 0 or the backend's code; *bytes = the reconstructed bytes. */
+static int zent_by_row(const void *a, const void *b)
+{
+	const struct zent *x = a, *y = b;
+	return (x->row > y->row) - (x->row < y->row);
+}
+
+/* First free run of n rows of the region (occ: the n_occ taken runs,
+ * sorted by row), taken and kept sorted; its row, or -1. */
+static int take_rows(struct zent *occ, int *n_occ, int n, int cap)
+{
+	int at = 0, i = 0;
+
+	for (; i < *n_occ && occ[i].row - at < n; i++)
+		at = occ[i].row + occ[i].n;
+	if (i == *n_occ && cap - at < n)
+		return -1;
+	memmove(occ + i + 1, occ + i, (size_t)(*n_occ - i) * sizeof *occ);
+	occ[i] = (struct zent){ -1, 0, n, at };
+	(*n_occ)++;
+	return at;
+}
+
+/* Rows of layer l's region for the candidates kept (n > 0), in candidate
+ * order into c->znew: a window the layer already holds keeps its rows
+ * (decode mostly keeps its zooms from token to token, in any order);
+ * the others take free runs, marked for rebuilding as row = -(row + 1).
+ * When they do not fit between the kept ones, every window is laid out
+ * afresh and rebuilt. Returns the entries. */
+static int place(struct sekv_ctx *c, int l, int n_cand)
+{
+	const struct sekv_mem *m = c->m;
+	const struct zent *old = c->zlist + (size_t)l * m->n_head_kv * m->n_comp;
+	int n_z = 0, n_occ = 0, cap = (int)c->rec_rows;
+
+	for (int i = 0; i < n_cand; i++) {
+		const struct cand *cd = &c->cand[i];
+		struct zent *z = &c->znew[n_z];
+		if (cd->n == 0)
+			continue;
+		*z = (struct zent){ cd->kv * m->n_comp + cd->comp, cd->r0, cd->n, INT32_MIN };
+		for (int k = 0; k < c->n_zlist[l]; k++)
+			if (old[k].id == z->id && old[k].r0 == z->r0 && old[k].n == z->n) {
+				z->row = old[k].row;
+				c->zocc[n_occ++] = *z;
+			}
+		n_z++;
+	}
+	qsort(c->zocc, (size_t)n_occ, sizeof *c->zocc, zent_by_row);
+	for (int i = 0; i < n_z; i++) {
+		struct zent *z = &c->znew[i];
+		int at;
+		if (z->row != INT32_MIN)
+			continue;
+		if ((at = take_rows(c->zocc, &n_occ, z->n, cap)) < 0)
+			break;
+		z->row = -at - 1;
+	}
+	for (int i = 0; i < n_z; i++)
+		if (c->znew[i].row == INT32_MIN) {
+			/* fragmented: everything afresh, in candidate order */
+			for (int k = 0, at = 0; k < n_z; k++) {
+				c->znew[k].row = -at - 1;
+				at += c->znew[k].n;
+			}
+			break;
+		}
+	return n_z;
+}
+
+/* Chooses the zooms of layer l under its share of the budget, places
+ * them in the layer's region (place: a window the layer already holds is
+ * not rebuilt), rebuilds the others (one backend call) and records
+ * statistics. Returns 0 or the backend's code; *bytes = the reconstructed
+ * bytes in use. */
 static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
 	size_t es = c->recon_f32 ? sizeof(float) : sizeof(uint16_t);
 	size_t allow = (size_t)-1, used = 0, base = (size_t)l * c->rec_rows;
-	int rows = 0, distinct = 0, n_job = 0, n_z = 0, same = 1;
-	int32_t *zl = c->zlist + (size_t)l * m->n_head_kv * m->n_comp;
+	int distinct = 0, n_job = 0, n_z;
 
 	if (st->budget_bytes) {
 		/* tail rows reserved for this position in every layer */
@@ -725,81 +789,87 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 			cd->n = len;
 		}
 	}
-	for (int i = 0; i < n_cand; i++) {
+	n_z = place(c, l, n_cand);
+	for (int i = 0, k = 0; i < n_cand; i++) {
 		const struct cand *cd = &c->cand[i];
-		int s = m->comp_span[cd->comp], len = cd->n, id = cd->kv * m->n_comp + cd->comp;
+		struct zent *z = &c->znew[k];
+		int s = m->comp_span[cd->comp];
 		size_t fi = (((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2;
-		int32_t *zw = c->zwin + ((size_t)l * m->n_head_kv * m->n_comp + (size_t)n_z) * 2;
-		if (len == 0)
+		if (cd->n == 0)
 			continue;
-		c->zoom_row[id] = rows;
-		c->zoom_win[2 * id] = cd->r0;
-		c->zoom_win[2 * id + 1] = cd->n;
-		same = same && n_z < c->n_zlist[l] && zl[n_z] == id && zw[0] == cd->r0 &&
-		       zw[1] == cd->n;
-		zw[0] = cd->r0;
-		zw[1] = cd->n;
-		if (!same) {
-			int start = m->span[s].start;
-			c->rj[n_job++] = recon_job(c, &m->fac[fi], start, cd->r0, len, 1, c->recon_k,
-						   base, (size_t)rows);
-			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], start, cd->r0, len, 0,
-						   c->recon_v, base, (size_t)rows);
+		k++;
+		if (z->row < 0) {   /* rebuilt this step */
+			z->row = -z->row - 1;
+			c->rj[n_job++] = recon_job(c, &m->fac[fi], m->span[s].start, z->r0, z->n, 1,
+						   c->recon_k, base, (size_t)z->row);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], m->span[s].start, z->r0, z->n, 0,
+						   c->recon_v, base, (size_t)z->row);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
 				size_t ns, nuv;
-				sekv_factor_elems(rj->rank == SEKV_RANK_RAW ? rj->rank : rj->r, len,
+				sekv_factor_elems(rj->rank == SEKV_RANK_RAW ? rj->rank : rj->r, z->n,
 						  m->d_h, &ns, &nuv);
 				st->factor_read_bytes += ns * sizeof(float) +
 							 nuv * (m->factor_f16 ? 2 : 4);
 			}
 		}
-		zl[n_z++] = id;
-		rows += len;
+		c->zoom_row[z->id] = z->row;
+		c->zoom_win[2 * z->id] = z->r0;
+		c->zoom_win[2 * z->id + 1] = z->n;
 		distinct += !c->mark[cd->comp];
 		c->mark[cd->comp] = 1;
 		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, cd->head, 1,
-			1.0f / (1.0f + expf(-cd->alpha)), cd->r0, cd->n };
+			1.0f / (1.0f + expf(-cd->alpha)), z->r0, z->n };
 		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
 			st->zoom_count[(size_t)l * m->n_head + h]++;
 	}
+	memcpy(c->zlist + (size_t)l * m->n_head_kv * m->n_comp, c->znew, (size_t)n_z * sizeof *c->znew);
+	c->n_zlist[l] = n_z;
 	c->distinct_layer[l] = distinct;
 	st->zoom_total += distinct;
 	*bytes = used;
-	c->n_zlist[l] = n_z;
 	if (n_job == 0)
 		return SEKV_OK;
 	int rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job);
 	if (rc)
-		c->n_zlist[l] = -1;   /* the rows are unknown now */
+		c->n_zlist[l] = 0;   /* the rows are unknown now */
 	return rc;
 }
 
-/* Blocks of KV head kv of layer l, in the order of the one softmax: exact
- * rows, tail rows, then per compressed span its coarse row (bias
- * +log|S|, masked when zoomed) and its reconstructed rows (none unless
- * zoomed). */
-static void mix_blocks(struct sekv_ctx *c, int l, int kv, struct backend_mix_block *blk)
+/* Blocks of layer l, in the order of the one softmax, per KV head kv:
+ * exact rows and tail rows (c->blk[kv][0..1], the first call), then per
+ * compressed span its coarse row (bias +log of the rows it stands for,
+ * masked when the whole span is rebuilt) and its rebuilt rows (none
+ * unless zoomed) (c->blk[n_head_kv * 2 + kv * (n_blk - 2) ..], the
+ * second). The exact ones are set before routing, the others after. */
+static void mix_blocks(struct sekv_ctx *c, int l, int second)
 {
 	const struct sekv_mem *m = c->m;
 	int d = m->d_h, nt = c->n_tail[l] - c->tail_first;
 	size_t row = (size_t)m->n_head_kv * d;
-	const int32_t *zr = c->zoom_row + (size_t)kv * m->n_comp;
-	const int32_t *zw = c->zoom_win + (size_t)kv * m->n_comp * 2;
 
-	blk[0] = (struct backend_mix_block){ c->exact_k, c->exact_v,
-		(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, 0, 0.0f, 0 };
-	blk[1] = (struct backend_mix_block){ c->tail_k, c->tail_v,
-		(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, 0, 0.0f, 0 };
-	for (int s = 0; s < m->n_comp; s++) {
-		/* a span zoomed in part keeps its coarse row for the rest */
-		int len = m->span[m->comp_span[s]].len, nz = zr[s] >= 0 ? zw[2 * s + 1] : 0;
-		blk[2 + 2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
-			((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
-			logf((float)(nz < len ? len - nz : len)), nz == len };
-		blk[3 + 2 * s] = (struct backend_mix_block){ c->recon_k, c->recon_v,
-			((size_t)l * c->rec_rows + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
-			nz, c->recon_f32, 0.0f, 0 };
+	for (int kv = 0; kv < m->n_head_kv; kv++) {
+		struct backend_mix_block *blk = c->blk + (size_t)m->n_head_kv * 2 +
+						(size_t)kv * (c->n_blk - 2);
+		const int32_t *zr = c->zoom_row + (size_t)kv * m->n_comp;
+		const int32_t *zw = c->zoom_win + (size_t)kv * m->n_comp * 2;
+		if (!second) {
+			c->blk[2 * kv] = (struct backend_mix_block){ c->exact_k, c->exact_v,
+				(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, 0, 0.0f, 0 };
+			c->blk[2 * kv + 1] = (struct backend_mix_block){ c->tail_k, c->tail_v,
+				(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, 0, 0.0f, 0 };
+			continue;
+		}
+		for (int s = 0; s < m->n_comp; s++) {
+			/* a span zoomed in part keeps its coarse row for the rest */
+			int len = m->span[m->comp_span[s]].len, nz = zr[s] >= 0 ? zw[2 * s + 1] : 0;
+			blk[2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
+				((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
+				logf((float)(nz < len ? len - nz : len)), nz == len };
+			blk[2 * s + 1] = (struct backend_mix_block){ c->recon_k, c->recon_v,
+				((size_t)l * c->rec_rows + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
+				nz, c->recon_f32, 0.0f, 0 };
+		}
 	}
 }
 
@@ -824,17 +894,17 @@ static void probe_end(struct sekv_ctx *c, int layer)
 		if (p->layer[i] != layer || h < 0 || h >= m->n_head)
 			continue;
 		g = h / c->group;
-		blk = c->blk + (size_t)g * c->n_blk;
+		blk = c->blk + (size_t)m->n_head_kv * 2 + (size_t)g * (c->n_blk - 2);
 		rm = c->probe_row + (size_t)h * c->n_row;
 		for (int e = 0; e < m->n_exact; e++, r++)
 			if (m->exact_pos[e] < p->n_pos)
 				out[m->exact_pos[e]] += rm[r];
-		r += blk[1].n;
+		r += c->blk[2 * g + 1].n;
 		for (int s = 0; s < m->n_comp; s++) {
 			const struct sekv_span *sp = &m->span[m->comp_span[s]];
 			const int32_t *zw = c->zoom_win + ((size_t)g * m->n_comp + s) * 2;
-			int nz = blk[3 + 2 * s].n, w0 = nz ? zw[0] : 0;
-			if (!blk[2 + 2 * s].masked) {
+			int nz = blk[2 * s + 1].n, w0 = nz ? zw[0] : 0;
+			if (!blk[2 * s].masked) {
 				/* over the tokens the span's rebuilt rows do not hold */
 				float each = rm[r++] / (float)(sp->len - nz);
 				for (int t = 0; t < sp->len && sp->start + t < p->n_pos; t++)
@@ -848,17 +918,50 @@ static void probe_end(struct sekv_ctx *c, int layer)
 	}
 }
 
+/* The step's two softmax calls: the exact and tail rows first (their
+ * log-mass routes the landmark router), then, after the zooms, every
+ * compressed span's rows with the first call's result carried, so the
+ * two make ONE softmax (backend_mix.carry_lse). A probe's rows of the
+ * first call are rescaled by that call's final share. */
+static int mix_call(struct sekv_ctx *c, int layer, int second, const float *q, float *out)
+{
+	const struct sekv_mem *m = c->m;
+	int n1 = m->n_exact + c->blk[1].n, rc;
+	struct backend_probe pr = c->pr;
+	struct backend_mix mx = { .q = q, .out = second ? out : c->out_exact, .n_head = m->n_head,
+		.n_head_kv = m->n_head_kv, .d_head = m->d_h, .scale = c->q_scale,
+		.blk = second ? c->blk + (size_t)m->n_head_kv * 2 : c->blk,
+		.n_blk = second ? c->n_blk - 2 : 2,
+		.carry_lse = second ? c->lse_exact : NULL, .carry_out = second ? c->out_exact : NULL,
+		.lse = second ? c->lse_all : c->lse_exact };
+
+	if (pr.n > 0) {
+		/* the second call's rows follow the first call's */
+		for (int i = 0; second && i < pr.n; i++)
+			pr.mass[i] += n1;
+		pr.n_key = second ? c->n_row - n1 : n1;
+		mx.probe = &pr;
+	}
+	if ((rc = c->be->ops->attention_mix(c->be, c->ws, &mx)) || !second || !mx.probe)
+		return rc;
+	for (int i = 0; i < pr.n; i++) {
+		int h = pr.head[i];
+		float f = c->lse_all[h] > -INFINITY ? expf(c->lse_exact[h] - c->lse_all[h]) : 0.0f;
+		for (int r = 0; r < n1; r++)
+			c->probe_row[(size_t)h * c->n_row + r] *= f;
+	}
+	probe_end(c, layer);
+	return SEKV_OK;
+}
+
 int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		const float *k, const float *v, float *out)
 {
 	struct sekv_ctx *c = ctx;
 	const struct sekv_mem *m;
 	struct sekv_stats *st;
-	const struct backend_ops *op;
-	struct backend_mix mx;
-	struct backend_probe pr;
-	size_t row, tail = 0, recon = 0;
-	int l = -1, idx, n_cand, rc;
+	size_t tail = 0, recon = 0;
+	int l = -1, idx, n_cand = 0, rc;
 
 	if (!c || !q || !k || !v || !out)
 		return SEKV_EINVAL;
@@ -874,33 +977,26 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		return SEKV_EINVAL;   /* rows must be appended in order */
 	if (pos != c->last_pos)
 		new_step(c, pos, idx);
-	op = c->be->ops;
-	row = (size_t)m->n_head_kv * m->d_h;
-	op->kv_store(c->be, c->tail_k, c->tail_v, m->n_layer * c->tail_cap, (int)row, k, v,
-		     l * c->tail_cap + (idx - c->tail_first), 1);
-	quant_f32_to_f16_row(k, c->tail_kh + ((size_t)l * c->tail_cap + (idx - c->tail_first)) * row,
-			     row);
+	c->be->ops->kv_store(c->be, c->tail_k, c->tail_v, m->n_layer * c->tail_cap,
+			     m->n_head_kv * m->d_h, k, v, l * c->tail_cap + (idx - c->tail_first), 1);
 	c->n_tail[l] = idx + 1;
+	c->pr.n = 0;
+	if (c->probe)
+		model_probe_backend(c->probe, layer, m->n_head, c->probe_row, (size_t)c->n_row,
+				    c->n_row, &c->pr);
 
 	if (c->xk[l])
 		exact_mass(c, l, q);
-	n_cand = c->router == SEKV_ROUTER_NONE ? 0 : route(c, l, q);
-	if ((rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
+	mix_blocks(c, l, 0);
+	if ((rc = mix_call(c, layer, 0, q, out)) ||
+	    (c->router != SEKV_ROUTER_NONE && (rc = route(c, l, q, &n_cand))) ||
+	    (rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])
 		add_mass_recall(c, l);
-	for (int kv = 0; kv < m->n_head_kv; kv++)
-		mix_blocks(c, l, kv, c->blk + (size_t)kv * c->n_blk);
-	mx = (struct backend_mix){ .q = q, .out = out, .n_head = m->n_head,
-		.n_head_kv = m->n_head_kv, .d_head = m->d_h, .scale = c->q_scale,
-		.blk = c->blk, .n_blk = c->n_blk };
-	if (c->probe && model_probe_backend(c->probe, layer, m->n_head, c->probe_row, (size_t)c->n_row,
-					    c->n_row, &pr))
-		mx.probe = &pr;
-	if ((rc = op->attention_mix(c->be, c->ws, &mx)))
+	mix_blocks(c, l, 1);
+	if ((rc = mix_call(c, layer, 1, q, out)))
 		return rc;
-	if (mx.probe)
-		probe_end(c, layer);
 
 	for (int i = 0; i < m->n_layer; i++) {
 		tail += (size_t)(c->n_tail[i] - c->tail_first) * c->row_bytes;
@@ -933,7 +1029,6 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 		size_t from = at + (size_t)drop * row * sizeof(uint16_t);
 		c->be->ops->buf_copy(c->be, c->tail_k, at, c->tail_k, from, keep);
 		c->be->ops->buf_copy(c->be, c->tail_v, at, c->tail_v, from, keep);
-		memmove((char *)c->tail_kh + at, (const char *)c->tail_kh + from, keep);
 	}
 	c->tail_first = first;
 	c->st.tail_bytes = 0;
