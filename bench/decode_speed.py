@@ -71,13 +71,22 @@ def main():
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--threads", default=os.environ.get("SEKV_THREADS", "2"))
     ap.add_argument("-n", type=int, default=32)
+    ap.add_argument("--reuse", nargs=2, metavar=("DB", "DOC"),
+                    help="answer over document DOC of library DB (ingested by an earlier run) "
+                         "instead of ingesting again")
     a = ap.parse_args()
 
-    tmp = tempfile.mkdtemp()
-    db, doc = os.path.join(tmp, "speed.db"), os.path.join(tmp, "licences.txt")
-    build_doc(doc, a.tokens)
-    print(f"== decode speed: ingest {os.path.getsize(doc)} bytes (about {a.tokens} tokens)", flush=True)
-    doc_id = run([a.sekv, "ingest", doc, "--db", db, "-m", a.model, "-t", a.threads, "-q"]).split()[-1]
+    if a.reuse:
+        db, doc_id = a.reuse
+        print(f"== decode speed: document {doc_id} of {db}", flush=True)
+    else:
+        tmp = tempfile.mkdtemp()
+        db, doc = os.path.join(tmp, "speed.db"), os.path.join(tmp, "licences.txt")
+        build_doc(doc, a.tokens)
+        print(f"== decode speed: ingest {os.path.getsize(doc)} bytes (about {a.tokens} tokens) "
+              f"into {db}", flush=True)
+        doc_id = run([a.sekv, "ingest", doc, "--db", db, "-m", a.model, "-t", a.threads,
+                      "-q"]).split()[-1]
 
     tot = {"full": [0, 0.0], "sekv": [0, 0.0]}
     read = {"full": [], "sekv": []}

@@ -100,12 +100,12 @@ static inline void cpu_axpy_lanes(float *restrict y, float a, const float *restr
 		y[e] += a * x[e];
 }
 
-/* Scores of one fp16 key row against the G query heads of its group:
- * s[h * lds] = scale * q[h] . k for h < G (q rows d apart). The key is
- * converted once and feeds G accumulators. */
+/* Scores of one key row (fp16, or int8 when i8) against the G query heads
+ * of its group: s[h * lds] = scale * q[h] . k for h < G (q rows d apart).
+ * The key is widened to fp32 once and feeds G accumulators. */
 static inline __attribute__((always_inline)) void
-cpu_scores_f16(const float *q, int G, int d, const uint16_t *k, float scale,
-	     float *s, size_t lds, float *kbuf)
+cpu_scores_row(const float *q, int G, int d, const void *k, int i8, float scale,
+	       float *s, size_t lds, float *kbuf)
 {
 #if defined(__AVX512F__)
 	if (d % 16 == 0 && G <= 8) {
@@ -113,7 +113,10 @@ cpu_scores_f16(const float *q, int G, int d, const uint16_t *k, float scale,
 		for (int h = 0; h < G; h++)
 			acc[h] = _mm512_setzero_ps();
 		for (int e = 0; e < d; e += 16) {
-			__m512 kv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + e)));
+			__m512 kv = i8 ? _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+						_mm_loadu_si128((const __m128i *)((const int8_t *)k + e))))
+				       : _mm512_cvtph_ps(_mm256_loadu_si256(
+						(const __m256i *)((const uint16_t *)k + e)));
 			for (int h = 0; h < G; h++)
 				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
 		}
@@ -122,7 +125,11 @@ cpu_scores_f16(const float *q, int G, int d, const uint16_t *k, float scale,
 		return;
 	}
 #endif
-	quant_f16_to_f32_row(k, kbuf, (size_t)d);
+	if (i8)
+		for (int e = 0; e < d; e++)
+			kbuf[e] = (float)((const int8_t *)k)[e];
+	else
+		quant_f16_to_f32_row(k, kbuf, (size_t)d);
 	for (int h = 0; h < G; h++)
 		s[(size_t)h * lds] = scale * cpu_dot_lanes(q + (size_t)h * d, kbuf, d);
 }

@@ -95,11 +95,11 @@ static void attn1_part(struct attn1_job *j, int part)
 				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
 				/* constant group sizes keep the accumulators in registers */
 				if (group == 4)
-					cpu_scores_f16(qg, 4, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_row(qg, 4, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
 				else if (group == 2)
-					cpu_scores_f16(qg, 2, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_row(qg, 2, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
 				else
-					cpu_scores_f16(qg, group, d, (const uint16_t *)a->k->host + row, a->scale, sg, ATTN_TILE, kt);
+					cpu_scores_row(qg, group, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;

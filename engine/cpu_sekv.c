@@ -82,11 +82,11 @@ static void mix_score_row(const float *qg, int G, int d, const struct backend_mi
 		for (int h = 0; h < G; h++)
 			s[(size_t)h * lds] = scale * cpu_dot_lanes(qg + (size_t)h * d, k, d);
 	} else if (G == 4) {
-		cpu_scores_f16(qg, 4, d, k, scale, s, lds, tmp);
+		cpu_scores_row(qg, 4, d, k, 0, scale, s, lds, tmp);
 	} else if (G == 2) {
-		cpu_scores_f16(qg, 2, d, k, scale, s, lds, tmp);
+		cpu_scores_row(qg, 2, d, k, 0, scale, s, lds, tmp);
 	} else {
-		cpu_scores_f16(qg, G, d, k, scale, s, lds, tmp);
+		cpu_scores_row(qg, G, d, k, 0, scale, s, lds, tmp);
 	}
 	for (int h = 0; bk->bias != 0.0f && h < G; h++)
 		s[(size_t)h * lds] += bk->bias;
@@ -254,27 +254,14 @@ static void score_rows(void *ctx, int j0, int j1, int tid)
 					  (size_t)g * d;
 			float sc = ((const float *)a->ks->host)[a->soff + (size_t)j * a->n_head_kv + g] *
 				   a->scale;
-#if defined(__AVX512F__)
-			if (d % 16 == 0 && G <= 8) {
-				__m512 acc[8];
-				for (int h = 0; h < G; h++)
-					acc[h] = _mm512_setzero_ps();
-				for (int e = 0; e < d; e += 16) {
-					__m512 kv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-						_mm_loadu_si128((const __m128i *)(k + e))));
-					for (int h = 0; h < G; h++)
-						acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(a->q + (size_t)(g * G + h) * d + e),
-									 kv, acc[h]);
-				}
-				for (int h = 0; h < G; h++)
-					a->s[(size_t)(g * G + h) * a->lds + j] = _mm512_reduce_add_ps(acc[h]) * sc;
-				continue;
-			}
-#endif
-			for (int e = 0; e < d; e++)
-				row[e] = (float)k[e];
-			for (int h = g * G; h < (g + 1) * G; h++)
-				a->s[(size_t)h * a->lds + j] = cpu_dot_lanes(a->q + (size_t)h * d, row, d) * sc;
+			float *sg = a->s + (size_t)g * G * a->lds + j;
+			const float *qg = a->q + (size_t)g * G * d;
+			if (G == 4)
+				cpu_scores_row(qg, 4, d, k, 1, sc, sg, a->lds, row);
+			else if (G == 2)
+				cpu_scores_row(qg, 2, d, k, 1, sc, sg, a->lds, row);
+			else
+				cpu_scores_row(qg, G, d, k, 1, sc, sg, a->lds, row);
 		}
 }
 
