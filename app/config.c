@@ -202,6 +202,11 @@ static const struct opt_row opt_table[] = {
 		  "(its best block and neighbours; the span's summary stands for the rest), grown "
 		  "to the whole span where the budget still allows; 0: whole spans",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
+	{ .name = "--zoom-shares", .arg = "LIST", .kind = OPT_TEXT, .off = F(zoom_shares),
+	  .set_off = NO_SET,
+	  .help = "shares of the zoom budget of the global layers in order, e.g. 2,2,1 (one "
+		  "number per global layer; normalised); default: equal",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and report the share of exact attention "
 		  "on exact and zoomed rows (--json: mass_recall)",

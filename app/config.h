@@ -88,6 +88,7 @@ struct app_opts {
 	float rank_energy;     /* --rank-energy E: the rank gate's energy share (0.99) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	int zoom_blocks;       /* --zoom-blocks N: landmark blocks a zoom rebuilds */
+	const char *zoom_shares; /* --zoom-shares LIST: zoom budget per global layer */
 	double static_share;   /* --static-share F: budget share of exact rows,
 	                          summaries and landmarks (0.7) */
 	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */

@@ -90,6 +90,33 @@ static int load_swa(struct session *s, char *err, size_t errlen)
 	return rc;
 }
 
+/* --zoom-shares: one positive number per global layer of the memory. */
+static int parse_zoom_shares(struct session *s, char *err, size_t errlen)
+{
+	const char *p = s->o.zoom_shares;
+	int n = 0;
+
+	s->sp.n_zoom_share = 0;
+	if (!p)
+		return 0;
+	while (*p) {
+		char *end;
+		double x = strtod(p, &end);
+		if (end == p || !(x > 0) || !isfinite(x) || n == SEKV_MAX_ZOOM_SHARE ||
+		    (*end && *end != ','))
+			return sekv_errf(err, errlen, SEKV_EINVAL, "--zoom-shares: %s: expected up to %d "
+					 "positive numbers separated by commas", s->o.zoom_shares,
+					 SEKV_MAX_ZOOM_SHARE);
+		s->sp.zoom_share[n++] = (float)x;
+		p = *end ? end + 1 : end;
+	}
+	if (n != s->mem->n_layer)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "--zoom-shares: %s: %d numbers, but the "
+				 "document has %d global layers", s->o.zoom_shares, n, s->mem->n_layer);
+	s->sp.n_zoom_share = n;
+	return 0;
+}
+
 /* A budget asked for (--budget) below the memory's fixed part (anchors,
  * short spans, summaries, recent window) leaves nothing to zoom, and one
  * that rounds to 0 bytes would mean "no cap": both are refused, naming the
@@ -403,6 +430,8 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
 	s->sp.zoom_blocks = s->o.zoom_blocks;
+	if ((rc = parse_zoom_shares(s, err, errlen)))
+		return rc;
 	if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&
 	    !s->note[0])
 		snprintf(s->note, sizeof s->note,

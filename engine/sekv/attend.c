@@ -78,8 +78,9 @@ struct sekv_ctx {
 	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
 	                               whole spans) */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
-	struct backend_buf *recon_k; /* [n_layer][rec_rows][d_h] fp16 or fp32: each
-	                               layer's reconstructed rows, kept between steps */
+	struct backend_buf *recon_k; /* [sum of rec_cap][d_h] fp16 or fp32: each layer's
+	                               reconstructed rows (rows rec_base[l] ..
+	                               + rec_cap[l]), kept between steps */
 	struct backend_buf *recon_v; /* same */
 	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
 	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
@@ -88,10 +89,12 @@ struct sekv_ctx {
 	float *lse_all;             /* [n_head] log-mass of every row this step */
 	float *out_exact;           /* [n_head][d_h] attention over the exact and
 	                               tail rows alone, carried into the second call */
-	float *rope_cs, *rope_sn;   /* [rec_rows][n_rot/2] RoPE of the rows being
+	float *rope_cs, *rope_sn;   /* [max rec_cap][n_rot/2] RoPE of the rows being
 	                               rebuilt in a layer's region (pre-RoPE keys) */
-	size_t rec_rows;            /* rows of one layer's region: n_head_kv * comp_tok,
-	                               at most its share of the budget */
+	float *share;               /* [n_layer] share of the zoom budget per layer */
+	int32_t *rec_base;          /* [n_layer] first row of each layer's region */
+	int32_t *rec_cap;           /* [n_layer] its rows: n_head_kv * comp_tok, at
+	                               most its share of the largest zoom budget */
 	struct zent *zlist;         /* [n_layer][n_head_kv * n_comp] the rows each layer
 	                               holds: what was rebuilt where (kept between steps) */
 	struct zent *znew;          /* [n_head_kv * n_comp] this step's, being placed */
@@ -143,7 +146,33 @@ static void init_kappa(struct sekv_ctx *c)
 		}
 }
 
-/* Backend side of a ctx: its backend, workspace and buffers. */
+/* Share of the zoom budget of global layer l (params' zoom_share when it
+ * names every layer, else equal) into *share; returns the rows of its
+ * region: every compressed token of every KV head, at most what its share
+ * of the largest zoom budget (one tail row held) holds. */
+static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, size_t budget,
+			 int comp_tok, size_t es, int l, float *share)
+{
+	size_t rows = (size_t)m->n_head_kv * comp_tok, fixed, allow;
+	double w = 1.0 / m->n_layer, tot = 0;
+
+	if (p->n_zoom_share == m->n_layer) {
+		for (int i = 0; i < m->n_layer; i++)
+			tot += p->zoom_share[i] > 0 ? p->zoom_share[i] : 0;
+		if (tot > 0)
+			w = (p->zoom_share[l] > 0 ? p->zoom_share[l] : 0) / tot;
+	}
+	if (share)
+		*share = (float)w;
+	if (!budget)
+		return rows;
+	fixed = m->static_bytes + model_kv_bytes(1, m->n_layer, m->n_head_kv, m->d_h);
+	allow = budget > fixed ? (size_t)((double)(budget - fixed) * w) : 0;
+	return allow / (2 * es * m->d_h) < rows ? allow / (2 * es * m->d_h) : rows;
+}
+
+/* Backend side of a ctx: its backend, workspace and buffers (n_rec:
+ * elements of each reconstructed-row buffer). */
 static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n_tail,
 		       size_t n_rec, size_t es, char *err, size_t errlen)
 {
@@ -164,8 +193,8 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	if ((rc = op->ws_new(c->be, &wsz, &c->ws)) ||
 	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_k)) ||
 	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_v)) ||
-	    (rc = op->buf_new(c->be, (size_t)m->n_layer * n_rec * es, &c->recon_k)) ||
-	    (rc = op->buf_new(c->be, (size_t)m->n_layer * n_rec * es, &c->recon_v)) ||
+	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_k)) ||
+	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_v)) ||
 	    (rc = op->buf_wrap(c->be, m->exact_k, (size_t)m->n_layer * m->n_exact * row *
 			       sizeof(uint16_t), &c->exact_k)) ||
 	    (rc = op->buf_wrap(c->be, m->exact_v, (size_t)m->n_layer * m->n_exact * row *
@@ -189,7 +218,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 {
 	struct sekv_ctx *c;
 	struct arena ar = {0};
-	size_t o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
+	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, es, budget,
 	       n_comp;
 	int comp_tok = 0, rc;
@@ -207,14 +236,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	n_comp = (size_t)m->n_comp;
 	es = p->recon_f32 ? sizeof(float) : sizeof(uint16_t);
 	n_tail = (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h;
-	n_rec = (size_t)m->n_head_kv * comp_tok * m->d_h;
 	budget = p->budget > 0 && p->budget < 1 ? (size_t)(p->budget * (double)m->full_kv_bytes) : 0;
-	if (budget) {
-		/* the largest per-layer allowance (one tail row) bounds the rows */
-		size_t fixed = m->static_bytes + model_kv_bytes(1, m->n_layer, m->n_head_kv, m->d_h);
-		size_t allow = budget > fixed ? (budget - fixed) / m->n_layer : 0;
-		if (allow / (2 * es) < n_rec)
-			n_rec = allow / (2 * es);
+	n_rec = 0;
+	for (int l = 0; l < m->n_layer; l++) {
+		size_t r = layer_rows(m, p, budget, comp_tok, es, l, NULL);
+		n_rec += r;
+		max_rows = r > max_rows ? r : max_rows;
 	}
 	o_c = arena_reserve(&ar, 1, sizeof *c);
 	o_kap = arena_reserve(&ar, (size_t)m->n_layer * m->n_head * n_comp, SEKV_D_ROUTE * sizeof(float));
@@ -251,8 +278,11 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
 	o_rf = arena_reserve(&ar, half, sizeof(double));
-	o_rc = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
-	o_rs = arena_reserve(&ar, n_rec / (size_t)m->d_h * half, sizeof(float));
+	o_rc = arena_reserve(&ar, max_rows * half, sizeof(float));
+	o_rs = arena_reserve(&ar, max_rows * half, sizeof(float));
+	o_sh = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
+	o_rb = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
+	o_rcp = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
 				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
@@ -288,7 +318,14 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
 	c->zlist = (struct zent *)((char *)a + o_zl);
 	c->n_zlist = (int *)((char *)a + o_nzl);
-	c->rec_rows = n_rec / (size_t)m->d_h;
+	c->share = (float *)((char *)a + o_sh);
+	c->rec_base = (int32_t *)((char *)a + o_rb);
+	c->rec_cap = (int32_t *)((char *)a + o_rcp);
+	for (int l = 0, at = 0; l < m->n_layer; l++) {
+		c->rec_cap[l] = (int32_t)layer_rows(m, p, budget, comp_tok, es, l, &c->share[l]);
+		c->rec_base[l] = at;
+		at += c->rec_cap[l];
+	}
 	if (half) {
 		c->rope_freq = (double *)((char *)a + o_rf);
 		c->rope_cs = (float *)((char *)a + o_rc);
@@ -310,7 +347,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
 	c->st.budget_bytes = budget;
-	if ((rc = ctx_backend(c, p, n_tail, n_rec, es, err, errlen))) {
+	if ((rc = ctx_backend(c, p, n_tail, n_rec * m->d_h, es, err, errlen))) {
 		sekv_ctx_free(c);
 		return rc;
 	}
@@ -699,7 +736,7 @@ static int place(struct sekv_ctx *c, int l, int n_cand)
 {
 	const struct sekv_mem *m = c->m;
 	const struct zent *old = c->zlist + (size_t)l * m->n_head_kv * m->n_comp;
-	int n_z = 0, n_occ = 0, cap = (int)c->rec_rows;
+	int n_z = 0, n_occ = 0, cap = c->rec_cap[l];
 
 	for (int i = 0; i < n_cand; i++) {
 		const struct cand *cd = &c->cand[i];
@@ -746,14 +783,15 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
 	size_t es = c->recon_f32 ? sizeof(float) : sizeof(uint16_t);
-	size_t allow = (size_t)-1, used = 0, base = (size_t)l * c->rec_rows;
+	size_t allow = (size_t)-1, used = 0, base = (size_t)c->rec_base[l];
 	int distinct = 0, n_job = 0, n_z;
 
 	if (st->budget_bytes) {
 		/* tail rows reserved for this position in every layer */
 		size_t fixed = m->static_bytes +
 			       (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
-		allow = st->budget_bytes > fixed ? (st->budget_bytes - fixed) / m->n_layer : 0;
+		allow = st->budget_bytes > fixed ?
+			(size_t)((double)(st->budget_bytes - fixed) * c->share[l]) : 0;
 	}
 	memset(c->mark, 0, (size_t)m->n_comp);
 	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)
@@ -867,7 +905,7 @@ static void mix_blocks(struct sekv_ctx *c, int l, int second)
 				((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
 				logf((float)(nz < len ? len - nz : len)), nz == len };
 			blk[2 * s + 1] = (struct backend_mix_block){ c->recon_k, c->recon_v,
-				((size_t)l * c->rec_rows + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
+				((size_t)c->rec_base[l] + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
 				nz, c->recon_f32, 0.0f, 0 };
 		}
 	}

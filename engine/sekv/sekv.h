@@ -23,6 +23,8 @@
 struct backend;          /* engine/backend.h */
 struct model_probe;      /* engine/model.h */
 
+#define SEKV_MAX_ZOOM_SHARE 8
+
 struct sekv_params {
 	float alpha;         /* boundary threshold mu_t + alpha*sigma_t (1.0) */
 	int l_min;           /* spans shorter than this stay exact (4) */
@@ -66,6 +68,12 @@ struct sekv_params {
 	                        this many landmark blocks of a span (the best one
 	                        and its neighbours); the span's coarse row stands
 	                        for its other tokens; 0: whole spans (1) */
+	float zoom_share[SEKV_MAX_ZOOM_SHARE]; /* share of the zoom budget (the
+	                        budget past the static part and the tail) of
+	                        each global layer, in layer order; used when
+	                        n_zoom_share == the memory's n_layer, else an
+	                        equal split */
+	int n_zoom_share;    /* entries of zoom_share (0) */
 	int lm_len;          /* landmark block of sekv_build: fewest tokens per
 	                        mean key kept for routing (16); 0: no landmarks */
 	double lm_share;     /* landmarks may take this share of the static part
