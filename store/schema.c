@@ -261,6 +261,10 @@ int store_schema_open(struct store *s, char *err, size_t errlen)
 		       "PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = 67108864",
 		       err, errlen)))
 		return rc;
+	/* 64 KiB pages: the default 1000 would be 64 MiB of WAL between
+	 * checkpoints; fewer keeps what a checkpoint writes within the free
+	 * space every chunk write leaves (store_room) */
+	sqlite3_wal_autocheckpoint(s->db, STORE_WAL_PAGES);
 	if (ver < STORE_SCHEMA_VERSION)
 		return migrate(s, err, errlen);
 	return 0;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -249,6 +250,21 @@ int store_tx_commit(struct store *s, char *err, size_t errlen)
 	}
 	s->tx_depth--;
 	return 0;
+}
+
+int store_room(struct store *s, int64_t bytes, const char *what, char *err, size_t errlen)
+{
+	struct statvfs v;
+
+	if (!strcmp(s->path, ":memory:") || statvfs(s->path, &v) != 0)
+		return 0;
+	int64_t avail = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+	if (avail - bytes >= STORE_RESERVE_BYTES)
+		return 0;
+	return sekv_errf(err, errlen, SEKV_EIO, "%s: %s: disk full: %.1f MiB free, %.1f MiB to write "
+			 "and %lld MiB kept free so that documents can still be deleted", what,
+			 s->path, avail / 1048576.0, bytes / 1048576.0,
+			 (long long)(STORE_RESERVE_BYTES >> 20));
 }
 
 int store_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n)

@@ -66,7 +66,12 @@ int store_doc_create(struct store *s, struct store_doc *doc, const char *text,
 /* Appends one prefill chunk in one transaction: tokens [n], surprisal [n]
  * (nats), and the exact KV of every global layer for those positions:
  * k[l], v[l] -> [n][n_head_kv][d_h] fp16. pos0 must equal the tokens stored
- * so far. Also updates n_tok and prefill_s (seconds to add). */
+ * so far. Also updates n_tok and prefill_s (seconds to add). A chunk that
+ * would leave less than 48 MiB free on the library's file system is
+ * refused with SEKV_EIO ("disk full"): that room is kept so that deleting
+ * a document (an incomplete one included) can always run and give its
+ * space back. A disk filled by others still fails the write cleanly
+ * (SEKV_EDB), the chunks before it kept. */
 int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 			const int32_t *tokens, const float *surprisal,
 			const uint16_t *const *k, const uint16_t *const *v,

@@ -46,6 +46,10 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 				       what, obj, l);
 			goto fail;
 		}
+	row = (size_t)d.n_head_kv * d.d_h * sizeof(uint16_t);
+	if ((rc = store_room(s, (int64_t)n * (8 + 2 * (int64_t)row * d.n_layer_global), what,
+			     err, errlen)))
+		goto fail;
 	if ((rc = store_stmt(s, ST_TOK_INSERT, &st, err, errlen)))
 		goto fail;
 	sqlite3_bind_int64(st, 1, doc);
@@ -57,7 +61,6 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 		rc = store_dberr(s, rc, err, errlen, what, "tok_chunk");
 		goto fail;
 	}
-	row = (size_t)d.n_head_kv * d.d_h * sizeof(uint16_t);
 	for (int l = 0; l < d.n_layer_global; l++) {
 		if ((rc = store_stmt(s, ST_KV_INSERT, &st, err, errlen)))
 			goto fail;

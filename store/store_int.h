@@ -75,6 +75,18 @@ int store_col_blob(sqlite3_stmt *st, int col, size_t expect, const void **p,
 		   const char *what, int64_t doc, const char *table,
 		   const char *column, char *err, size_t errlen);
 
+/* Free space a chunk write must leave on the library's file system, so
+ * that deleting a document always has room to run (its commit, the
+ * vacuum and the checkpoint that give the space back write pages first;
+ * the WAL checkpoints every STORE_WAL_PAGES pages, so what a checkpoint
+ * copies into the database file stays below this). */
+#define STORE_RESERVE_BYTES ((int64_t)48 << 20)
+#define STORE_WAL_PAGES 256
+/* 0 when writing `bytes` more leaves STORE_RESERVE_BYTES free where the
+ * library lives (or the free space cannot be known), else SEKV_EIO "what:
+ * path: disk full: ...". */
+int store_room(struct store *s, int64_t bytes, const char *what, char *err, size_t errlen);
+
 /* The documents row (no disk_bytes) with shape fields range-checked.
  * Returns 0, SEKV_ENOTFOUND, SEKV_EFORMAT or SEKV_EDB. */
 int store_doc_read(struct store *s, int64_t doc, struct store_doc *out,
