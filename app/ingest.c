@@ -111,6 +111,7 @@ struct ingest {
 	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
 	uint16_t *glob_v[MODEL_MAX_LAYER];
 	double prefill_s;
+	double commit_s;            /* seconds spent committing chunks */
 	double build_s;
 	struct sekv_mem *mem;
 	struct model_probe h2o_probe; /* every (global layer, query head) pair of the
@@ -398,8 +399,10 @@ static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 			g->surprisal[pos] = g->h_start;
 		double dt = clk_now() - c0;
 		g->prefill_s += dt;
+		double w0 = clk_now();
 		if ((rc = commit_chunk(g, pos, n, dt, err, errlen)))
 			return rc;
+		g->commit_s += clk_now() - w0;
 		report(g, "prefill", pos + n, n_tok, t0, pos + n == n_tok);
 	}
 	return h2o_scores(g, err, errlen);
@@ -497,9 +500,10 @@ static void print_summary(const struct ingest *g)
 	const struct sekv_mem *mem = g->mem;
 	int n_tok = g->tv.n;
 
-	app_errorf("ingest: prefill %.1fs (%.1f tokens/s%s), memory built in %.1fs\n",
-		g->prefill_s, (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
-		g->pos_start ? " in this run" : "", g->build_s);
+	app_errorf("ingest: prefill %.1fs (%.1f tokens/s%s), chunks committed in %.2fs, memory "
+		   "built in %.1fs\n", g->prefill_s,
+		   (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
+		   g->pos_start ? " in this run" : "", g->commit_s, g->build_s);
 	app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
 		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
 		mem->note[0] ? ": " : "", mem->note);
@@ -819,11 +823,15 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 	mt->last_tenth = tenth;
 	mt->last = now;
 	fmt_eta(p->eta_s, eta, sizeof eta);
-	if (prefill)
-		fprintf(stderr, "%sprefill %lld/%lld tokens (%lld%%)  %.1f tokens/s  %s%s",
-			mt->tty ? "\r\033[K" : "", p->done, p->total, p->done * 100 / total, p->rate,
+	if (prefill) {
+		char rate[32] = "- tokens/s";
+		if (p->rate > 0)
+			snprintf(rate, sizeof rate, "%.1f tokens/s", p->rate);
+		fprintf(stderr, "%sprefill %lld/%lld tokens (%lld%%)  %s  %s%s",
+			mt->tty ? "\r\033[K" : "", p->done, p->total, p->done * 100 / total, rate,
 			eta, mt->tty && !p->final ? "" : "\n");
-	else
+	} else {
 		fprintf(stderr, "%scounting tokens %lld/%lld KiB%s", mt->tty ? "\r\033[K" : "",
 			p->done >> 10, p->total >> 10, mt->tty && !p->final ? "" : "\n");
+	}
 }

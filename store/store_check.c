@@ -96,13 +96,24 @@ struct tiling {
 	int *groups;         /* [n_doc] (doc, layer) groups seen per document */
 };
 
+/* "kv_chunk: layer 2" or "tok_chunk" into buf, for messages. */
+static const char *tiling_where(const struct tiling *t, char *buf, size_t cap)
+{
+	if (t->kv)
+		snprintf(buf, cap, "%s: layer %d", t->table, t->layer);
+	else
+		snprintf(buf, cap, "%s", t->table);
+	return buf;
+}
+
 static void tiling_end(struct check *c, struct tiling *t)
 {
 	const struct store_doc *d = find_doc(c, t->doc);
+	char w[48];
 
 	if (d && !t->bad && t->next != d->n_tok)
-		problem(c, "doc %lld: %s: layer %d covers %lld of %lld tokens", (long long)t->doc,
-			t->table, t->layer, (long long)t->next, (long long)d->n_tok);
+		problem(c, "doc %lld: %s: covers %lld of %lld tokens", (long long)t->doc,
+			tiling_where(t, w, sizeof w), (long long)t->next, (long long)d->n_tok);
 }
 
 /* One chunk row: continues the group's tiling at the right blob lengths. */
@@ -112,19 +123,20 @@ static void tiling_check(struct check *c, struct tiling *t, const struct store_d
 	int64_t pos0 = sqlite3_column_int64(st, 2), n = sqlite3_column_int64(st, 3);
 	int64_t la = sqlite3_column_int64(st, 4), lb = sqlite3_column_int64(st, 5);
 	int64_t unit = t->kv ? (int64_t)d->n_head_kv * d->d_h * 2 : 4;
+	char w[48];
 
 	if (t->kv && (t->layer < 0 || t->layer >= d->n_layer_global)) {
 		problem(c, "doc %lld: %s: layer %d of %d global layers", (long long)d->id, t->table,
 			t->layer, d->n_layer_global);
 		t->bad = 1;
 	} else if (pos0 != t->next || n < 1 || n > d->n_tok - pos0) {
-		problem(c, "doc %lld: %s: layer %d: chunk at %lld of %lld tokens, expected one at "
-			"%lld inside %lld", (long long)d->id, t->table, t->layer, (long long)pos0,
+		problem(c, "doc %lld: %s: chunk at %lld of %lld tokens, expected one at %lld inside "
+			"%lld", (long long)d->id, tiling_where(t, w, sizeof w), (long long)pos0,
 			(long long)n, (long long)t->next, (long long)d->n_tok);
 		t->bad = 1;
 	} else if (la != n * unit || lb != n * unit) {
-		problem(c, "doc %lld: %s: layer %d: chunk at %lld has blobs of %lld and %lld bytes, "
-			"expected %lld", (long long)d->id, t->table, t->layer, (long long)pos0,
+		problem(c, "doc %lld: %s: chunk at %lld has blobs of %lld and %lld bytes, expected "
+			"%lld", (long long)d->id, tiling_where(t, w, sizeof w), (long long)pos0,
 			(long long)la, (long long)lb, (long long)(n * unit));
 		t->bad = 1;
 	}
@@ -192,32 +204,32 @@ static void check_doc(struct check *c, const struct store_doc *d)
 	int ready = d->state == STORE_DOC_READY;
 
 	if (store_doc_text_dup(c->s, d->id, &text, NULL, err, sizeof err))
-		problem(c, "doc %lld: doc_text: %s", (long long)d->id, err);
+		problem(c, "%s", err);
 	free(text);
 	rc = store_ingest_get(c->s, d->id, &in, NULL, err, sizeof err);
 	if (ready && rc != SEKV_ENOTFOUND)
 		problem(c, "doc %lld: ready, yet a resume state (ingest_state) is left", (long long)d->id);
 	else if (!ready && rc && rc != SEKV_ENOTFOUND)
-		problem(c, "doc %lld: %s", (long long)d->id, err);
+		problem(c, "%s", err);
 	/* SWA rows are written with every chunk; an incomplete document from
 	 * before resume states may have none yet */
 	if (d->n_tok > 0 && (ready || rc == 0)) {
 		rc = store_doc_get_swa(c->s, d->id, &n_swa, &lid, &n_row, &k, &v, err, sizeof err);
 		if (rc)
-			problem(c, "doc %lld: %s", (long long)d->id, err);
+			problem(c, "%s", err);
 		store_swa_free(n_swa, lid, k, v);
 	}
 	if (!ready)
 		return;
 	if ((rc = store_doc_get_mem(c->s, d->id, &m, err, sizeof err)))
-		problem(c, "doc %lld: %s", (long long)d->id, err);
+		problem(c, "%s", err);
 	else if (m->n_tok > d->n_tok)
 		problem(c, "doc %lld: mem: %d tokens, the document has %lld", (long long)d->id,
 			m->n_tok, (long long)d->n_tok);
 	sekv_mem_free(m);
 	rc = store_doc_get_h2o(c->s, d->id, &score, &h2o_n, err, sizeof err);
 	if (rc && rc != SEKV_ENOTFOUND)
-		problem(c, "doc %lld: %s", (long long)d->id, err);
+		problem(c, "%s", err);
 	free(score);
 }
 
