@@ -610,10 +610,13 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
 		goto out;
 	*doc_id = g.doc.id;
 out:
-	if (rc && g.doc.id > 0 && g.st)
-		app_errorf("ingest: document %lld is incomplete (%d of %d tokens committed); continue "
-			   "with 'sekv ingest --resume %lld'\n", (long long)g.doc.id,
-			   committed(&g), g.tv.n, (long long)g.doc.id);
+	if (rc && g.doc.id > 0 && g.st && err && errlen) {
+		size_t len = strnlen(err, errlen);
+		snprintf(err + len, errlen - len, "; document %lld is incomplete (%d of %d tokens "
+			 "stored): continue with 'sekv ingest --resume %lld' or delete it with "
+			 "'sekv rm %lld'", (long long)g.doc.id, committed(&g), g.tv.n,
+			 (long long)g.doc.id, (long long)g.doc.id);
+	}
 	ingest_free(&g);
 	return rc;
 }

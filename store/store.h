@@ -79,7 +79,8 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 
 /* Stores the sliding-window layers' last rows: for swa layer i (model
  * layer layer_id[i]) rows of positions n_tok-n_row .. n_tok-1, k[i], v[i]
- * -> [n_row][n_head_kv][d_h] fp16 in position order. Replaces earlier ones. */
+ * -> [n_row][n_head_kv][d_h] fp16 in position order. Replaces earlier ones.
+ * Keeps the same free room as store_doc_put_chunk (SEKV_EIO "disk full"). */
 int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 		      const int32_t *layer_id, int n_row,
 		      const uint16_t *const *k, const uint16_t *const *v,

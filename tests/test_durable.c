@@ -4,14 +4,18 @@
  * ingest stores (spans, factors, summaries, every chunk, SWA rows, H2O's
  * scores) at -t 1; two processes share a library, one ingesting while the
  * other answers, and the ingest's progress reaches a log (not a terminal)
- * as plain lines, the first within 2 s. Short documents (~650 and ~1,300
- * tokens) keep it to about half a minute.
+ * as plain lines, the first within 2 s; an ingest that fills the disk
+ * leaves an incomplete document that `sekv rm` deletes. Short documents
+ * (~650 and ~1,300 tokens) keep it to about 40 s.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -283,8 +287,45 @@ static void durable_two_processes_ingest_and_ask(struct test_ctx *t)
 	T_CHECKF(t, both, "ls does not show both documents ready");
 }
 
+/* An ingest into a library on a nearly full file system (a 56 MiB tmpfs,
+ * of which the library keeps 48 MiB free for deletes) stops with "disk
+ * full", the document incomplete and the way on named; `sekv rm` of it
+ * then succeeds and the library checks clean. */
+static void durable_disk_full_ingest_then_rm(struct test_ctx *t)
+{
+	char dir[512], cmd[2048];
+	int st_ing = 0, st_ls = 0, st_rm = 0;
+
+	T_CHECK(t, reference(t));
+	snprintf(dir, sizeof dir, "%s/full_ingest", test_tmpdir());
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		T_SKIP(t, "mkdir %s: %s", dir, strerror(errno));
+	if (mount("sekv-test", dir, "tmpfs", 0, "size=56m") != 0)
+		T_SKIP(t, "cannot mount a small tmpfs here (%s)", strerror(errno));
+	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s/lib.db -t 1 --batch 64 -m %s 2>&1",
+		 test_sekv_bin(), g_doc_path, dir, test_model_path());
+	char *ing = test_run_cmd(cmd, &st_ing);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s/lib.db", test_sekv_bin(), dir);
+	char *ls = test_run_cmd(cmd, &st_ls);
+	snprintf(cmd, sizeof cmd, "%s rm 1 --db %s/lib.db 2>&1 && %s check --db %s/lib.db 2>&1",
+		 test_sekv_bin(), dir, test_sekv_bin(), dir);
+	char *rm = test_run_cmd(cmd, &st_rm);
+	umount(dir);
+	int ing_ok = ing && st_ing == 1 && strstr(ing, "disk full") &&
+		     strstr(ing, "sekv ingest --resume 1");
+	int ls_ok = ls && st_ls == 0 && !strncmp(ls, "1\tincomplete\t", 13);
+	int rm_ok = rm && st_rm == 0 && strstr(rm, ": ok");
+	T_CHECKF(t, ing_ok, "ingest on a full disk (%d): %.400s", st_ing, ing ? ing : "");
+	T_CHECKF(t, ls_ok, "ls after it: %.200s", ls ? ls : "");
+	T_CHECKF(t, rm_ok, "rm and check (%d): %.300s", st_rm, rm ? rm : "");
+	free(ing);
+	free(ls);
+	free(rm);
+}
+
 const struct test_case test_durable[] = {
 	{ "durable_sigkill_then_resume_bit_identical", durable_sigkill_then_resume_bit_identical },
 	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
+	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
 	{ NULL, NULL },
 };
