@@ -36,19 +36,35 @@ struct app_ingest_progress {
 	long long done;      /* units of the stage */
 	long long total;
 	double rate;         /* units/s so far */
-	double eta_s;        /* seconds left at that rate */
+	double eta_s;        /* seconds left at that rate, -1 before a rate is known */
 	int final;           /* 1 on the stage's last report */
+	int64_t doc;         /* the document being written, 0 before it exists */
 };
 typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progress *p);
 
 /* Ingests path: extract (by input kind), count tokens (a document longer
  * than the model's context is refused with SEKV_EINVAL before anything is
- * stored, naming both lengths), tokenize, prefill in chunks, persist every
- * chunk, build and store the SeKV memory. fn (may be NULL) sees every
+ * stored, naming both lengths), tokenize, prefill in chunks, commit every
+ * chunk in its own transaction (with what a resume needs: a failure or a
+ * crash leaves the document in state prefill, "incomplete" in `sekv ls`,
+ * for app_ingest_resume), build and store the SeKV memory. fn (may be NULL) sees every
  * stage's progress; the first report comes right after extraction.
  * *doc_id is the new document. Returns 0 or a negative code. */
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
 	       void *ud, int64_t *doc_id, char *err, size_t errlen);
+
+/* Continues the interrupted ingest of document doc_id (state prefill) in
+ * library o->db from its last committed chunk: re-tokenizes the stored
+ * text, restores the global rows, the sliding-window rows, the surprisal
+ * and H2O's probe at that chunk, prefills the rest with the settings the
+ * ingest was started with (--batch, --alpha, --budget, ... of o are not
+ * used), builds and stores the memory. The stored memory is then the one
+ * an uninterrupted ingest stores (bit for bit at -t 1). fn as app_ingest's
+ * (the first report comes before the model loads). 0, SEKV_EINVAL (the
+ * document is complete), SEKV_ENOTFOUND (no such document, or no resume
+ * state), SEKV_EMISMATCH (another model or tokenizer), or another code. */
+int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
+		      void *ud, char *err, size_t errlen);
 
 /* Rebuilds document doc_id's SeKV memory in library o->db for another
  * budget (a fraction of its full KV) from what the library stores: tokens,
@@ -146,6 +162,7 @@ int cmd_generate(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_ask(int argc, char **argv);

@@ -1,4 +1,7 @@
-/* cmd_misc.c - small sub-commands: inspect, tokenize, generate, ingest, ls, rm. */
+/* cmd_misc.c - small sub-commands: inspect, tokenize, generate, ingest
+ * (and --resume), ls, rm, check. The `sekv ls` line format is ls_line's
+ * (README.md documents it). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,24 +163,87 @@ out:
 	return rc;
 }
 
+/* Ctrl-C during an ingest: the chunks committed so far are kept (each
+ * is its own transaction; the one in flight is rolled back by SQLite at
+ * the next open), so the handler only says how to continue, then exits as
+ * the signal would. The line is formatted outside the handler. */
+static char g_intr_msg[160];
+static volatile sig_atomic_t g_intr_len;
+
+static void on_sigint(int sig)
+{
+	if (g_intr_len > 0 && write(2, g_intr_msg, (size_t)g_intr_len) < 0)
+		g_intr_len = 0;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void ingest_progress(void *ud, const struct app_ingest_progress *p)
+{
+	if (p->doc > 0 && g_intr_len == 0) {
+		int n = snprintf(g_intr_msg, sizeof g_intr_msg, "\nsekv ingest: interrupted; the "
+				 "chunks committed are kept: continue with 'sekv ingest --resume %lld'\n",
+				 (long long)p->doc);
+		g_intr_len = n > 0 && n < (int)sizeof g_intr_msg ? n : 0;
+	}
+	if (ud)
+		app_ingest_print(ud, p);
+}
+
 int cmd_ingest(int argc, char **argv)
 {
 	struct app_opts o;
+	struct app_ingest_meter mt;
 	char err[1024];
 	int64_t id = 0;
+	int rc;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("ingest", err);
-	if (o.n_args != 1)
-		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] [-m MODEL] [--db FILE]");
+	if (o.resume ? o.n_args != 0 || app_parse_doc_id(o.resume, &id) : o.n_args != 1)
+		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] "
+				  "[-m MODEL] [--db FILE] | sekv ingest --resume DOC [-m MODEL] [--db FILE]");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("ingest", err);
-	struct app_ingest_meter mt;
 	app_ingest_meter_init(&mt);
-	if (app_ingest(&o, o.args[0], o.quiet ? NULL : app_ingest_print, &mt, &id, err, sizeof err))
+	signal(SIGINT, on_sigint);
+	signal(SIGTERM, on_sigint);
+	if (o.resume)
+		rc = app_ingest_resume(&o, id, ingest_progress, o.quiet ? NULL : &mt, err, sizeof err);
+	else
+		rc = app_ingest(&o, o.args[0], ingest_progress, o.quiet ? NULL : &mt, &id, err, sizeof err);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	if (rc)
 		return fail("ingest", err);
 	printf("%lld\n", (long long)id);
 	return 0;
+}
+
+/* One `sekv ls` line: id, state, tokens (done/all while incomplete),
+ * size on disk, date, model, title; tab-separated, the title (free text)
+ * last, with control bytes made spaces. */
+static void ls_line(struct store *st, struct store_doc *d)
+{
+	char when[32], disk[32], tokens[64];
+	struct store_ingest in;
+	time_t t = (time_t)d->created;
+	struct tm tm;
+	int ready = d->state == STORE_DOC_READY;
+
+	for (char *c = d->title; *c; c++)
+		if ((unsigned char)*c < 0x20 || *c == 0x7f)
+			*c = ' ';
+	localtime_r(&t, &tm);
+	strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+	fmt_bytes(d->disk_bytes > 0 ? (size_t)d->disk_bytes : 0, disk, sizeof disk);
+	if (!ready && store_ingest_get(st, d->id, &in, NULL, NULL, 0) == 0)
+		snprintf(tokens, sizeof tokens, "%lld/%lld tokens", (long long)d->n_tok,
+			 (long long)in.n_tok_total);
+	else
+		snprintf(tokens, sizeof tokens, "%lld tokens", (long long)d->n_tok);
+	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready ? "ready" : "incomplete",
+	       tokens, disk, when, d->model_name, d->title);
 }
 
 int cmd_ls(int argc, char **argv)
@@ -185,7 +251,7 @@ int cmd_ls(int argc, char **argv)
 	struct app_opts o;
 	struct store *st = NULL;
 	struct store_doc *docs = NULL;
-	char err[512], when[32], disk[32];
+	char err[512];
 	int n = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
@@ -203,22 +269,48 @@ int cmd_ls(int argc, char **argv)
 	}
 	if (n == 0 && !o.quiet)
 		app_errorf("sekv ls: no documents in %s yet: add one with 'sekv ingest FILE'\n", o.db);
-	for (int i = 0; i < n; i++) {
-		time_t t = (time_t)docs[i].created;
-		/* one record per line, tab-separated: no control bytes in fields */
-		for (char *c = docs[i].title; *c; c++)
-			if ((unsigned char)*c < 0x20 || *c == 0x7f)
-				*c = ' ';
-		struct tm tm;
-		localtime_r(&t, &tm);
-		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-		fmt_bytes(docs[i].disk_bytes > 0 ? (size_t)docs[i].disk_bytes : 0, disk, sizeof disk);
-		printf("%lld\t%s\t%lld tokens\t%s\t%s\t%s%s\n", (long long)docs[i].id, docs[i].title,
-		       (long long)docs[i].n_tok, disk, when, docs[i].model_name,
-		       docs[i].state == STORE_DOC_READY ? "" : "\t(ingest incomplete)");
-	}
+	for (int i = 0; i < n; i++)
+		ls_line(st, &docs[i]);
 	free(docs);
 	store_close(st);
+	return 0;
+}
+
+static void print_problem(void *ud, const char *problem)
+{
+	(void)ud;
+	printf("%s\n", problem);
+}
+
+int cmd_check(int argc, char **argv)
+{
+	struct app_opts o;
+	struct store *st = NULL;
+	char err[512];
+	int n = 0;
+
+	if (app_opts_parse(&o, argc, argv, err, sizeof err))
+		return usage_fail("check", err);
+	if (o.n_args)
+		return usage_fail("check", "usage: sekv check [--db FILE]");
+	if (app_check_db(&o, err, sizeof err))
+		return fail("check", err);
+	if (access(o.db, F_OK) != 0) {
+		snprintf(err, sizeof err, "no library at %.400s", o.db);
+		return fail("check", err);
+	}
+	if (store_open(&st, o.db, err, sizeof err) || store_check(st, print_problem, NULL, &n, err, sizeof err)) {
+		store_close(st);
+		return fail("check", err);
+	}
+	store_close(st);
+	fflush(stdout);
+	if (n) {
+		app_errorf("sekv check: %s: %d problem%s\n", o.db, n, n == 1 ? "" : "s");
+		return 1;
+	}
+	if (!o.quiet)
+		app_errorf("sekv check: %s: ok\n", o.db);
 	return 0;
 }
 

@@ -171,7 +171,7 @@ static const struct opt_row opt_table[] = {
 	  .def = DEF_LIBRARY, .env = "SEKV_DB",
 	  .def_text = "$XDG_DATA_HOME/sekv/library.db, else ~/.local/share/sekv/library.db",
 	  .help = "library",
-	  .cmds = MEMORY | APP_CMD_LS | APP_CMD_RM | APP_CMD_SESSIONS | APP_CMD_EXPORT },
+	  .cmds = MEMORY | APP_CMD_LS | APP_CMD_RM | APP_CMD_SESSIONS | APP_CMD_EXPORT | APP_CMD_CHECK },
 	{ .name = "-t", .alias = "--threads", .arg = "N", .kind = OPT_INT, .off = F(n_threads),
 	  .set_off = NO_SET, .def = DEF_CORES, .imin = 1, .imax = 1024, .env = "SEKV_THREADS",
 	  .def_text = "all cores", .help = "threads", .cmds = USES_MODEL },
@@ -245,6 +245,10 @@ static const struct opt_row opt_table[] = {
 	  .set_off = NO_SET, .help = "the prompt", .cmds = APP_CMD_GENERATE },
 	{ .name = "--title", .arg = "TEXT", .kind = OPT_TEXT, .off = F(title), .set_off = NO_SET,
 	  .def_text = "the file name", .help = "document title", .cmds = APP_CMD_INGEST },
+	{ .name = "--resume", .arg = "DOC", .kind = OPT_TEXT, .off = F(resume), .set_off = NO_SET,
+	  .help = "continue the interrupted ingest of document DOC (shown 'incomplete' by 'sekv ls') "
+		  "from its last committed chunk, with the settings it was started with; the stored "
+		  "memory is the one an uninterrupted ingest stores", .cmds = APP_CMD_INGEST },
 	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",
 	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
@@ -299,7 +303,8 @@ static const struct opt_row opt_table[] = {
 	  .cmds = APP_CMD_EVAL },
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
 	  .help = "no progress output",
-	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL },
+	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL |
+		  APP_CMD_CHECK },
 	{ .name = "-h", .alias = "--help", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
 	  .help = "this help", .cmds = APP_CMD_ALL },
 };

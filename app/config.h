@@ -30,7 +30,8 @@ enum {
 	APP_CMD_SESSIONS = 1 << 8,
 	APP_CMD_EXPORT = 1 << 9,
 	APP_CMD_EVAL = 1 << 10,
-	APP_CMD_ALL = (1 << 11) - 1,
+	APP_CMD_CHECK = 1 << 11,
+	APP_CMD_ALL = (1 << 12) - 1,
 };
 
 /* The memory an answer is decoded from (--kv): SeKV, the reference, and
@@ -80,6 +81,7 @@ struct app_opts {
 	int bos;               /* --bos (tokenize) */
 	const char *prompt;    /* -p TEXT (generate) */
 	const char *title;     /* --title TEXT (ingest) */
+	const char *resume;    /* --resume DOC (ingest): the incomplete document to continue */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */
 	int help;              /* -h / --help */

@@ -4,11 +4,13 @@
  * kind) -> count (refuse a document longer than the model's context before
  * any long work) -> tokenize (the one turn builder: BOS, user turn,
  * preamble, text) -> create the document -> prefill in chunks, each chunk
- * persisted in its own transaction, the global layers' attention probed
- * for H2O's scores -> sliding-window rows -> SeKV build -> memory and
- * scores persisted together, document marked ready. A crash leaves a document in
- * state "prefill" that `sekv ls` shows as incomplete. Progress goes through
- * a callback (struct app_ingest_progress); nothing here keeps static state.
+ * committed in its own transaction with the sliding-window rows and what
+ * a resume needs, the global layers' attention probed for H2O's scores ->
+ * SeKV build -> memory and scores persisted together, document marked
+ * ready. A crash leaves a document in state "prefill" that `sekv ls` shows
+ * as incomplete and app_ingest_resume continues exactly. Progress goes
+ * through a callback (struct app_ingest_progress); nothing here keeps
+ * static state.
  */
 #include "app/app.h"
 
@@ -109,11 +111,19 @@ struct ingest {
 	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
 	uint16_t *glob_v[MODEL_MAX_LAYER];
 	double prefill_s;
+	double commit_s;            /* seconds spent committing chunks */
 	double build_s;
 	struct sekv_mem *mem;
 	struct model_probe h2o_probe; /* every (global layer, query head) pair of the
 	                                 prefill, mass [n][n_tok]; n = 0: none */
 	float *h2o;                 /* [n_global][n_head_kv][n_tok] H2O's scores, or NULL */
+	int pos_start;              /* first position this run prefills (resume: > 0) */
+	float h_start;              /* surprisal of token pos_start, stored by the run
+	                               that committed the chunk before it */
+	int n_swa;                  /* sliding-window layers */
+	int32_t swa_id[MODEL_MAX_LAYER];  /* [n_swa] their model layer ids */
+	uint16_t *swa_k[MODEL_MAX_LAYER]; /* [n_swa] -> [swa_window][n_head_kv][d_h] fp16 */
+	uint16_t *swa_v[MODEL_MAX_LAYER]; /* scratch: the rows each chunk commits */
 };
 
 static void report(struct ingest *g, const char *stage, long long done, long long total,
@@ -121,9 +131,11 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 {
 	if (!g->fn)
 		return;
-	double el = clk_now() - t0, rate = el > 0 ? done / el : 0;
+	/* a resumed prefill's rate counts only this run's tokens */
+	long long base = strcmp(stage, "prefill") ? 0 : g->pos_start;
+	double el = clk_now() - t0, rate = el > 0 && done > base ? (done - base) / el : 0;
 	struct app_ingest_progress p = { stage, g->path, done, total, rate,
-					 rate > 0 ? (total - done) / rate : 0, final };
+					 rate > 0 ? (total - done) / rate : -1, final, g->doc.id };
 	g->fn(g->ud, &p);
 }
 
@@ -224,7 +236,21 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	d->swa_window = hp->swa_window;
 	d->budget = o->budget;
 	d->r_max = o->r_max;
-	return store_doc_create(g->st, d, g->text, g->text_len, err, errlen);
+	struct store_ingest in = {
+		.n_tok_total = g->tv.n, .n_batch = o->n_batch, .alpha = o->alpha,
+		.rank_energy = o->rank_energy, .key_pre_rope = o->key_pre_rope,
+		.static_share = o->static_share, .n_recent = o->n_recent,
+		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
+	};
+	if ((rc = store_tx_begin(g->st, err, errlen)))
+		return rc;
+	if ((rc = store_doc_create(g->st, d, g->text, g->text_len, err, errlen)) ||
+	    (rc = store_ingest_begin(g->st, d->id, &in, err, errlen)) ||
+	    (rc = store_tx_commit(g->st, err, errlen))) {
+		store_tx_rollback(g->st);
+		d->id = 0;
+	}
+	return rc;
 }
 
 /* Probes every query head of every global layer during the prefill, for
@@ -277,17 +303,16 @@ static int h2o_scores(struct ingest *g, char *err, size_t errlen)
 	return 0;
 }
 
-/* Prefills in chunks of --batch, keeping surprisal and host copies of the
- * global layers' rows (persisted per chunk, then the SeKV build's input)
- * and H2O's scores. */
-static int stage_prefill(struct ingest *g, char *err, size_t errlen)
+/* Buffers of the prefill: surprisal, host copies of the global layers'
+ * rows (persisted per chunk, then the SeKV build's input), the sliding-
+ * window rows each chunk commits, H2O's probe. */
+static int prefill_alloc(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
-	int n_tok = g->tv.n, n_batch = g->o->n_batch, rc;
+	int n_tok = g->tv.n, rc;
 	size_t row = (size_t)hp->n_head_kv * hp->d_head;
-	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
 
-	if ((rc = model_state_new(&g->ms, g->m, n_tok, n_batch, 1, err, errlen)))
+	if ((rc = model_state_new(&g->ms, g->m, n_tok, g->o->n_batch, 1, err, errlen)))
 		return rc;
 	int ok = (g->surprisal = malloc((size_t)n_tok * sizeof *g->surprisal)) != NULL;
 	for (int l = 0; l < hp->n_global; l++) {
@@ -295,71 +320,92 @@ static int stage_prefill(struct ingest *g, char *err, size_t errlen)
 		g->glob_v[l] = malloc((size_t)n_tok * row * sizeof(uint16_t));
 		ok = ok && g->glob_k[l] && g->glob_v[l];
 	}
+	for (int l = 0; l < hp->n_layer; l++) {
+		if (hp->is_global[l])
+			continue;
+		g->swa_id[g->n_swa] = l;
+		g->swa_k[g->n_swa] = malloc((size_t)hp->swa_window * row * sizeof(uint16_t) + 1);
+		g->swa_v[g->n_swa] = malloc((size_t)hp->swa_window * row * sizeof(uint16_t) + 1);
+		ok = ok && g->swa_k[g->n_swa] && g->swa_v[g->n_swa];
+		g->n_swa++;
+	}
 	if (!ok)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-	if ((rc = h2o_probe_start(g, err, errlen)))
+	return h2o_probe_start(g, err, errlen);
+}
+
+/* Commits the chunk [pos, pos + n) in one transaction: its tokens,
+ * surprisal and global rows, the sliding-window layers' last rows, and
+ * what a resume needs beyond them (the next token's surprisal under this
+ * chunk's last logits, computed as model_prefill scores a chunk's first
+ * token; H2O's probe mass). A crash keeps all of it or none. */
+static int commit_chunk(struct ingest *g, int pos, int n, double dt, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	size_t row = (size_t)hp->n_head_kv * hp->d_head;
+	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
+	int end = pos + n, n_row = hp->swa_window < end ? hp->swa_window : end, rc;
+	const float *logits = model_state_logits(g->ms);
+	float h_next = 0;
+
+	if (end < g->tv.n && logits)
+		h_next = (float)(model_state_lse(g->ms) - logits[g->tv.ids[end]]);
+	for (int l = 0; l < hp->n_global; l++) {
+		ck[l] = g->glob_k[l] + (size_t)pos * row;
+		cv[l] = g->glob_v[l] + (size_t)pos * row;
+		if ((rc = model_state_get_rows(g->ms, hp->global_layer[l], pos, n,
+					       g->glob_k[l] + (size_t)pos * row,
+					       g->glob_v[l] + (size_t)pos * row)))
+			return sekv_errf(err, errlen, rc, "ingest: global layer %d: rows %d..%d not held",
+					 hp->global_layer[l], pos, end);
+	}
+	for (int i = 0; i < g->n_swa; i++)
+		if ((rc = model_state_get_rows(g->ms, g->swa_id[i], end - n_row, n_row, g->swa_k[i],
+					       g->swa_v[i])))
+			return sekv_errf(err, errlen, rc, "ingest: sliding-window layer %d: last %d rows "
+					 "not held", g->swa_id[i], n_row);
+	if ((rc = store_tx_begin(g->st, err, errlen)))
 		return rc;
+	if ((rc = store_doc_put_chunk(g->st, g->doc.id, pos, n, g->tv.ids + pos, g->surprisal + pos,
+				      ck, cv, dt, err, errlen)) ||
+	    (rc = store_doc_put_swa(g->st, g->doc.id, g->n_swa, g->swa_id, n_row,
+				    (const uint16_t *const *)g->swa_k,
+				    (const uint16_t *const *)g->swa_v, err, errlen)) ||
+	    (rc = store_ingest_advance(g->st, g->doc.id, h_next, g->h2o_probe.mass, g->tv.n,
+				       err, errlen)) ||
+	    (rc = store_tx_commit(g->st, err, errlen))) {
+		store_tx_rollback(g->st);
+		return rc;
+	}
+	return 0;
+}
+
+/* Prefills in chunks of --batch from pos_start (0, or where a resumed
+ * ingest left off), each chunk committed on its own, keeping surprisal
+ * and H2O's scores. A resumed run's first chunk gets the surprisal of
+ * its first token from the stored h_start (the state has no logits). */
+static int stage_prefill(struct ingest *g, char *err, size_t errlen)
+{
+	int n_tok = g->tv.n, n_batch = g->o->n_batch, rc;
 	double t0 = clk_now();
-	for (int pos = 0; pos < n_tok; pos += n_batch) {
+
+	report(g, "prefill", g->pos_start, n_tok, t0, g->pos_start == n_tok);
+	for (int pos = g->pos_start; pos < n_tok; pos += n_batch) {
 		int n = n_tok - pos < n_batch ? n_tok - pos : n_batch;
 		double c0 = clk_now();
 		if ((rc = model_prefill(g->m, g->ms, g->tv.ids + pos, n, g->surprisal + pos, err, errlen)))
 			return rc;
+		if (pos == g->pos_start && pos > 0)
+			g->surprisal[pos] = g->h_start;
 		double dt = clk_now() - c0;
 		g->prefill_s += dt;
-		for (int l = 0; l < hp->n_global; l++) {
-			ck[l] = g->glob_k[l] + (size_t)pos * row;
-			cv[l] = g->glob_v[l] + (size_t)pos * row;
-			if ((rc = model_state_get_rows(g->ms, hp->global_layer[l], pos, n,
-						       g->glob_k[l] + (size_t)pos * row,
-						       g->glob_v[l] + (size_t)pos * row)))
-				return sekv_errf(err, errlen, rc, "ingest: global layer %d: rows %d..%d not held",
-						 hp->global_layer[l], pos, pos + n);
-		}
-		if ((rc = store_doc_put_chunk(g->st, g->doc.id, pos, n, g->tv.ids + pos, g->surprisal + pos,
-					      ck, cv, dt, err, errlen)))
+		double w0 = clk_now();
+		if ((rc = commit_chunk(g, pos, n, dt, err, errlen)))
 			return rc;
+		g->commit_s += clk_now() - w0;
 		report(g, "prefill", pos + n, n_tok, t0, pos + n == n_tok);
 	}
 	return h2o_scores(g, err, errlen);
-}
-
-/* The last `window` rows of every sliding-window layer, persisted. */
-static int stage_swa(struct ingest *g, char *err, size_t errlen)
-{
-	const struct model_hparams *hp = g->hp;
-	int n_tok = g->tv.n, n_swa = hp->n_layer - hp->n_global, rc = 0;
-	int n_row = hp->swa_window < n_tok ? hp->swa_window : n_tok;
-	size_t bytes = model_kv_bytes(n_row, 1, hp->n_head_kv, hp->d_head) / 2;
-	uint16_t **k = calloc((size_t)n_swa + 1, sizeof *k);
-	uint16_t **v = calloc((size_t)n_swa + 1, sizeof *v);
-	int32_t *id = calloc((size_t)n_swa + 1, sizeof *id);
-
-	if (!k || !v || !id)
-		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-	for (int l = 0, i = 0; !rc && l < hp->n_layer; l++) {
-		if (hp->is_global[l])
-			continue;
-		id[i] = l;
-		k[i] = malloc(bytes);
-		v[i] = malloc(bytes);
-		if (!k[i] || !v[i])
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-		else if ((rc = model_state_get_rows(g->ms, l, n_tok - n_row, n_row, k[i], v[i])))
-			sekv_errf(err, errlen, rc, "ingest: sliding-window layer %d: last %d rows not held", l, n_row);
-		i++;
-	}
-	if (!rc)
-		rc = store_doc_put_swa(g->st, g->doc.id, n_swa, id, n_row,
-				       (const uint16_t *const *)k, (const uint16_t *const *)v, err, errlen);
-	for (int i = 0; k && v && i < n_swa; i++) {
-		free(k[i]);
-		free(v[i]);
-	}
-	free(k);
-	free(v);
-	free(id);
-	return rc;
 }
 
 /* The SeKV build's parameters from the options, at budget. */
@@ -454,8 +500,10 @@ static void print_summary(const struct ingest *g)
 	const struct sekv_mem *mem = g->mem;
 	int n_tok = g->tv.n;
 
-	app_errorf("ingest: prefill %.1fs (%.1f tokens/s), memory built in %.1fs\n",
-		g->prefill_s, n_tok / (g->prefill_s > 0 ? g->prefill_s : 1), g->build_s);
+	app_errorf("ingest: prefill %.1fs (%.1f tokens/s%s), chunks committed in %.2fs, memory "
+		   "built in %.1fs\n", g->prefill_s,
+		   (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
+		   g->pos_start ? " in this run" : "", g->commit_s, g->build_s);
 	app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
 		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
 		mem->note[0] ? ": " : "", mem->note);
@@ -497,6 +545,8 @@ static void ingest_free(struct ingest *g)
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
 		free(g->glob_k[l]);
 		free(g->glob_v[l]);
+		free(g->swa_k[l]);
+		free(g->swa_v[l]);
 	}
 	free(g->surprisal);
 	free(g->h2o_probe.mass);
@@ -510,31 +560,223 @@ static void ingest_free(struct ingest *g)
 	free(g->text);
 }
 
+/* Loads the model, its tokenizer and the prompt format. */
+static int stage_load(struct ingest *g, char *err, size_t errlen)
+{
+	int rc;
+
+	if ((rc = app_load(g->o, &g->m, &g->tk, err, errlen)))
+		return rc;
+	g->hp = model_hparams(g->m);
+	if ((rc = chat_template_init(&g->ct, g->hp->arch, chat_format_of_gguf(model_gguf(g->m)),
+				     g->tk, err, errlen)))
+		return rc;
+	if (g->hp->n_global <= 0)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer",
+				 g->o->model);
+	return 0;
+}
+
+/* From the document row on: prefill (from pos_start), build, persist. */
+static int ingest_finish(struct ingest *g, char *err, size_t errlen)
+{
+	int rc;
+
+	if ((rc = stage_prefill(g, err, errlen)) || (rc = stage_build(g, err, errlen)) ||
+	    (rc = stage_persist(g, err, errlen)))
+		return rc;
+	if (!g->o->quiet)
+		print_summary(g);
+	return 0;
+}
+
+/* Tokens the library holds for the document now (what a resume starts at). */
+static int committed(struct ingest *g)
+{
+	struct store_doc d;
+	return store_doc_get(g->st, g->doc.id, &d, NULL, 0) ? 0 : (int)d.n_tok;
+}
+
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
 	       int64_t *doc_id, char *err, size_t errlen)
 {
 	struct ingest g = { .o = o, .path = path, .fn = fn, .ud = ud };
 	int rc;
 
-	if ((rc = stage_extract(&g, err, errlen)) || (rc = app_load(o, &g.m, &g.tk, err, errlen)))
+	if ((rc = stage_extract(&g, err, errlen)) || (rc = stage_load(&g, err, errlen)) ||
+	    (rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
+	    (rc = stage_create_doc(&g, err, errlen)) || (rc = prefill_alloc(&g, err, errlen)) ||
+	    (rc = ingest_finish(&g, err, errlen)))
 		goto out;
-	g.hp = model_hparams(g.m);
-	if ((rc = chat_template_init(&g.ct, g.hp->arch, chat_format_of_gguf(model_gguf(g.m)),
-				     g.tk, err, errlen)))
-		goto out;
-	if (g.hp->n_global <= 0) {
-		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer", o->model);
-		goto out;
-	}
-	if ((rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
-	    (rc = stage_create_doc(&g, err, errlen)) || (rc = stage_prefill(&g, err, errlen)) ||
-	    (rc = stage_swa(&g, err, errlen)) || (rc = stage_build(&g, err, errlen)) ||
-	    (rc = stage_persist(&g, err, errlen)))
-		goto out;
-	if (!o->quiet)
-		print_summary(&g);
 	*doc_id = g.doc.id;
 out:
+	if (rc && g.doc.id > 0 && g.st && err && errlen) {
+		size_t len = strnlen(err, errlen);
+		snprintf(err + len, errlen - len, "; document %lld is incomplete (%d of %d tokens "
+			 "stored): continue with 'sekv ingest --resume %lld' or delete it with "
+			 "'sekv rm %lld'", (long long)g.doc.id, committed(&g), g.tv.n,
+			 (long long)g.doc.id, (long long)g.doc.id);
+	}
+	ingest_free(&g);
+	return rc;
+}
+
+/* ---- resume ---------------------------------------------------------- */
+
+/* The incomplete document doc, its resume state (the settings it was
+ * started with go into *ro, which g->o points at) and its text. */
+static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struct store_ingest *in,
+		       float **probe, char *err, size_t errlen)
+{
+	struct store_doc *d = &g->doc;
+	int rc;
+
+	if ((rc = store_open(&g->st, ro->db, err, errlen)) ||
+	    (rc = store_doc_get(g->st, doc, d, err, errlen)))
+		return rc;
+	g->path = d->source;
+	if (d->state == STORE_DOC_READY)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "ingest --resume: document %lld is complete: "
+				 "nothing to resume", (long long)doc);
+	rc = store_ingest_get(g->st, doc, in, probe, err, errlen);
+	if (rc == SEKV_ENOTFOUND)
+		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld has no resume state "
+				 "(its ingest began before sekv kept one): delete it ('sekv rm %lld') "
+				 "and ingest the file again", (long long)doc, (long long)doc);
+	if (rc)
+		return rc;
+	ro->n_batch = in->n_batch;
+	ro->alpha = in->alpha;
+	ro->rank_energy = in->rank_energy;
+	ro->key_pre_rope = in->key_pre_rope;
+	ro->static_share = in->static_share;
+	ro->n_recent = in->n_recent;
+	ro->budget = d->budget;
+	ro->r_max = d->r_max;
+	g->pos_start = (int)in->pos_end;
+	g->h_start = in->h_next;
+	if (!ro->quiet)
+		app_errorf("ingest: resuming document %lld (%s) at %lld of %lld tokens\n", (long long)doc,
+			   d->title, (long long)in->pos_end, (long long)in->n_tok_total);
+	return store_doc_text_dup(g->st, doc, &g->text, &g->text_len, err, errlen);
+}
+
+/* The document must be tokenized as before, by the same model. */
+static int resume_check(struct ingest *g, const struct store_ingest *in, char *err, size_t errlen)
+{
+	const struct store_doc *d = &g->doc;
+
+	if (strcmp(d->model_fp, g->hp->fingerprint) || d->n_layer_global != g->hp->n_global ||
+	    d->n_head_kv != g->hp->n_head_kv || d->d_h != g->hp->d_head)
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld was "
+				 "begun with model %s, not %s: give it with -m", (long long)d->id,
+				 d->model_name, g->o->model);
+	if (d->prompt_format[0] && strcmp(d->prompt_format, chat_format_name(g->ct.fmt)))
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: prompt "
+				 "format %s, the model gives %s", (long long)d->id, d->prompt_format,
+				 chat_format_name(g->ct.fmt));
+	if (g->tv.n != in->n_tok_total)
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: its text "
+				 "now makes %d tokens, it made %lld (another tokenizer?)",
+				 (long long)d->id, g->tv.n, (long long)in->n_tok_total);
+	return 0;
+}
+
+/* The sliding-window rows at pos_start into the state's rings. */
+static int restore_swa(struct ingest *g, char *err, size_t errlen)
+{
+	int n_layer = 0, n_row = 0, rc;
+	int32_t *lid = NULL;
+	uint16_t **k = NULL, **v = NULL;
+
+	if ((rc = store_doc_get_swa(g->st, g->doc.id, &n_layer, &lid, &n_row, &k, &v, err, errlen)))
+		return rc;
+	int want = g->hp->swa_window < g->pos_start ? g->hp->swa_window : g->pos_start;
+	if (n_layer != g->n_swa || n_row != want)
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d "
+			       "sliding-window layers of %d rows stored, expected %d of %d",
+			       (long long)g->doc.id, n_layer, n_row, g->n_swa, want);
+	for (int i = 0; !rc && i < n_layer; i++) {
+		if (lid[i] != g->swa_id[i])
+			rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: "
+				       "sliding-window row %d is of layer %d, expected %d",
+				       (long long)g->doc.id, i, lid[i], g->swa_id[i]);
+		else if ((rc = model_state_set_rows(g->ms, lid[i], g->pos_start - n_row, n_row, k[i], v[i])))
+			sekv_errf(err, errlen, rc, "ingest --resume: sliding-window layer %d: rows not "
+				  "restored", lid[i]);
+	}
+	store_swa_free(n_layer, lid, k, v);
+	return rc;
+}
+
+/* Puts the state where the interrupted run was after its last committed
+ * chunk: the stored tokens (checked), surprisal, global rows, sliding-
+ * window rows and H2O's probe mass [n_probe][pos_start]. */
+static int restore_state(struct ingest *g, const float *probe, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = g->hp;
+	int32_t *tokens = NULL;
+	float *h = NULL;
+	int64_t n = 0;
+	int R = g->pos_start, rc;
+
+	if (R == 0)
+		return 0;
+	if ((rc = store_doc_get_tokens(g->st, g->doc.id, &tokens, &h, &n, err, errlen)))
+		return rc;
+	if (n != R || memcmp(tokens, g->tv.ids, (size_t)R * sizeof *tokens))
+		rc = sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: the stored "
+			       "tokens differ from its text's", (long long)g->doc.id);
+	else
+		memcpy(g->surprisal, h, (size_t)R * sizeof *h);
+	for (int l = 0; !rc && l < hp->n_global; l++)
+		if (!(rc = store_doc_get_full_kv(g->st, g->doc.id, l, g->glob_k[l], g->glob_v[l],
+						 err, errlen)) &&
+		    (rc = model_state_set_rows(g->ms, hp->global_layer[l], 0, R, g->glob_k[l],
+					       g->glob_v[l])))
+			sekv_errf(err, errlen, rc, "ingest --resume: global layer %d: rows not restored",
+				  hp->global_layer[l]);
+	if (!rc)
+		rc = restore_swa(g, err, errlen);
+	for (int i = 0; !rc && probe && i < g->h2o_probe.n; i++)
+		memcpy(g->h2o_probe.mass + (size_t)i * g->tv.n, probe + (size_t)i * R,
+		       (size_t)R * sizeof *probe);
+	if (!rc && (rc = model_state_resume(g->ms, R)))
+		sekv_errf(err, errlen, rc, "ingest --resume: state not resumed at %d", R);
+	free(tokens);
+	free(h);
+	return rc;
+}
+
+int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
+		      void *ud, char *err, size_t errlen)
+{
+	struct app_opts ro = *o;
+	struct ingest g = { .o = &ro, .fn = fn, .ud = ud };
+	struct store_ingest in;
+	float *probe = NULL;
+	double t0;
+	int rc;
+
+	if ((rc = resume_open(&g, &ro, doc_id, &in, &probe, err, errlen)) ||
+	    (rc = stage_load(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
+	    (rc = resume_check(&g, &in, err, errlen)) || (rc = prefill_alloc(&g, err, errlen)))
+		goto out;
+	if (in.n_probe != g.h2o_probe.n) {
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d probe "
+			       "rows stored, the model has %d", (long long)doc_id, in.n_probe,
+			       g.h2o_probe.n);
+		goto out;
+	}
+	t0 = clk_now();
+	if ((rc = restore_state(&g, probe, err, errlen)))
+		goto out;
+	if (!ro.quiet)
+		app_errorf("ingest: state at token %d restored in %.3fs (model loading apart)\n",
+			   g.pos_start, clk_now() - t0);
+	rc = ingest_finish(&g, err, errlen);
+out:
+	free(probe);
 	ingest_free(&g);
 	return rc;
 }
@@ -546,12 +788,24 @@ void app_ingest_meter_init(struct app_ingest_meter *mt)
 	mt->tty = isatty(2);
 }
 
+/* "ETA 12s", "ETA 3m05s", "ETA -" (no rate yet) into buf. */
+static void fmt_eta(double s, char *buf, size_t cap)
+{
+	if (s < 0)
+		snprintf(buf, cap, "ETA -");
+	else if (s < 100)
+		snprintf(buf, cap, "ETA %.0fs", s);
+	else
+		snprintf(buf, cap, "ETA %dm%02ds", (int)(s / 60), (int)s % 60);
+}
+
 void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 {
 	struct app_ingest_meter *mt = ud;
 	double now = clk_now();
 	long long total = p->total > 0 ? p->total : 1;
-	int tenth = (int)(p->done * 10 / total);
+	int tenth = (int)(p->done * 10 / total), prefill = !strcmp(p->stage, "prefill");
+	char eta[32];
 
 	if (strcmp(p->stage, "extract") == 0) {
 		char sz[32];
@@ -562,18 +816,25 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 	if (strcmp(p->stage, mt->stage) != 0) {
 		snprintf(mt->stage, sizeof mt->stage, "%s", p->stage);
 		mt->last_tenth = -1;
-		mt->last = 0;
+		mt->last = -1e9;
 	}
-	/* a terminal gets a live line; a log gets a line per tenth */
-	if (!p->final && (mt->tty ? now - mt->last < 0.5 : tenth == mt->last_tenth))
+	/* a terminal gets a live line; a log a line per chunk (at most one a
+	 * second) while prefilling, per tenth while counting */
+	if (!p->final && (mt->tty ? now - mt->last < 0.25 :
+			  prefill ? now - mt->last < 1.0 : tenth == mt->last_tenth))
 		return;
 	mt->last_tenth = tenth;
 	mt->last = now;
-	if (strcmp(p->stage, "prefill") == 0)
-		fprintf(stderr, "%sprefill %lld/%lld tokens  %.1f tokens/s  ETA %.0fs%s",
-			mt->tty ? "\r\033[K" : "", p->done, p->total, p->rate, p->eta_s,
-			mt->tty && !p->final ? "" : "\n");
-	else
+	fmt_eta(p->eta_s, eta, sizeof eta);
+	if (prefill) {
+		char rate[32] = "- tokens/s";
+		if (p->rate > 0)
+			snprintf(rate, sizeof rate, "%.1f tokens/s", p->rate);
+		fprintf(stderr, "%sprefill %lld/%lld tokens (%lld%%)  %s  %s%s",
+			mt->tty ? "\r\033[K" : "", p->done, p->total, p->done * 100 / total, rate,
+			eta, mt->tty && !p->final ? "" : "\n");
+	} else {
 		fprintf(stderr, "%scounting tokens %lld/%lld KiB%s", mt->tty ? "\r\033[K" : "",
 			p->done >> 10, p->total >> 10, mt->tty && !p->final ? "" : "\n");
+	}
 }

@@ -536,8 +536,9 @@ static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 				 (long long)doc_id, s->doc.model_name, s->doc.model_fp, o->model, s->hp->fingerprint);
 	if (s->doc.state != STORE_DOC_READY)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
-				 "document %lld: ingest did not finish (%lld tokens stored); ingest the file again",
-				 (long long)doc_id, (long long)s->doc.n_tok);
+				 "document %lld is incomplete (%lld tokens stored): finish its ingest with "
+				 "'sekv ingest --resume %lld'", (long long)doc_id, (long long)s->doc.n_tok,
+				 (long long)doc_id);
 	if ((rc = store_doc_get_tokens(s->st, doc_id, &s->tokens, &surprisal, &n_tok, err, errlen)))
 		return rc;
 	free(surprisal);

@@ -29,7 +29,8 @@ struct app_evidence;
  * (borrowed: loaded once by the caller, they must outlive the session)
  * with o's --kv mode, budget, rmax and sampling options, and starts a
  * conversation over it (session_conv). Refuses (SEKV_EMISMATCH) a document
- * ingested with another model, a document whose ingest did not finish
+ * ingested with another model, an incomplete document (its ingest did not
+ * finish: the message names `sekv ingest --resume`)
  * (SEKV_EINVAL), a budget below the memory's fixed part or below what a
  * rival needs (SEKV_EINVAL, naming the smallest budget that fits), and
  * --kv h2o on a document without H2O scores (SEKV_ENOTFOUND: ingest it

@@ -142,6 +142,21 @@ static const char *const store_migration[] = {
 	 * of the stored, post-RoPE keys, as before) */
 	"ALTER TABLE mem ADD COLUMN key_rope_base REAL NOT NULL DEFAULT 0;"
 	"ALTER TABLE mem ADD COLUMN n_rot INTEGER NOT NULL DEFAULT 0;",
+	/* 8 -> 9: ingest_state: what `sekv ingest --resume` needs to continue
+	 * an interrupted ingest exactly, one row per document still in state
+	 * prefill (deleted when it turns ready): the whole turn's n_tok_total
+	 * tokens, the chunk size and SeKV build settings it was started with,
+	 * and at the last committed chunk (pos_end = documents.n_tok) the
+	 * surprisal h_next (nats) of token pos_end under that chunk's last
+	 * logits and H2O's probe mass, f32 [n_probe][pos_end]. The sliding-
+	 * window rows at pos_end are the swa table's, written with each chunk. */
+	"CREATE TABLE ingest_state ("
+	" doc INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
+	" n_tok_total INTEGER NOT NULL, n_batch INTEGER NOT NULL,"
+	" alpha REAL NOT NULL, rank_energy REAL NOT NULL, key_pre_rope INTEGER NOT NULL,"
+	" static_share REAL NOT NULL, n_recent INTEGER NOT NULL,"
+	" pos_end INTEGER NOT NULL, h_next REAL NOT NULL,"
+	" n_probe INTEGER NOT NULL, probe BLOB NOT NULL);",
 };
 
 #define STORE_SCHEMA_VERSION \
@@ -246,6 +261,10 @@ int store_schema_open(struct store *s, char *err, size_t errlen)
 		       "PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = 67108864",
 		       err, errlen)))
 		return rc;
+	/* 64 KiB pages: the default 1000 would be 64 MiB of WAL between
+	 * checkpoints; fewer keeps what a checkpoint writes within the free
+	 * space every chunk write leaves (store_room) */
+	sqlite3_wal_autocheckpoint(s->db, STORE_WAL_PAGES);
 	if (ver < STORE_SCHEMA_VERSION)
 		return migrate(s, err, errlen);
 	return 0;

@@ -9,11 +9,14 @@
 #include "engine/err.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char *const store_sql[ST_COUNT] = {
 	[ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -107,6 +110,17 @@ static const char *const store_sql[ST_COUNT] = {
 		" alpha_used, note, n_span, n_exact, layer_id, spans, exact_pos, ranks,"
 		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16, rank_energy,"
 		" key_rope_base, n_rot FROM mem WHERE doc = ?",
+	[ST_ING_INSERT] = "INSERT OR REPLACE INTO ingest_state (doc, n_tok_total, n_batch, alpha,"
+		" rank_energy, key_pre_rope, static_share, n_recent, pos_end, h_next, n_probe, probe)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'')",
+	[ST_ING_ADVANCE] = "UPDATE ingest_state SET pos_end = ?2, h_next = ?3, probe = ?4"
+		" WHERE doc = ?1",
+	[ST_ING_GET] = "SELECT n_tok_total, n_batch, alpha, rank_energy, key_pre_rope,"
+		" static_share, n_recent, pos_end, h_next, n_probe, probe FROM ingest_state"
+		" WHERE doc = ?",
+	[ST_ING_DELETE] = "DELETE FROM ingest_state WHERE doc = ?",
+	/* gives the file system back what a delete and vacuum freed */
+	[ST_CHECKPOINT] = "PRAGMA wal_checkpoint(TRUNCATE)",
 	[ST_MEML_GET] = "SELECT layer, tau, route_w, k_bar, v_bar, exact_k, exact_v,"
 		" fac_s, fac_u, fac_v, lm_k, lm_s FROM mem_layer WHERE doc = ? ORDER BY layer",
 };
@@ -238,6 +252,21 @@ int store_tx_commit(struct store *s, char *err, size_t errlen)
 	return 0;
 }
 
+int store_room(struct store *s, int64_t bytes, const char *what, char *err, size_t errlen)
+{
+	struct statvfs v;
+
+	if (!strcmp(s->path, ":memory:") || statvfs(s->path, &v) != 0)
+		return 0;
+	int64_t avail = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
+	if (avail - bytes >= STORE_RESERVE_BYTES)
+		return 0;
+	return sekv_errf(err, errlen, SEKV_EIO, "%s: %s: disk full: %.1f MiB free, %.1f MiB to write "
+			 "and %lld MiB kept free so that documents can still be deleted", what,
+			 s->path, avail / 1048576.0, bytes / 1048576.0,
+			 (long long)(STORE_RESERVE_BYTES >> 20));
+}
+
 int store_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n)
 {
 	if (n == 0)
@@ -301,6 +330,21 @@ static int mkdir_parents(const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* Creates the library file 0600 when it is not there (an empty file is a
+ * new database to SQLite): the umask can only take bits away, and SQLite
+ * gives the -wal and -shm files the mode of the database file. */
+static int create_private(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+
+	if (fd >= 0)
+		return close(fd) == 0 ? 0 : sekv_errf(err, errlen, SEKV_EIO, "store_open: %s: %s",
+						      path, strerror(errno));
+	if (errno == EEXIST)
+		return 0;
+	return sekv_errf(err, errlen, SEKV_EIO, "store_open: create %s: %s", path, strerror(errno));
+}
+
 int store_open(struct store **out, const char *path, char *err, size_t errlen)
 {
 	const uint16_t one = 1;
@@ -332,7 +376,8 @@ int store_open(struct store **out, const char *path, char *err, size_t errlen)
 			       path ? path : "$XDG_DATA_HOME or $HOME");
 		goto fail;
 	}
-	if (strcmp(s->path, ":memory:") != 0 && (rc = mkdir_parents(s->path, err, errlen)))
+	if (strcmp(s->path, ":memory:") != 0 &&
+	    ((rc = mkdir_parents(s->path, err, errlen)) || (rc = create_private(s->path, err, errlen))))
 		goto fail;
 	rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
 	if (rc != SQLITE_OK) {
@@ -647,8 +692,10 @@ int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
 		goto out;
 	/* Giving the freed pages back to the file system is housekeeping: the
 	 * delete is committed whatever it says, so its result is not reported. */
-	if (s->tx_depth == 0)
+	if (s->tx_depth == 0) {
 		store_exec_st(s, ST_VACUUM, NULL, 0);
+		store_exec_st(s, ST_CHECKPOINT, NULL, 0);
+	}
 	goto out;
 fail:
 	store_tx_rollback(s);

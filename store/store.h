@@ -17,8 +17,9 @@
 struct sekv_mem;
 struct store; /* opaque; one connection, not thread-safe */
 
-/* Opens (creating directories, file and schema; running migrations) the
- * library at path. NULL path = default location; "" is refused (SQLite
+/* Opens (creating directories 0700, file 0600 whatever the umask, so its
+ * -wal and -shm are 0600 too; schema; running migrations; WAL mode, a
+ * 5 s busy timeout) the library at path. NULL path = default location; "" is refused (SQLite
  * would open a temporary database), SEKV_EINVAL. Errors: SEKV_EIO, SEKV_EDB
  * (SQLite message included), SEKV_EFORMAT (newer schema than this build,
  * not a sekv library, not an SQLite file), SEKV_EUNSUP (big-endian host). */
@@ -65,7 +66,12 @@ int store_doc_create(struct store *s, struct store_doc *doc, const char *text,
 /* Appends one prefill chunk in one transaction: tokens [n], surprisal [n]
  * (nats), and the exact KV of every global layer for those positions:
  * k[l], v[l] -> [n][n_head_kv][d_h] fp16. pos0 must equal the tokens stored
- * so far. Also updates n_tok and prefill_s (seconds to add). */
+ * so far. Also updates n_tok and prefill_s (seconds to add). A chunk that
+ * would leave less than 48 MiB free on the library's file system is
+ * refused with SEKV_EIO ("disk full"): that room is kept so that deleting
+ * a document (an incomplete one included) can always run and give its
+ * space back. A disk filled by others still fails the write cleanly
+ * (SEKV_EDB), the chunks before it kept. */
 int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 			const int32_t *tokens, const float *surprisal,
 			const uint16_t *const *k, const uint16_t *const *v,
@@ -73,14 +79,15 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 
 /* Stores the sliding-window layers' last rows: for swa layer i (model
  * layer layer_id[i]) rows of positions n_tok-n_row .. n_tok-1, k[i], v[i]
- * -> [n_row][n_head_kv][d_h] fp16 in position order. Replaces earlier ones. */
+ * -> [n_row][n_head_kv][d_h] fp16 in position order. Replaces earlier ones.
+ * Keeps the same free room as store_doc_put_chunk (SEKV_EIO "disk full"). */
 int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 		      const int32_t *layer_id, int n_row,
 		      const uint16_t *const *k, const uint16_t *const *v,
 		      char *err, size_t errlen);
 
 /* Stores (replacing any earlier one) the SeKV memory and marks the document
- * READY, in one transaction. budget/r_max are recorded in the doc row.
+ * READY (forgetting its resume state), in one transaction. budget/r_max are recorded in the doc row.
  * m (borrowed) must match the document: n_layer = n_layer_global, n_head_kv,
  * d_h (else SEKV_EMISMATCH), m->n_tok <= n_tok, comp_span = the spans with
  * full == 0 in order, ranks in 0..min(len, d_h) (else SEKV_EINVAL). */
@@ -94,7 +101,9 @@ int store_doc_get(struct store *s, int64_t doc, struct store_doc *out,
 int store_doc_list(struct store *s, struct store_doc **out, int *n,
 		   char *err, size_t errlen);
 /* Deletes a document and everything it owns in one transaction, then gives
- * the freed pages back to the file system. SEKV_ENOTFOUND when absent. */
+ * the freed pages back to the file system (incremental vacuum, then a WAL
+ * checkpoint that truncates). Works on a full disk: the delete's few pages
+ * fit where the failed write's were. SEKV_ENOTFOUND when absent. */
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
 /* Retrieval heads stored for the model with fingerprint model_fp
  * ("L:H,...", engine/evidence.h) into buf [cap] (NUL-terminated).
@@ -153,6 +162,64 @@ int store_doc_put_h2o(struct store *s, int64_t doc, const float *score, int n_la
  * document; SEKV_ENOMEM, SEKV_EDB. */
 int store_doc_get_h2o(struct store *s, int64_t doc, float **score, int *n_tok,
 		      char *err, size_t errlen);
+
+/* ---- resuming an interrupted ingest (app/ingest.c) ------------------ */
+
+/* What an ingest needs to continue after a crash exactly where its last
+ * committed chunk ended (the swa table holds the sliding-window rows at
+ * that point, the chunk tables the tokens, surprisal and global KV). */
+struct store_ingest {
+	int64_t n_tok_total;  /* tokens of the whole document turn */
+	int n_batch;          /* prefill tokens per chunk (chunks start at multiples) */
+	float alpha;          /* SeKV build settings the ingest was started with */
+	float rank_energy;
+	int key_pre_rope;
+	double static_share;
+	int n_recent;
+	int64_t pos_end;      /* tokens committed (= documents.n_tok) */
+	float h_next;         /* surprisal (nats) of token pos_end under the logits
+	                         after token pos_end - 1 (0 when pos_end = 0) */
+	int n_probe;          /* H2O probe pairs (model_probe.n), 0: none */
+};
+
+/* Records the resume state of document doc (in state PREFILL) at pos_end 0:
+ * in's settings, n_tok_total and n_probe (its pos_end, h_next ignored).
+ * Replaces an earlier row. Joins an open transaction. 0, SEKV_EINVAL
+ * (bad values), SEKV_EDB. */
+int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *in,
+		       char *err, size_t errlen);
+/* Advances it to the document's stored n_tok (call in the transaction of
+ * the chunk just appended): h_next as above; probe [n_probe] rows of ld
+ * floats (ld >= n_tok), of which the first n_tok of each are stored (NULL
+ * when n_probe is 0). 0, SEKV_ENOTFOUND (no resume state), SEKV_EINVAL,
+ * SEKV_EDB. */
+int store_ingest_advance(struct store *s, int64_t doc, float h_next, const float *probe,
+			 int64_t ld, char *err, size_t errlen);
+/* Reads it into *out and, when probe is not NULL, the probe mass into a
+ * malloc'ed *probe [n_probe][pos_end] (caller frees; NULL when empty).
+ * SEKV_ENOTFOUND: no resume state (the document is ready, absent, or its
+ * ingest started before resume states were kept); SEKV_EFORMAT: pos_end
+ * is not the document's n_tok, or a bad shape or blob length. */
+int store_ingest_get(struct store *s, int64_t doc, struct store_ingest *out, float **probe,
+		     char *err, size_t errlen);
+
+/* ---- sekv check ------------------------------------------------------ */
+
+/* Called once per problem found, with one line "where: what" (borrowed for
+ * the call). */
+typedef void (*store_check_fn)(void *ud, const char *problem);
+/* Checks the whole library: SQLite's integrity and foreign-key checks,
+ * then ours: every document's text present, its tok_chunk and kv_chunk
+ * rows tiling 0..n_tok per global layer at the right blob lengths, its
+ * sliding-window rows ending at n_tok; a ready document's SeKV memory
+ * loading (every span's factors present at the sizes its ranks say,
+ * mem.n_tok <= n_tok) and H2O's scores of its shape; an incomplete one's
+ * resume state at its n_tok; every session's turns numbered 0..n_turn-1
+ * in time order, last_used not before any turn, evidence inside the
+ * text. *n_problem gets the count. Returns 0, problems or not: a query
+ * that cannot run (a file too damaged) is itself reported as a problem. */
+int store_check(struct store *s, store_check_fn fn, void *ud, int *n_problem,
+		char *err, size_t errlen);
 
 /* Bytes the document occupies in the file (sum of its blob lengths).
  * Returns the count, or a negative SEKV_E* code (SEKV_EDB). */

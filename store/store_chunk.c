@@ -46,6 +46,10 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 				       what, obj, l);
 			goto fail;
 		}
+	row = (size_t)d.n_head_kv * d.d_h * sizeof(uint16_t);
+	if ((rc = store_room(s, (int64_t)n * (8 + 2 * (int64_t)row * d.n_layer_global), what,
+			     err, errlen)))
+		goto fail;
 	if ((rc = store_stmt(s, ST_TOK_INSERT, &st, err, errlen)))
 		goto fail;
 	sqlite3_bind_int64(st, 1, doc);
@@ -57,7 +61,6 @@ int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 		rc = store_dberr(s, rc, err, errlen, what, "tok_chunk");
 		goto fail;
 	}
-	row = (size_t)d.n_head_kv * d.d_h * sizeof(uint16_t);
 	for (int l = 0; l < d.n_layer_global; l++) {
 		if ((rc = store_stmt(s, ST_KV_INSERT, &st, err, errlen)))
 			goto fail;
@@ -272,14 +275,15 @@ int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 			       what, obj, n_layer, n_row, d.n_layer_swa, (long long)d.n_tok);
 		goto fail;
 	}
-	if ((rc = store_stmt(s, ST_SWA_DELETE, &st, err, errlen)))
+	bytes = (size_t)n_row * d.n_head_kv * d.d_h * sizeof(uint16_t);
+	if ((rc = store_room(s, (int64_t)bytes * 2 * n_layer, what, err, errlen)) ||
+	    (rc = store_stmt(s, ST_SWA_DELETE, &st, err, errlen)))
 		goto fail;
 	sqlite3_bind_int64(st, 1, doc);
 	if ((rc = store_step(s, st)) != SQLITE_DONE) {
 		rc = store_dberr(s, rc, err, errlen, what, "swa");
 		goto fail;
 	}
-	bytes = (size_t)n_row * d.n_head_kv * d.d_h * sizeof(uint16_t);
 	for (int i = 0; i < n_layer; i++) {
 		if ((rc = store_stmt(s, ST_SWA_INSERT, &st, err, errlen)))
 			goto fail;

@@ -5,7 +5,9 @@
  * public function that used it returns, so no read snapshot outlives a call.
  * The schema lives in schema.c, documents in store.c, prefill chunks and
  * SWA rows in store_chunk.c, the SeKV memory in store_mem.c, H2O's scores
- * in store_score.c, sessions and their turns in store_session.c.
+ * in store_score.c, sessions and their turns in store_session.c, the
+ * resume state of an ingest in store_ingest.c, `sekv check` in
+ * store_check.c.
  */
 #ifndef SEKV_STORE_INT_H
 #define SEKV_STORE_INT_H
@@ -30,6 +32,7 @@ enum store_st {
 	ST_EVH_GET, ST_EVH_PUT, ST_H2O_PUT, ST_H2O_GET,
 	ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_TOUCH, ST_SES_DELETE,
 	ST_TURN_INSERT, ST_TURN_GET, ST_TEV_INSERT, ST_TEV_GET,
+	ST_ING_INSERT, ST_ING_ADVANCE, ST_ING_GET, ST_ING_DELETE, ST_CHECKPOINT,
 	ST_COUNT
 };
 
@@ -71,6 +74,18 @@ int store_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n);
 int store_col_blob(sqlite3_stmt *st, int col, size_t expect, const void **p,
 		   const char *what, int64_t doc, const char *table,
 		   const char *column, char *err, size_t errlen);
+
+/* Free space a chunk write must leave on the library's file system, so
+ * that deleting a document always has room to run (its commit, the
+ * vacuum and the checkpoint that give the space back write pages first;
+ * the WAL checkpoints every STORE_WAL_PAGES pages, so what a checkpoint
+ * copies into the database file stays below this). */
+#define STORE_RESERVE_BYTES ((int64_t)48 << 20)
+#define STORE_WAL_PAGES 256
+/* 0 when writing `bytes` more leaves STORE_RESERVE_BYTES free where the
+ * library lives (or the free space cannot be known), else SEKV_EIO "what:
+ * path: disk full: ...". */
+int store_room(struct store *s, int64_t bytes, const char *what, char *err, size_t errlen);
 
 /* The documents row (no disk_bytes) with shape fields range-checked.
  * Returns 0, SEKV_ENOTFOUND, SEKV_EFORMAT or SEKV_EDB. */

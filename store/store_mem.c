@@ -385,6 +385,14 @@ int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
 		rc = store_dberr(s, rc, err, errlen, what, "documents");
 		goto fail;
 	}
+	/* ready: nothing left to resume */
+	if ((rc = store_stmt(s, ST_ING_DELETE, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	if ((rc = store_step(s, st)) != SQLITE_DONE) {
+		rc = store_dberr(s, rc, err, errlen, what, "ingest_state");
+		goto fail;
+	}
 	rc = store_tx_commit(s, err, errlen);
 	goto out;
 fail:

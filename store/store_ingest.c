@@ -1,0 +1,201 @@
+/* store_ingest.c - the resume state of an interrupted ingest (ingest_state
+ * table, schema.c): settings fixed when the ingest started, and what the
+ * forward pass had at the last committed chunk that the chunk tables do
+ * not hold (the next token's surprisal, H2O's probe mass).
+ * Invariant: a row's pos_end equals its document's n_tok, because
+ * app/ingest.c advances it in each chunk's own transaction; readers check
+ * it, and every blob length, before use. store_doc_put_mem deletes the row.
+ */
+#include "store/store_int.h"
+#include "engine/err.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *in,
+		       char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	char obj[48];
+	int rc;
+
+	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
+	if (in->n_tok_total < 0 || in->n_tok_total > INT32_MAX || in->n_batch < 1 ||
+	    in->n_probe < 0 || in->n_probe > STORE_MAX_DIM)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "store_ingest_begin: %s: bad values", obj);
+	if ((rc = store_stmt(s, ST_ING_INSERT, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, doc);
+	sqlite3_bind_int64(st, 2, in->n_tok_total);
+	sqlite3_bind_int(st, 3, in->n_batch);
+	sqlite3_bind_double(st, 4, in->alpha);
+	sqlite3_bind_double(st, 5, in->rank_energy);
+	sqlite3_bind_int(st, 6, in->key_pre_rope);
+	sqlite3_bind_double(st, 7, in->static_share);
+	sqlite3_bind_int(st, 8, in->n_recent);
+	sqlite3_bind_int(st, 9, in->n_probe);
+	rc = store_step(s, st);
+	rc = rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, "store_ingest_begin", obj);
+	store_stmt_reset_all(s);
+	return rc;
+}
+
+/* The row's (n_probe) and the document's n_tok, for advance. */
+static int ingest_shape(struct store *s, int64_t doc, int *n_probe, int64_t *n_tok,
+			const char *what, char *err, size_t errlen)
+{
+	struct store_ingest in;
+	struct store_doc d;
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_doc_read(s, doc, &d, what, err, errlen)))
+		return rc;
+	*n_tok = d.n_tok;
+	if ((rc = store_stmt(s, ST_ING_GET, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, doc);
+	rc = store_step(s, st);
+	if (rc == SQLITE_ROW) {
+		in.n_probe = sqlite3_column_int(st, 9);
+		*n_probe = in.n_probe;
+		rc = in.n_probe >= 0 && in.n_probe <= STORE_MAX_DIM ? 0 :
+			sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: ingest_state.n_probe %d",
+				  what, (long long)doc, in.n_probe);
+	} else if (rc == SQLITE_DONE) {
+		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "%s: doc %lld: no resume state",
+			       what, (long long)doc);
+	} else {
+		rc = store_dberr(s, rc, err, errlen, what, "ingest_state");
+	}
+	sqlite3_reset(st);
+	return rc;
+}
+
+int store_ingest_advance(struct store *s, int64_t doc, float h_next, const float *probe,
+			 int64_t ld, char *err, size_t errlen)
+{
+	static const char what[] = "store_ingest_advance";
+	sqlite3_stmt *st;
+	float *pack = NULL;
+	int64_t n_tok = 0;
+	int n_probe = 0, rc;
+
+	if ((rc = store_tx_begin(s, err, errlen)))
+		return rc;
+	if ((rc = ingest_shape(s, doc, &n_probe, &n_tok, what, err, errlen)))
+		goto fail;
+	if (n_probe && (!probe || ld < n_tok)) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "%s: doc %lld: probe of %d rows of %lld, "
+			       "%lld tokens stored", what, (long long)doc, n_probe, (long long)ld,
+			       (long long)n_tok);
+		goto fail;
+	}
+	size_t n = (size_t)n_probe * (size_t)n_tok;
+	if (!(pack = malloc(n ? n * sizeof *pack : 1))) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "%s: doc %lld: out of memory", what, (long long)doc);
+		goto fail;
+	}
+	for (int i = 0; i < n_probe; i++)
+		memcpy(pack + (size_t)i * n_tok, probe + (size_t)i * ld, (size_t)n_tok * sizeof *pack);
+	if ((rc = store_stmt(s, ST_ING_ADVANCE, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	sqlite3_bind_int64(st, 2, n_tok);
+	sqlite3_bind_double(st, 3, h_next);
+	store_bind_blob(st, 4, pack, n * sizeof *pack);
+	if ((rc = store_step(s, st)) != SQLITE_DONE) {
+		rc = store_dberr(s, rc, err, errlen, what, "ingest_state");
+		goto fail;
+	}
+	rc = store_tx_commit(s, err, errlen);
+	goto out;
+fail:
+	store_tx_rollback(s);
+out:
+	store_stmt_reset_all(s);
+	free(pack);
+	return rc;
+}
+
+/* The current ST_ING_GET row into *out, checked against the document d. */
+static int ingest_row(sqlite3_stmt *st, const struct store_doc *d, struct store_ingest *out,
+		      char *err, size_t errlen)
+{
+	memset(out, 0, sizeof *out);
+	out->n_tok_total = sqlite3_column_int64(st, 0);
+	out->n_batch = sqlite3_column_int(st, 1);
+	out->alpha = (float)sqlite3_column_double(st, 2);
+	out->rank_energy = (float)sqlite3_column_double(st, 3);
+	out->key_pre_rope = sqlite3_column_int(st, 4);
+	out->static_share = sqlite3_column_double(st, 5);
+	out->n_recent = sqlite3_column_int(st, 6);
+	out->pos_end = sqlite3_column_int64(st, 7);
+	out->h_next = (float)sqlite3_column_double(st, 8);
+	out->n_probe = sqlite3_column_int(st, 9);
+	if (out->pos_end != d->n_tok || out->n_tok_total < d->n_tok ||
+	    out->n_tok_total > INT32_MAX || out->n_batch < 1 || out->n_probe < 0 ||
+	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "store_ingest_get: doc %lld: ingest_state: pos_end %lld of %lld "
+				 "tokens (document has %lld), n_batch %d, n_probe %d",
+				 (long long)d->id, (long long)out->pos_end,
+				 (long long)out->n_tok_total, (long long)d->n_tok, out->n_batch,
+				 out->n_probe);
+	return 0;
+}
+
+int store_ingest_get(struct store *s, int64_t doc, struct store_ingest *out, float **probe,
+		     char *err, size_t errlen)
+{
+	static const char what[] = "store_ingest_get";
+	struct store_doc d;
+	sqlite3_stmt *st;
+	const void *b;
+	int rc;
+
+	if (probe)
+		*probe = NULL;
+	if ((rc = store_tx_begin_read(s, err, errlen)))
+		return rc;
+	if ((rc = store_doc_read(s, doc, &d, what, err, errlen)) ||
+	    (rc = store_stmt(s, ST_ING_GET, &st, err, errlen)))
+		goto fail;
+	sqlite3_bind_int64(st, 1, doc);
+	rc = store_step(s, st);
+	if (rc == SQLITE_DONE) {
+		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "%s: doc %lld: no resume state",
+			       what, (long long)doc);
+		goto fail;
+	}
+	if (rc != SQLITE_ROW) {
+		rc = store_dberr(s, rc, err, errlen, what, "ingest_state");
+		goto fail;
+	}
+	if ((rc = ingest_row(st, &d, out, err, errlen)))
+		goto fail;
+	size_t n = (size_t)out->n_probe * (size_t)d.n_tok;
+	if ((rc = store_col_blob(st, 10, n * sizeof(float), &b, what, doc, "ingest_state", "probe",
+				 err, errlen)))
+		goto fail;
+	if (probe && n) {
+		if (!(*probe = malloc(n * sizeof **probe))) {
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "%s: doc %lld: out of memory",
+				       what, (long long)doc);
+			goto fail;
+		}
+		memcpy(*probe, b, n * sizeof **probe);
+	}
+	rc = store_tx_commit(s, err, errlen);
+	store_stmt_reset_all(s);
+	if (rc && probe) {
+		free(*probe);
+		*probe = NULL;
+	}
+	return rc;
+fail:
+	store_tx_rollback(s);
+	store_stmt_reset_all(s);
+	return rc;
+}

@@ -1,0 +1,331 @@
+/* test_durable.c - durable ingest with the real model and the sekv binary:
+ * an ingest killed with SIGKILL after some chunks were committed is
+ * continued by `sekv ingest --resume` into the very bytes an uninterrupted
+ * ingest stores (spans, factors, summaries, every chunk, SWA rows, H2O's
+ * scores) at -t 1; two processes share a library, one ingesting while the
+ * other answers, and the ingest's progress reaches a log (not a terminal)
+ * as plain lines, the first within 2 s; an ingest that fills the disk
+ * leaves an incomplete document that `sekv rm` deletes. Short documents
+ * (~650 and ~1,300 tokens) keep it to about 40 s.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "app/app.h"
+#include "engine/clock.h"
+#include "store/store.h"
+#include "tests/test.h"
+
+#define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
+
+static char g_doc_path[512]; /* the ~650-token document */
+static char g_ref_db[512];   /* its uninterrupted ingest, doc 1 (also the shared library) */
+
+/* The first `bytes` of the sample, cut after a newline, written to path. */
+static int write_prefix(const char *path, size_t bytes)
+{
+	FILE *f = fopen(SAMPLE, "rb");
+	char *buf = malloc(bytes);
+	size_t n = f && buf ? fread(buf, 1, bytes, f) : 0;
+
+	if (f)
+		fclose(f);
+	while (n > 0 && buf[n - 1] != '\n')
+		n--;
+	int rc = n > 0 ? test_write_file(path, buf, n) : -1;
+	free(buf);
+	return rc;
+}
+
+/* The reference: the document ingested without interruption, in process,
+ * one thread, chunks of 64. 1 when it is there. */
+static int reference(struct test_ctx *t)
+{
+	struct app_opts o;
+	char err[1024];
+	int64_t id = 0;
+
+	if (g_ref_db[0])
+		return 1;
+	if (access(test_model_path(), R_OK) != 0) {
+		T_FAIL(t, "model %s missing (make model)", test_model_path());
+		return 0;
+	}
+	snprintf(g_doc_path, sizeof g_doc_path, "%s/durable.txt", test_tmpdir());
+	if (write_prefix(g_doc_path, 3000)) {
+		T_FAIL(t, "cannot write %s", g_doc_path);
+		return 0;
+	}
+	app_opts_parse(&o, 0, NULL, err, sizeof err);
+	snprintf(o.model, sizeof o.model, "%s", test_model_path());
+	snprintf(o.db, sizeof o.db, "%s/durable_ref.db", test_tmpdir());
+	o.quiet = 1;
+	o.n_threads = 1;
+	o.n_batch = 64;
+	if (app_ingest(&o, g_doc_path, NULL, NULL, &id, err, sizeof err) || id != 1) {
+		T_FAIL(t, "reference ingest: %s", err);
+		return 0;
+	}
+	snprintf(g_ref_db, sizeof g_ref_db, "%s", o.db);
+	return 1;
+}
+
+/* Starts argv[] with stderr into *err_fd (a pipe; -1: /dev/null). */
+static pid_t spawn(char *const argv[], int *err_fd)
+{
+	int p[2] = { -1, -1 };
+
+	if (err_fd && pipe(p) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = err_fd ? p[1] : open("/dev/null", O_WRONLY);
+		dup2(fd, 2);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		if (err_fd)
+			close(p[0]);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (err_fd) {
+		close(p[1]);
+		*err_fd = pid > 0 ? p[0] : (close(p[0]), -1);
+	}
+	return pid;
+}
+
+/* documents.n_tok of document doc in the library at path (-1: not yet). */
+static long long stored_tokens(const char *path, long long doc)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	long long n = -1;
+
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db, "SELECT n_tok FROM documents WHERE id = ?", -1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, doc);
+		if (sqlite3_step(st) == SQLITE_ROW)
+			n = sqlite3_column_int64(st, 0);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return n;
+}
+
+/* Waits (at most 120 s) until document doc of path holds >= n tokens or
+ * pid exits; 1 when the tokens are there and pid still runs. */
+static int wait_tokens(const char *path, long long doc, long long n, pid_t pid)
+{
+	for (int i = 0; i < 12000; i++) {
+		if (stored_tokens(path, doc) >= n)
+			return waitpid(pid, NULL, WNOHANG) == 0;
+		if (waitpid(pid, NULL, WNOHANG) != 0)
+			return 0;
+		usleep(10000);
+	}
+	return 0;
+}
+
+/* Rows of document 1 in table of main that are not in ref, plus the
+ * other way round (blobs compared byte for byte), plus 1 when main has
+ * none; -1 when the query fails. */
+static long long rows_differing(sqlite3 *db, const char *table)
+{
+	char sql[512];
+	sqlite3_stmt *st = NULL;
+	long long n = -1;
+
+	snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM (SELECT * FROM main.%s WHERE doc = 1"
+		 " EXCEPT SELECT * FROM ref.%s WHERE doc = 1)) + (SELECT count(*) FROM (SELECT * FROM"
+		 " ref.%s WHERE doc = 1 EXCEPT SELECT * FROM main.%s WHERE doc = 1))"
+		 " + ((SELECT count(*) FROM main.%s WHERE doc = 1) = 0)", table, table, table, table,
+		 table);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* The tables the memory lives in, all compared whole: 0 when the library
+ * at path holds what the reference holds; else the first table differing. */
+static const char *memory_differs(const char *path)
+{
+	static const char *const tables[] = { "mem", "mem_layer", "tok_chunk", "kv_chunk", "swa",
+					      "h2o_score" };
+	char sql[600];
+	sqlite3 *db = NULL;
+	const char *bad = NULL;
+
+	snprintf(sql, sizeof sql, "ATTACH '%s' AS ref", g_ref_db);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		bad = "(cannot open)";
+	for (size_t i = 0; !bad && i < sizeof tables / sizeof tables[0]; i++)
+		if (rows_differing(db, tables[i]) != 0)
+			bad = tables[i];
+	sqlite3_close(db);
+	return bad;
+}
+
+/* kill -9 after two of eleven chunks are committed, then --resume. */
+static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
+{
+	char db[512], cmd[2048];
+	int status = 0, killed = 0;
+
+	T_CHECK(t, reference(t));
+	snprintf(db, sizeof db, "%s/durable_killed.db", test_tmpdir());
+	char *argv[] = { (char *)test_sekv_bin(), "ingest", g_doc_path, "--db", db, "-t", "1",
+			 "--batch", "64", "-m", (char *)test_model_path(), "-q", NULL };
+	pid_t pid = spawn(argv, NULL);
+	T_CHECK(t, pid > 0);
+	int running = wait_tokens(db, 1, 128, pid);
+	if (running && kill(pid, SIGKILL) == 0)
+		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
+	else
+		waitpid(pid, &status, 0);
+	long long at_kill = stored_tokens(db, 1);
+	T_CHECKF(t, killed, "the ingest was not killed mid-way (running %d, %lld tokens)", running, at_kill);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
+	char *ls = test_run_cmd(cmd, &status);
+	int incomplete = ls && status == 0 && !strncmp(ls, "1\tincomplete\t", 13);
+	free(ls);
+	T_CHECKF(t, incomplete, "ls does not show document 1 incomplete after the kill");
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s 2>&1", test_sekv_bin(), db,
+		 test_model_path());
+	char *out = test_run_cmd(cmd, &status);
+	int resumed = out && status == 0 && strstr(out, "resuming document 1") &&
+		      strstr(out, "restored in");
+	T_CHECKF(t, resumed, "resume failed (%d): %.300s", status, out ? out : "");
+	free(out);
+	const char *bad = memory_differs(db);
+	T_CHECKF(t, bad == NULL, "table %s differs from the uninterrupted ingest's (killed at %lld tokens)",
+		 bad, at_kill);
+	snprintf(cmd, sizeof cmd, "%s check --db %s 2>&1", test_sekv_bin(), db);
+	out = test_run_cmd(cmd, &status);
+	int ok = out && status == 0;
+	T_CHECKF(t, ok, "check after resume (%d): %.300s", status, out ? out : "");
+	free(out);
+}
+
+/* Reads fd to its end into buf [cap]; *first gets the clk_now of the
+ * first byte when it is still 0. */
+static void read_all(int fd, char *buf, size_t cap, double *first)
+{
+	size_t n = strlen(buf);
+	ssize_t r;
+
+	while (n + 1 < cap && (r = read(fd, buf + n, cap - 1 - n)) > 0) {
+		if (*first == 0)
+			*first = clk_now();
+		n += (size_t)r;
+		buf[n] = 0;
+	}
+}
+
+/* One process ingests a second document into the library while another
+ * answers a question about the first; both succeed. The ingest's stderr
+ * is a pipe: its first line comes within 2 s, and the prefill reports
+ * plain lines with tokens/s and ETA. */
+static void durable_two_processes_ingest_and_ask(struct test_ctx *t)
+{
+	char doc2[512], cmd[2048], log[16384] = "";
+	int status = 0, ing_status = -1, fd = -1;
+	double first = 0;
+
+	T_CHECK(t, reference(t));
+	snprintf(doc2, sizeof doc2, "%s/durable2.txt", test_tmpdir());
+	T_CHECK(t, write_prefix(doc2, 6000) == 0);
+	char *argv[] = { (char *)test_sekv_bin(), "ingest", doc2, "--db", g_ref_db, "-t", "1",
+			 "--batch", "128", "-m", (char *)test_model_path(), NULL };
+	double t0 = clk_now();
+	pid_t pid = spawn(argv, &fd);
+	T_CHECK(t, pid > 0 && fd >= 0);
+	/* the first line, then wait until the ingest writes the library */
+	char c;
+	if (read(fd, &c, 1) == 1) {
+		first = clk_now();
+		log[0] = c;
+		log[1] = 0;
+	}
+	int writing = wait_tokens(g_ref_db, 2, 1, pid);
+	snprintf(cmd, sizeof cmd, "%s ask 1 'Who may convey copies?' --db %s -t 1 -n 8 "
+		 "--no-evidence -m %s 2>/dev/null", test_sekv_bin(), g_ref_db, test_model_path());
+	char *answer = test_run_cmd(cmd, &status);
+	int overlapped = waitpid(pid, &ing_status, WNOHANG) == 0;
+	read_all(fd, log, sizeof log, &first);
+	close(fd);
+	if (overlapped)
+		waitpid(pid, &ing_status, 0);
+	int ask_ok = answer && status == 0 && strlen(answer) > 1;
+	free(answer);
+	T_CHECKF(t, writing, "the ingest never wrote the library: %.300s", log);
+	T_CHECKF(t, ask_ok, "ask beside an ingest failed (%d)", status);
+	T_CHECKF(t, WIFEXITED(ing_status) && WEXITSTATUS(ing_status) == 0,
+		 "ingest beside an ask failed: %.400s", log);
+	T_CHECKF(t, first > 0 && first - t0 < 2.0, "first progress line after %.2fs", first - t0);
+	int n_prefill = 0;
+	for (const char *p = log; (p = strstr(p, "\nprefill ")); p++)
+		n_prefill += strstr(p, "tokens/s") && strstr(p, "ETA") ? 1 : 0;
+	T_CHECKF(t, n_prefill >= 2 && !strchr(log, '\r'), "%d prefill lines: %.600s", n_prefill, log);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), g_ref_db);
+	char *ls = test_run_cmd(cmd, &status);
+	int both = ls && strstr(ls, "1\tready\t") && strstr(ls, "\n2\tready\t");
+	free(ls);
+	T_CHECKF(t, both, "ls does not show both documents ready");
+}
+
+/* An ingest into a library on a nearly full file system (a 56 MiB tmpfs,
+ * of which the library keeps 48 MiB free for deletes) stops with "disk
+ * full", the document incomplete and the way on named; `sekv rm` of it
+ * then succeeds and the library checks clean. */
+static void durable_disk_full_ingest_then_rm(struct test_ctx *t)
+{
+	char dir[512], cmd[2048];
+	int st_ing = 0, st_ls = 0, st_rm = 0;
+
+	T_CHECK(t, reference(t));
+	snprintf(dir, sizeof dir, "%s/full_ingest", test_tmpdir());
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		T_SKIP(t, "mkdir %s: %s", dir, strerror(errno));
+	if (mount("sekv-test", dir, "tmpfs", 0, "size=56m") != 0)
+		T_SKIP(t, "cannot mount a small tmpfs here (%s)", strerror(errno));
+	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s/lib.db -t 1 --batch 64 -m %s 2>&1",
+		 test_sekv_bin(), g_doc_path, dir, test_model_path());
+	char *ing = test_run_cmd(cmd, &st_ing);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s/lib.db", test_sekv_bin(), dir);
+	char *ls = test_run_cmd(cmd, &st_ls);
+	snprintf(cmd, sizeof cmd, "%s rm 1 --db %s/lib.db 2>&1 && %s check --db %s/lib.db 2>&1",
+		 test_sekv_bin(), dir, test_sekv_bin(), dir);
+	char *rm = test_run_cmd(cmd, &st_rm);
+	umount(dir);
+	int ing_ok = ing && st_ing == 1 && strstr(ing, "disk full") &&
+		     strstr(ing, "sekv ingest --resume 1");
+	int ls_ok = ls && st_ls == 0 && !strncmp(ls, "1\tincomplete\t", 13);
+	int rm_ok = rm && st_rm == 0 && strstr(rm, ": ok");
+	T_CHECKF(t, ing_ok, "ingest on a full disk (%d): %.400s", st_ing, ing ? ing : "");
+	T_CHECKF(t, ls_ok, "ls after it: %.200s", ls ? ls : "");
+	T_CHECKF(t, rm_ok, "rm and check (%d): %.300s", st_rm, rm ? rm : "");
+	free(ing);
+	free(ls);
+	free(rm);
+}
+
+const struct test_case test_durable[] = {
+	{ "durable_sigkill_then_resume_bit_identical", durable_sigkill_then_resume_bit_identical },
+	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
+	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
+	{ NULL, NULL },
+};
