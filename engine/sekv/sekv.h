@@ -424,6 +424,12 @@ void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p);
  * pos must lie between the first held row and the last appended one.
  * Returns 0 or SEKV_EINVAL. No allocation. */
 int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos);
+/* Copies the tail rows (question and generated tokens) of positions
+ * [pos0, pos0 + n) of global layer `layer` into k, v [n][n_head_kv][d_h]
+ * fp16 (a conversation's turns, to grow the memory with them). The rows
+ * must be held (not evicted, already appended). 0 or SEKV_EINVAL. */
+int sekv_ctx_tail_get(const struct sekv_ctx *c, int layer, int pos0, int n, uint16_t *k,
+		      uint16_t *v);
 /* Tail rows held now (per global layer). */
 int sekv_ctx_tail_rows(const struct sekv_ctx *c);
 
