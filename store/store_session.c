@@ -410,7 +410,8 @@ static int mem_check(struct store *s, int64_t session, const struct store_sessio
 		return rc;
 	*row = (size_t)d.n_head_kv * d.d_h;
 	if (!w->open || w->swa_n < 0 || w->swa_window < 1 || w->swa_n_layer != d.n_layer_swa ||
-	    (w->swa_n && (!w->swa_k || !w->swa_v)) || w->open_pos0 < d.n_tok ||
+	    (w->swa_n && (!w->swa_k || !w->swa_v)) || w->open_pos0 < 0 ||
+	    w->open_pos0 + w->open->n_tok <= d.n_tok ||
 	    (w->part && (w->part_pos0 < 0 || w->part_pos0 + w->part->n_tok != w->open_pos0)) ||
 	    w->swa_pos0 + w->swa_n != w->open_pos0 + w->open->n_tok)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "store_session_put_mem: %s: slices or "
