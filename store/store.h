@@ -216,7 +216,8 @@ typedef void (*store_check_fn)(void *ud, const char *problem);
  * mem.n_tok <= n_tok) and H2O's scores of its shape; an incomplete one's
  * resume state at its n_tok; every session's turns numbered 0..n_turn-1
  * in time order, last_used not before any turn, evidence inside the
- * text. *n_problem gets the count. Returns 0, problems or not: a query
+ * text, its KV (store_session_get_kv) loading and joining its document's
+ * memory. *n_problem gets the count. Returns 0, problems or not: a query
  * that cannot run (a file too damaged) is itself reported as a problem. */
 int store_check(struct store *s, store_check_fn fn, void *ud, int *n_problem,
 		char *err, size_t errlen);
