@@ -76,6 +76,7 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_SSWA_INSERT] = "INSERT OR REPLACE INTO session_swa (session, pos0, n, k, v)"
 		" VALUES (?, ?, ?, ?, ?)",
 	[ST_SSWA_PRUNE] = "DELETE FROM session_swa WHERE session = ?1 AND pos0 + n <= ?2",
+	[ST_SSWA_COUNT] = "SELECT IFNULL(SUM(n), 0) FROM session_swa WHERE session = ?",
 	[ST_SSWA_GET] = "SELECT pos0, n, k, v FROM session_swa WHERE session = ? ORDER BY pos0",
 	[ST_SES_TOUCH] = "UPDATE sessions SET n_turn = n_turn + 1, last_used = ?2 WHERE id = ?1",
 	[ST_SES_DELETE] = "DELETE FROM sessions WHERE id = ?",

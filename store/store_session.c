@@ -472,62 +472,65 @@ void store_session_kv_free(struct store_session_kv *kv)
 	memset(kv, 0, sizeof *kv);
 }
 
-/* The session_swa rows, which must follow each other, into kv. */
+/* The session_swa rows, which must follow each other, into kv: counted
+ * first, so the rows are copied once into place (layer-major). */
 static int get_swa(struct store *s, int64_t session, const struct store_doc *d,
 		   struct store_session_kv *kv, const char *obj, char *err, size_t errlen)
 {
-	size_t row = (size_t)d->n_head_kv * d->d_h;
+	size_t row = (size_t)d->n_head_kv * d->d_h, total;
 	sqlite3_stmt *st;
 	int rc;
 
 	kv->swa_n_layer = d->n_layer_swa;
+	if ((rc = store_stmt(s, ST_SSWA_COUNT, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, session);
+	if ((rc = store_step(s, st)) != SQLITE_ROW) {
+		rc = store_dberr(s, rc, err, errlen, "store_session_get_kv", obj);
+		sqlite3_reset(st);
+		return rc;
+	}
+	int64_t n_all = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	if (n_all < 0 || n_all > INT32_MAX / 2)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "store_session_get_kv: %s: session_swa: "
+				 "%lld rows", obj, (long long)n_all);
+	total = (size_t)n_all;
+	kv->swa_k = malloc((total * d->n_layer_swa * row + 1) * sizeof *kv->swa_k);
+	kv->swa_v = malloc((total * d->n_layer_swa * row + 1) * sizeof *kv->swa_v);
+	if (!kv->swa_k || !kv->swa_v)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_session_get_kv: out of memory");
 	if ((rc = store_stmt(s, ST_SSWA_GET, &st, err, errlen)))
 		return rc;
 	sqlite3_bind_int64(st, 1, session);
 	while ((rc = store_step(s, st)) == SQLITE_ROW) {
 		int64_t p0 = sqlite3_column_int64(st, 0), n = sqlite3_column_int64(st, 1);
 		const void *k, *v;
-		if (p0 < d->n_tok || n < 1 || n > INT32_MAX / 2 || p0 > INT32_MAX / 2 ||
+		if (p0 < d->n_tok || n < 1 || p0 > INT32_MAX / 2 || (size_t)kv->swa_n + (size_t)n > total ||
 		    (kv->swa_n && p0 != (int64_t)kv->swa_pos0 + kv->swa_n)) {
 			rc = sekv_errf(err, errlen, SEKV_EFORMAT, "store_session_get_kv: %s: "
 				       "session_swa: rows [%lld, +%lld) out of place", obj,
 				       (long long)p0, (long long)n);
 			break;
 		}
-		size_t bytes = (size_t)d->n_layer_swa * (size_t)n * row * 2, old = (size_t)kv->swa_n;
+		size_t bytes = (size_t)d->n_layer_swa * (size_t)n * row * 2;
 		if ((rc = store_col_blob(st, 2, bytes, &k, "store_session_get_kv", d->id, "session_swa",
 					 "k", err, errlen)) ||
 		    (rc = store_col_blob(st, 3, bytes, &v, "store_session_get_kv", d->id, "session_swa",
 					 "v", err, errlen)))
 			break;
-		uint16_t *nk = malloc(((old + (size_t)n) * d->n_layer_swa * row + 1) * 2);
-		uint16_t *nv = malloc(((old + (size_t)n) * d->n_layer_swa * row + 1) * 2);
-		if (!nk || !nv) {
-			free(nk);
-			free(nv);
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "store_session_get_kv: out of memory");
-			break;
-		}
-		/* layer-major: each layer's old rows, then its new ones */
 		for (int l = 0; l < d->n_layer_swa; l++) {
-			size_t at = (size_t)l * (old + (size_t)n) * row;
-			if (old) {
-				memcpy(nk + at, kv->swa_k + (size_t)l * old * row, old * row * 2);
-				memcpy(nv + at, kv->swa_v + (size_t)l * old * row, old * row * 2);
-			}
-			memcpy(nk + at + old * row, (const uint16_t *)k + (size_t)l * n * row, (size_t)n * row * 2);
-			memcpy(nv + at + old * row, (const uint16_t *)v + (size_t)l * n * row, (size_t)n * row * 2);
+			size_t at = ((size_t)l * total + (size_t)kv->swa_n) * row, from = (size_t)l * n * row;
+			memcpy(kv->swa_k + at, (const uint16_t *)k + from, (size_t)n * row * 2);
+			memcpy(kv->swa_v + at, (const uint16_t *)v + from, (size_t)n * row * 2);
 		}
-		free(kv->swa_k);
-		free(kv->swa_v);
-		kv->swa_k = nk;
-		kv->swa_v = nv;
 		if (!kv->swa_n)
 			kv->swa_pos0 = (int32_t)p0;
 		kv->swa_n += (int)n;
 	}
 	if (rc == SQLITE_DONE)
-		rc = 0;
+		rc = (size_t)kv->swa_n == total ? 0 : sekv_errf(err, errlen, SEKV_EFORMAT,
+			"store_session_get_kv: %s: session_swa: %d rows of %zu", obj, kv->swa_n, total);
 	else if (rc > 0)
 		rc = store_dberr(s, rc, err, errlen, "store_session_get_kv", obj);
 	sqlite3_reset(st);
