@@ -44,13 +44,14 @@ while :; do
 	[ "$got" -ge "$total" ] && break
 	bytes=$((bytes + bytes / 4))
 done
-$S ingest "$TMP/same.txt" -m "$MODEL" --db "$TMP/prefill.db" -t 2 2>&1 | grep "prefill" | head -n 1
+$S ingest "$TMP/same.txt" -m "$MODEL" --db "$TMP/prefill.db" -t 2 -q > /dev/null
+sqlite3 "$TMP/prefill.db" "SELECT 'prefill_s ' || prefill_s || ' for ' || n_tok || ' tokens' FROM documents"
 echo "tokens: document $n_doc, session $n_tok (prefilled for comparison: $got)"
 sqlite3 "$TMP/lib.db" "SELECT 'session disk bytes: slices ' ||
-	(SELECT SUM(length(spans) + length(exact_pos) + length(ranks) + length(tokens) +
+	((SELECT SUM(length(spans) + length(exact_pos) + length(ranks) + length(tokens) +
 	 length(surprisal) + length(is_anchor)) FROM session_part) +
 	(SELECT SUM(length(k_bar) + length(v_bar) + length(exact_k) + length(exact_v) +
 	 length(fac_s) + length(fac_u) + length(fac_v) + IFNULL(length(lm_k), 0) +
-	 IFNULL(length(lm_s), 0)) FROM session_part_layer) ||
+	 IFNULL(length(lm_s), 0)) FROM session_part_layer)) ||
 	', sliding-window rows ' || (SELECT SUM(length(k) + length(v)) FROM session_swa)"
 $S ls $A
