@@ -157,22 +157,26 @@ int cmd_ask(int argc, char **argv)
 	struct conv_answer a = {0};
 	struct app_evidence ev = {0};
 	char err[1024];
-	int64_t id;
+	int64_t id = 0;
 	int rc;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
 		app_errorf("sekv ask: %s\n", err);
 		return 2;
 	}
-	if (o.n_args != 2) {
-		app_errorf("usage: sekv ask DOC QUESTION [options]: see 'sekv ask --help'\n");
+	/* with --session the document is the session's */
+	int n_doc = o.session_id ? 0 : 1;
+	if (o.n_args != n_doc + 1) {
+		app_errorf("usage: sekv ask DOC QUESTION | sekv ask --session ID QUESTION [options]: "
+			   "see 'sekv ask --help'\n");
 		return 2;
 	}
-	if (app_parse_doc_id(o.args[0], &id)) {
+	const char *question = o.args[n_doc];
+	if (n_doc && app_parse_doc_id(o.args[0], &id)) {
 		app_errorf("sekv ask: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
-	if (!o.args[1][strspn(o.args[1], " \t\r\n")]) {
+	if (!question[strspn(question, " \t\r\n")]) {
 		app_errorf("sekv ask: the question is empty\n");
 		return 2;
 	}
@@ -185,7 +189,7 @@ int cmd_ask(int argc, char **argv)
 		return 1;
 	}
 	if ((rc = app_load(&o, &m, &tk, err, sizeof err)) ||
-	    (rc = session_open(&s, m, tk, &o, id, err, sizeof err))) {
+	    (rc = session_open_stored(&s, m, tk, &o, n_doc ? id : 0, o.session_id, err, sizeof err))) {
 		app_errorf("sekv ask: %s\n", err);
 		tok_close(tk);
 		model_close(m);
@@ -200,7 +204,7 @@ int cmd_ask(int argc, char **argv)
 	if (!o.quiet && !o.json)
 		conv_set_warn(session_conv(s), warn_stderr, NULL);
 	if ((rc = app_evidence_begin(&ev, &o, s, m, tk, err, sizeof err)) == 0) {
-		rc = conv_ask(session_conv(s), o.args[1], o.json ? NULL : print_step, NULL, &a,
+		rc = conv_ask(session_conv(s), question, o.json ? NULL : print_step, NULL, &a,
 			      err, sizeof err);
 		if (!rc || rc == SEKV_EINTR) {
 			int rc2 = app_evidence_end(&ev, s, tk, err, sizeof err);
@@ -209,7 +213,7 @@ int cmd_ask(int argc, char **argv)
 	}
 	if (!rc || rc == SEKV_EINTR) {
 		char e3[512];
-		if (session_record_turn(s, o.args[1], &a, &ev, e3, sizeof e3))
+		if (session_record_turn(s, question, &a, &ev, e3, sizeof e3))
 			app_errorf("sekv ask: note: the answer was not saved in the library: %s\n", e3);
 	}
 	if (rc && rc != SEKV_EINTR) {

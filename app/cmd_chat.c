@@ -55,7 +55,7 @@ static int on_step(void *ud, const struct conv_step *st)
 	f.n_layer = c->info.n_layer;
 	f.n_head = c->info.n_head;
 	f.layer_id = c->info.layer_id;
-	f.n_tok_doc = c->info.n_tok;
+	f.n_tok_doc = c->info.n_tok_memory;
 	f.resident_bytes = st->resident_bytes;
 	f.peak_resident_bytes = st->peak_resident_bytes;
 	f.full_kv_bytes = c->info.full_kv_bytes;
@@ -81,6 +81,8 @@ static int chat_ask(void *ud, struct ui_chat *ui, const char *q, char *err, size
 	int rc;
 
 	c->ui = ui;
+	/* the memory grew with the last turn: its spans are new */
+	session_get_info(c->s, &c->info);
 	if (c->evidence && app_evidence_begin(&ev, &c->o, c->s, c->m, c->tk, e2, sizeof e2))
 		ev.on = 0;
 	rc = conv_ask(session_conv(c->s), q, on_step, c, &a, err, errlen);
@@ -173,6 +175,27 @@ static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
 	return 1;
 }
 
+/* A resumed session's transcript for the screen: *turns (store_turns_free)
+ * and *ut [*n] pointing into them (free), and the line said after them in
+ * msg (or why it cannot be read). */
+static int transcript_of(struct chat_app *c, int64_t id, struct store_turn **turns, int *n,
+			 struct ui_turn **ut, char *msg, size_t cap)
+{
+	int rc = store_session_turns_dup(session_store(c->s), id, turns, n, msg, cap);
+
+	if (rc)
+		return rc;
+	if (!(*ut = calloc((size_t)*n + 1, sizeof **ut)))
+		return sekv_errf(msg, cap, SEKV_ENOMEM, "chat: out of memory");
+	for (int i = 0; i < *n; i++)
+		(*ut)[i] = (struct ui_turn){ (*turns)[i].question, (*turns)[i].answer };
+	snprintf(msg, cap, "session %lld resumed in %.2f s: %d turn%s, the model remembers them "
+		 "(%d tokens after the document's)%s%s", (long long)id, c->info.resume_s, *n,
+		 *n == 1 ? "" : "s", c->info.n_tok_memory - c->info.n_tok,
+		 c->info.note[0] ? "; " : "", c->info.note);
+	return 0;
+}
+
 int cmd_chat(int argc, char **argv)
 {
 	struct app_opts o;
@@ -191,8 +214,9 @@ int cmd_chat(int argc, char **argv)
 		app_errorf("sekv chat: " APP_DOC_ID_BAD "\n", o.args[0]);
 		return 2;
 	}
-	if (o.n_args > 1) {
-		app_errorf("usage: sekv chat [DOC] [options]: see 'sekv chat --help'\n");
+	if (o.n_args > 1 || (o.n_args == 1 && o.session_id)) {
+		app_errorf("usage: sekv chat [DOC] | sekv chat --session ID [options]: see 'sekv chat "
+			   "--help'\n");
 		return 2;
 	}
 	if (app_check_db(&o, err, sizeof err)) {
@@ -203,12 +227,16 @@ int cmd_chat(int argc, char **argv)
 		app_errorf("sekv chat: no library at %s yet: add a document with 'sekv ingest FILE'\n", o.db);
 		return 1;
 	}
-	if (!id && !(id = newest_doc(&o, err, sizeof err))) {
+	if (!o.session_id && !id && !(id = newest_doc(&o, err, sizeof err))) {
 		app_errorf("sekv chat: no document in %s yet: run 'sekv ingest FILE' first\n", o.db);
 		return 1;
 	}
-	app_errorf("sekv chat: opening document %lld...\n", (long long)id);
-	if (app_load(&o, &m, &tk, err, sizeof err) || session_open(&c.s, m, tk, &o, id, err, sizeof err)) {
+	if (o.session_id)
+		app_errorf("sekv chat: opening session %d...\n", o.session_id);
+	else
+		app_errorf("sekv chat: opening document %lld...\n", (long long)id);
+	if (app_load(&o, &m, &tk, err, sizeof err) ||
+	    session_open_stored(&c.s, m, tk, &o, id, o.session_id, err, sizeof err)) {
 		app_errorf("sekv chat: %s\n", err);
 		tok_close(tk);
 		model_close(m);
@@ -230,7 +258,22 @@ int cmd_chat(int argc, char **argv)
 		.title = c.info.title, .doc_id = c.info.doc_id, .n_tok = c.info.n_tok,
 		.model_name = c.info.model_name, .resume_s = c.info.resume_s,
 	};
-	int rc = ui_chat_run(&ops, &di, err, sizeof err);
+	struct store_turn *turns = NULL;
+	struct ui_turn *ut = NULL;
+	char resumed[256];
+	int n_turn = 0, rc = 0;
+	if (o.session_id &&
+	    (rc = transcript_of(&c, o.session_id, &turns, &n_turn, &ut, resumed, sizeof resumed)) == 0) {
+		di.turns = ut;
+		di.n_turn = n_turn;
+		di.resumed = resumed;
+	}
+	if (rc == 0)
+		rc = ui_chat_run(&ops, &di, err, sizeof err);
+	else
+		snprintf(err, sizeof err, "%s", resumed);
+	free(ut);
+	store_turns_free(turns, n_turn);
 	session_close(c.s);
 	tok_close(tk);
 	model_close(m);

@@ -59,7 +59,8 @@ static void print_session_line(const struct store_session *ss)
 	fputs(line, stdout);
 	for (const char *c = ss->doc_title; *c; c++)
 		putchar((unsigned char)*c < 0x20 || *c == 0x7f ? ' ' : *c);
-	printf("\t%d turn%s\t%s\t%s\n", ss->n_turn, ss->n_turn == 1 ? "" : "s", ss->kv, when);
+	printf("\t%d turn%s\t%lld tokens\t%s\t%s\n", ss->n_turn, ss->n_turn == 1 ? "" : "s",
+	       (long long)ss->n_tok, ss->kv, when);
 }
 
 int cmd_sessions(int argc, char **argv)

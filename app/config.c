@@ -227,7 +227,9 @@ static const struct opt_row opt_table[] = {
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--session", .arg = "ID", .kind = OPT_INT, .off = F(session_id), .set_off = NO_SET,
 	  .imin = 1, .imax = INT_MAX, .what = "a session id (see 'sekv sessions')",
-	  .help = "the stored session to delete", .cmds = APP_CMD_RM },
+	  .help = "chat, ask: continue this stored session (its document, transcript and the KV "
+		  "of its turns; no forward pass over earlier tokens); rm: delete it",
+	  .cmds = APP_CMD_RM | APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--no-evidence", .kind = OPT_FLAG, .off = F(no_evidence), .set_off = NO_SET,
 	  .help = "no evidence passages after the answer", .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--temp", .arg = "T", .kind = OPT_FLOAT, .off = F(temperature), .set_off = NO_SET,

@@ -97,7 +97,7 @@ struct app_opts {
 	const char *evidence_heads; /* --evidence-heads L:H,...: retrieval heads, NULL = stored/calibrated */
 	int no_evidence;       /* --no-evidence */
 	int evidence_top;      /* --evidence-top N: passages shown per answer */
-	int session_id;        /* --session ID (rm), 0 = none */
+	int session_id;        /* --session ID (chat, ask: continue it; rm), 0 = none */
 	int router;            /* --router landmark|summary|oracle: enum sekv_router
 	                          (the choices' order is the enum's) */
 	int mass_recall;       /* --mass-recall: load exact keys, report mass_recall */

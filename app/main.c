@@ -18,23 +18,28 @@ struct cmd {
 
 static const struct cmd cmds[] = {
 	{ "chat", cmd_chat, APP_CMD_CHAT, "[DOC]",
-	  "terminal UI: ask questions about document DOC (the newest one when DOC is omitted)" },
+	  "terminal UI: ask questions about document DOC (the newest one when DOC is omitted), a new "
+	  "session; --session ID goes on with a stored one (its transcript shown, its turns "
+	  "remembered, no forward pass over earlier tokens)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
 	  "prefill a text/Markdown file once, store its SeKV memory; prints the new document id. "
 	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
 	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it" },
 	{ "ask", cmd_ask, APP_CMD_ASK, "DOC QUESTION",
-	  "answer from the stored memory, no prefill of the document" },
+	  "answer from the stored memory, no prefill of the document (a new session); "
+	  "'sekv ask --session ID QUESTION' goes on with a stored session" },
 	{ "ls", cmd_ls, APP_CMD_LS, "",
 	  "list stored documents, one a line, tab-separated: id, state (ready or incomplete), "
 	  "tokens (done/all while incomplete), size on disk, date, model, title" },
 	{ "rm", cmd_rm, APP_CMD_RM, "DOC...",
-	  "delete stored documents (and their sessions); --session ID deletes one session" },
+	  "delete stored documents (and their sessions); --session ID deletes one session; "
+	  "their blobs' space goes back to the file system" },
 	{ "check", cmd_check, APP_CMD_CHECK, "",
 	  "check the library: SQLite's integrity check, then every document's chunks, factors and "
 	  "resume state, every session's turns; prints each problem, exits 1 on any" },
 	{ "sessions", cmd_sessions, APP_CMD_SESSIONS, "[DOC]",
-	  "list stored sessions: id, document, title, turns, memory, last used" },
+	  "list stored sessions, one a line, tab-separated: id, document, title, turns, tokens its "
+	  "memory holds after the document's, memory, last used" },
 	{ "export", cmd_export, APP_CMD_EXPORT, "SESSION",
 	  "write a session as Markdown: questions, answers, evidence quoted from the document" },
 	{ "eval", cmd_eval, APP_CMD_EVAL, "--out DIR",

@@ -50,6 +50,13 @@ struct session {
 	int n_tok;
 	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */
 	int64_t stored_id;         /* the session in the library, 0 until the first turn */
+	int kv_turns;              /* turns the SeKV memory holds (stored and since) */
+	float h_next;              /* a resumed session's conv_next_surprisal */
+	int grow;                  /* 1: each turn's KV goes into the memory and the library */
+	struct store_session_kv sess_swa; /* a resumed session's sliding-window rows
+	                              (its slices already joined and freed) */
+	int kv_lost;               /* a turn's KV could not be stored: later ones are not */
+	int kv_stored;             /* turns whose KV the library holds */
 	uint16_t *xk[SESSION_MAX_GLOBAL]; /* [n_global] exact keys (--router oracle, --mass-recall) */
 	struct kv_subset *sub;     /* --kv streaming, snapkv, h2o: the kept rows */
 	struct kv_quest *quest;    /* --kv quest */
@@ -61,6 +68,26 @@ struct session {
 	size_t swa_bytes;
 	size_t full_kv_bytes;
 };
+
+/* A resumed session's sliding-window rows, after the document's (a ring
+ * keeps the newest of each slot): the last window of them, each layer. */
+static int load_session_swa(struct session *s, char *err, size_t errlen)
+{
+	const struct store_session_kv *kv = &s->sess_swa;
+	size_t row = (size_t)s->hp->n_head_kv * s->hp->d_head;
+	int n = kv->swa_n < s->hp->swa_window ? kv->swa_n : s->hp->swa_window, skip = kv->swa_n - n;
+
+	for (int l = 0, i = 0; l < s->hp->n_layer && n > 0; l++) {
+		if (s->hp->is_global[l])
+			continue;
+		size_t at = ((size_t)i++ * kv->swa_n + (size_t)skip) * row;
+		if (i > kv->swa_n_layer ||
+		    model_state_set_rows(s->ms, l, kv->swa_pos0 + skip, n, kv->swa_k + at, kv->swa_v + at))
+			return sekv_errf(err, errlen, SEKV_EFORMAT, "session %lld: its sliding-window rows "
+					 "do not fit layer %d", (long long)s->stored_id, l);
+	}
+	return 0;
+}
 
 static int load_swa(struct session *s, char *err, size_t errlen)
 {
@@ -87,7 +114,7 @@ static int load_swa(struct session *s, char *err, size_t errlen)
 	}
 	s->swa_bytes = model_kv_bytes(n_row, n_layer, s->hp->n_head_kv, s->hp->d_head);
 	store_swa_free(n_layer, layer_id, k, v);
-	return rc;
+	return rc ? rc : load_session_swa(s, err, errlen);
 }
 
 /* --zoom-shares: one positive number per global layer of the memory. */
@@ -399,6 +426,41 @@ static int open_full(struct session *s, char *err, size_t errlen)
 	return rc;
 }
 
+/* A stored session's memory: the document's joined with the slices its
+ * turns left (store_session_put_mem); its newest sliding-window rows and
+ * h_next are kept for open_memory and start_conv. */
+static int join_session(struct session *s, char *err, size_t errlen)
+{
+	struct store_session_kv kv;
+	struct sekv_mem *m = NULL;
+	int rc = store_session_get_kv(s->st, s->stored_id, &kv, err, errlen);
+
+	if (rc || kv.n_part == 0) {
+		store_session_kv_free(&kv);
+		return rc;
+	}
+	rc = sekv_mem_join(&m, s->mem, kv.n_part, (const struct sekv_mem *const *)kv.part, kv.pos0);
+	if (rc) {
+		store_session_kv_free(&kv);
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "session %lld: its memory does not follow "
+				 "document %lld's: %s", (long long)s->stored_id, (long long)s->doc.id,
+				 sekv_strerror(rc));
+	}
+	sekv_mem_free(s->mem);
+	s->mem = m;
+	s->kv_turns = s->kv_stored = kv.kv_turns;
+	s->h_next = kv.h_next;
+	for (int i = 0; i < kv.n_part; i++)
+		sekv_mem_free(kv.part[i]);
+	free(kv.part);
+	free(kv.pos0);
+	kv.part = NULL;
+	kv.pos0 = NULL;
+	kv.n_part = 0;
+	s->sess_swa = kv;
+	return 0;
+}
+
 /* The SeKV memory (--kv sekv; --kv summary: the same memory, never
  * zooming). */
 static int open_sekv(struct session *s, char *err, size_t errlen)
@@ -406,9 +468,9 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	const struct model_hparams *hp = s->hp;
 	int rc = store_doc_get_mem(s->st, s->doc.id, &s->mem, err, errlen);
 
-	if (rc)
+	if (rc || (s->stored_id && (rc = join_session(s, err, errlen))))
 		return rc;
-	if (s->mem->n_tok != s->n_tok || s->mem->n_layer != hp->n_global ||
+	if (s->mem->n_tok < s->n_tok || s->mem->n_layer != hp->n_global ||
 	    s->mem->d_h != hp->d_head || s->mem->n_head_kv != hp->n_head_kv)
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "session: document %lld: stored memory shape does not match the model",
@@ -440,7 +502,11 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	if ((rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen)))
 		return rc;
 	if (s->sp.router == SEKV_ROUTER_ORACLE || s->o.mass_recall)
-		rc = load_exact_keys(s, err, errlen);
+		return load_exact_keys(s, err, errlen);
+	/* the measurements' exact keys cover the document only: there the
+	 * tail holds the turns, as before sessions kept them */
+	s->grow = !rc;
+	s->full_kv_bytes = s->mem->full_kv_bytes;
 	return rc;
 }
 
@@ -475,7 +541,7 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
 	if (rc || (rc = load_swa(s, err, errlen)))
 		return rc;
-	return model_state_resume(s->ms, s->n_tok);
+	return model_state_resume(s->ms, s->mem ? s->mem->n_tok : s->n_tok);
 }
 
 /* Sampling and turn options of the conversation over the document. */
@@ -499,6 +565,9 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	cp.sampler.seed = s->o.seed;
 	cp.sampler.repeat_penalty = s->o.repeat_penalty;
 	cp.example = s->example[0] ? s->example : NULL;
+	cp.surprisal = s->grow;
+	cp.n_turn_before = s->kv_turns;
+	cp.h_first = s->h_next;
 	size_t budget = (size_t)(s->riv_budget * (double)s->full_kv_bytes);
 	if (s->sc) {
 		conv_kv_sekv(&kv, s->sc, s->mem);
@@ -513,6 +582,40 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	return conv_new(&s->conv, s->m, s->tk, s->ms, &kv, &cp, err, errlen);
 }
 
+/* The stored session s->stored_id: its document into *doc_id; only a
+ * session answered from the SeKV memory can go on (its turns' KV is kept
+ * there), and only with it. */
+static int read_stored(struct session *s, int64_t *doc_id, char *err, size_t errlen)
+{
+	struct store_session ss;
+	int rc = store_session_get(s->st, s->stored_id, &ss, err, errlen);
+
+	if (rc == SEKV_ENOTFOUND)
+		return sekv_errf(err, errlen, rc, "session %lld is not in %s (see 'sekv sessions')",
+				 (long long)s->stored_id, s->o.db);
+	if (rc)
+		return rc;
+	*doc_id = ss.doc;
+	if (strcmp(ss.kv, "sekv"))
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "session %lld was answered with --kv %s, "
+				 "which keeps no KV of its turns (only the SeKV memory does): 'sekv export "
+				 "%lld' shows it; 'sekv chat %lld --kv %s' starts a new one", (long long)ss.id,
+				 ss.kv, (long long)ss.id, (long long)ss.doc, ss.kv);
+	if (s->o.kv != APP_KV_SEKV)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "session %lld keeps its turns in the SeKV "
+				 "memory: it goes on with --kv sekv only ('sekv chat %lld --kv %s' starts "
+				 "a new session)", (long long)ss.id, (long long)ss.doc, app_kv_name(s->o.kv));
+	if (s->o.router == SEKV_ROUTER_ORACLE || s->o.mass_recall)
+		return sekv_errf(err, errlen, SEKV_EUNSUP, "session %lld: --router oracle and "
+				 "--mass-recall measure over a document's exact keys, not a session's",
+				 (long long)ss.id);
+	if (ss.kv_turns < ss.n_turn)
+		snprintf(s->note, sizeof s->note, "session %lld: the model remembers its first %d of %d "
+			 "turns (the others were stored without their KV)", (long long)ss.id,
+			 ss.kv_turns, ss.n_turn);
+	return 0;
+}
+
 /* The stored document: checked against the model, tokens read. */
 static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 {
@@ -521,7 +624,8 @@ static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 	int64_t n_tok = 0;
 	int rc;
 
-	if ((rc = store_open(&s->st, o->db, err, errlen)))
+	if ((rc = store_open(&s->st, o->db, err, errlen)) ||
+	    (s->stored_id && (rc = read_stored(s, &doc_id, err, errlen))))
 		return rc;
 	if ((rc = store_doc_get(s->st, doc_id, &s->doc, err, errlen))) {
 		if (rc == SEKV_ENOTFOUND)
@@ -558,6 +662,13 @@ static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 int session_open(struct session **out, const struct model *m, const struct tok *tk,
 		 const struct app_opts *o, int64_t doc_id, char *err, size_t errlen)
 {
+	return session_open_stored(out, m, tk, o, doc_id, 0, err, errlen);
+}
+
+int session_open_stored(struct session **out, const struct model *m, const struct tok *tk,
+			const struct app_opts *o, int64_t doc_id, int64_t session_id, char *err,
+			size_t errlen)
+{
 	struct session *s = calloc(1, sizeof *s);
 	int rc;
 
@@ -568,6 +679,7 @@ int session_open(struct session **out, const struct model *m, const struct tok *
 	s->m = m;
 	s->tk = tk;
 	s->hp = model_hparams(m);
+	s->stored_id = session_id;
 	double t0 = clk_now();
 	if ((rc = read_doc(s, doc_id, err, errlen)) || (rc = open_memory(s, err, errlen)))
 		goto fail;
@@ -591,6 +703,7 @@ void session_close(struct session *s)
 	kv_subset_free(s->sub);
 	kv_quest_free(s->quest);
 	sekv_mem_free(s->mem);
+	store_session_kv_free(&s->sess_swa);
 	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
 		free(s->xk[i]);
 	free(s->tokens);
@@ -598,19 +711,125 @@ void session_close(struct session *s)
 	free(s);
 }
 
-int session_record_turn(struct session *s, const char *question, const struct conv_answer *a,
-			const struct app_evidence *ev, char *err, size_t errlen)
+/* The turn just asked, as the conversation decoded it since the memory
+ * last grew (tokens, surprisal, the global layers' tail rows), appended to
+ * the memory: *out the grown memory, NULL when nothing was decoded. */
+static int grow_memory(struct session *s, struct sekv_mem **out, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	size_t row = (size_t)hp->n_head_kv * hp->d_head;
+	int n = 0, n_h = 0, rc = 0;
+	const int32_t *ids = conv_tokens(s->conv, &n);
+	const float *h = conv_surprisal(s->conv, &n_h);
+
+	*out = NULL;
+	if (n == 0)
+		return 0;
+	if (n_h != n || hp->n_global > SESSION_MAX_GLOBAL)
+		return sekv_errf(err, errlen, SEKV_EINVAL, "session: the turn's %d tokens have %d "
+				 "surprisal values", n, n_h);
+	for (int l = 0; !rc && l < hp->n_global; l++) {
+		k[l] = malloc((size_t)n * row * sizeof *k[l]);
+		v[l] = malloc((size_t)n * row * sizeof *v[l]);
+		if (!k[l] || !v[l])
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: out of memory");
+		else if (sekv_ctx_tail_get(s->sc, l, s->mem->n_tok, n, k[l], v[l]))
+			rc = sekv_errf(err, errlen, SEKV_EINVAL, "session: the turn's rows of global layer "
+				       "%d are not held (evicted)", l);
+	}
+	if (!rc)
+		rc = sekv_mem_append(out, s->mem, &s->sp, n, ids, h, (const uint16_t *const *)k,
+				     (const uint16_t *const *)v, err, errlen);
+	free_rows(k, v);
+	return rc;
+}
+
+/* What grown adds to s->mem, for the library: the slice it made final,
+ * its open end, and the sliding-window rows of the newest positions. */
+static int store_growth(struct session *s, int64_t id, const struct sekv_mem *grown,
+			char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	int lo = sekv_mem_frontier(s->mem, s->sp.n_sink), hi = sekv_mem_frontier(grown, s->sp.n_sink);
+	int end = grown->n_tok, p0 = end - hp->swa_window > s->mem->n_tok ? end - hp->swa_window
+									 : s->mem->n_tok;
+	size_t row = (size_t)hp->n_head_kv * hp->d_head;
+	struct sekv_mem *part = NULL, *open = NULL;
+	uint16_t *sk[MODEL_MAX_LAYER] = { 0 }, *sv[MODEL_MAX_LAYER] = { 0 };
+	int n_swa = 0, rc;
+	float h_next = 0;
+
+	if ((hi > lo && sekv_mem_slice_dup(&part, grown, lo, hi)) ||
+	    sekv_mem_slice_dup(&open, grown, hi, end)) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: slicing the memory: out of memory");
+		goto out;
+	}
+	for (int l = 0; l < hp->n_layer; l++) {
+		if (hp->is_global[l])
+			continue;
+		sk[n_swa] = malloc(((size_t)(end - p0) * row + 1) * sizeof **sk);
+		sv[n_swa] = malloc(((size_t)(end - p0) * row + 1) * sizeof **sv);
+		if (!sk[n_swa] || !sv[n_swa++] ||
+		    model_state_get_rows(s->ms, l, p0, end - p0, sk[n_swa - 1], sv[n_swa - 1])) {
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: sliding-window rows of layer "
+				       "%d: out of memory or not held", l);
+			goto out;
+		}
+	}
+	if ((rc = conv_next_surprisal(s->conv, &h_next, err, errlen)))
+		goto out;
+	struct store_session_mem w = { .part_idx = s->kv_turns, .part_pos0 = lo, .part = part,
+		.open_pos0 = hi, .open = open, .h_next = h_next, .kv_turns = s->kv_turns + 1,
+		.swa_pos0 = p0, .swa_n = end - p0, .swa_n_layer = n_swa,
+		.swa_k = (const uint16_t *const *)sk, .swa_v = (const uint16_t *const *)sv,
+		.swa_window = hp->swa_window > 0 ? hp->swa_window : 1 };
+	rc = store_session_put_mem(s->st, id, &w, err, errlen);
+out:
+	for (int i = 0; i < MODEL_MAX_LAYER; i++) {
+		free(sk[i]);
+		free(sv[i]);
+	}
+	sekv_mem_free(part);
+	sekv_mem_free(open);
+	return rc;
+}
+
+/* The conversation goes on over the grown memory (which now holds every
+ * turn so far): a new decode stream over it, the old one freed. */
+static int grow_swap(struct session *s, struct sekv_mem *grown, char *err, size_t errlen)
+{
+	struct sekv_ctx *sc = NULL;
+	struct conv_kv kv;
+	int rc = sekv_ctx_new(&sc, grown, &s->sp, CONV_TAIL_CAP, s->hp->q_scale, err, errlen);
+
+	if (rc) {
+		sekv_mem_free(grown);
+		return rc;
+	}
+	conv_kv_sekv(&kv, sc, grown);
+	kv.name = app_kv_name(s->o.kv);
+	if ((rc = conv_set_kv(s->conv, &kv, err, errlen))) {
+		sekv_ctx_free(sc);
+		sekv_mem_free(grown);
+		return rc;
+	}
+	sekv_ctx_free(s->sc);
+	sekv_mem_free(s->mem);
+	s->sc = sc;
+	s->mem = grown;
+	s->full_kv_bytes = grown->full_kv_bytes;
+	s->kv_turns++;
+	return 0;
+}
+
+/* The turn's transcript row and evidence (joining the open transaction). */
+static int add_turn(struct session *s, int64_t id, const char *question,
+		    const struct conv_answer *a, const struct app_evidence *ev, char *err, size_t errlen)
 {
 	struct store_turn t = { 0 };
 	struct store_evidence_row row[64];
-	int64_t id = s->stored_id;
-	int rc;
 
-	/* a new session and its first turn land together or not at all */
-	if ((rc = store_tx_begin(s->st, err, errlen)))
-		return rc;
-	if (!id && (rc = store_session_create(s->st, s->doc.id, app_kv_name(s->o.kv), &id, err, errlen)))
-		goto fail;
 	t.question = (char *)question;
 	t.answer = a->text ? a->text : "";
 	snprintf(t.stopped, sizeof t.stopped, "%s", conv_stop_name(a->stopped));
@@ -624,14 +843,46 @@ int session_record_turn(struct session *s, const char *question, const struct co
 		}
 		t.ev = row;
 	}
-	if ((rc = store_session_add_turn(s->st, id, &t, err, errlen)))
-		goto fail;
-	if ((rc = store_tx_commit(s->st, err, errlen)))
-		return rc;
+	return store_session_add_turn(s->st, id, &t, err, errlen);
+}
+
+int session_record_turn(struct session *s, const char *question, const struct conv_answer *a,
+			const struct app_evidence *ev, char *err, size_t errlen)
+{
+	struct sekv_mem *grown = NULL;
+	char kv_err[512] = "";
+	int64_t id = s->stored_id;
+	int rc, kv_rc = 0;
+
+	/* the memory takes the turn in, stored or not: the conversation keeps it */
+	if (s->grow && (kv_rc = grow_memory(s, &grown, kv_err, sizeof kv_err)))
+		s->kv_lost = 1;
+	/* a new session, its turn and the turn's KV land together; a KV that
+	 * cannot be stored leaves the turn's text stored */
+	if ((rc = store_tx_begin(s->st, err, errlen)))
+		goto swap;
+	if ((!id && (rc = store_session_create(s->st, s->doc.id, app_kv_name(s->o.kv), &id, err,
+					      errlen))) ||
+	    (rc = add_turn(s, id, question, a, ev, err, errlen))) {
+		store_tx_rollback(s->st);
+		goto swap;
+	}
+	if (grown && !s->kv_lost && (kv_rc = store_growth(s, id, grown, kv_err, sizeof kv_err)))
+		s->kv_lost = 1;
+	else if (grown && !s->kv_lost)
+		s->kv_stored++;
+	if ((rc = store_tx_commit(s->st, err, errlen))) {
+		s->kv_stored = s->kv_turns;
+		goto swap;
+	}
 	s->stored_id = id;
-	return 0;
-fail:
-	store_tx_rollback(s->st);
+swap:
+	if (grown && (kv_rc = grow_swap(s, grown, kv_err, sizeof kv_err)) == 0 && rc == 0 && s->kv_lost)
+		kv_rc = SEKV_EIO;
+	if (!rc && kv_rc)
+		rc = sekv_errf(err, errlen, kv_rc, "the turn was saved, its KV not (%s): a later "
+			       "'--session %lld' remembers the first %d turns", kv_err[0] ? kv_err :
+			       "an earlier one failed", (long long)s->stored_id, s->kv_stored);
 	return rc;
 }
 
@@ -657,6 +908,8 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->title = s->doc.title;
 	in->model_name = s->doc.model_name;
 	in->n_tok = s->n_tok;
+	in->n_tok_memory = s->mem ? s->mem->n_tok : s->n_tok;
+	in->session_id = s->stored_id;
 	in->kv_full = s->o.kv == APP_KV_FULL;
 	in->method = app_kv_name(s->o.kv);
 	in->budget = s->sc ? s->sp.budget : s->sub || s->quest ? s->riv_budget : 1.0;
@@ -691,17 +944,20 @@ void session_get_info(const struct session *s, struct session_info *in)
 void session_span_text(const struct session *s, int32_t start, int32_t len,
 		       char *buf, size_t cap)
 {
+	/* the memory holds the conversation's tokens after the document's */
+	const int32_t *tokens = s->mem ? s->mem->tokens : s->tokens;
+	int32_t n_tok = s->mem ? s->mem->n_tok : s->n_tok;
 	size_t o = 0;
 
 	if (!cap)
 		return;
 	buf[0] = 0;
-	if (start < 0 || len < 0 || start > s->n_tok)
+	if (start < 0 || len < 0 || start > n_tok)
 		return;
-	if (len > s->n_tok - start)
-		len = s->n_tok - start;
+	if (len > n_tok - start)
+		len = n_tok - start;
 	for (int32_t i = 0; i < len && o + 1 < cap; i++) {
-		int n = tok_token_text(s->tk, s->tokens[start + i], buf + o, (int)(cap - 1 - o));
+		int n = tok_token_text(s->tk, tokens[start + i], buf + o, (int)(cap - 1 - o));
 		if (n > 0)
 			o += (size_t)n;
 	}

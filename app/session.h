@@ -38,6 +38,18 @@ struct app_evidence;
 int session_open(struct session **out, const struct model *m, const struct tok *tk,
 		 const struct app_opts *o, int64_t doc_id, char *err, size_t errlen);
 void session_close(struct session *s); /* NULL is a no-op */
+/* session_open of stored session session_id (> 0; doc_id is then its
+ * document's, whatever is passed) to go on with it: the document's SeKV
+ * memory joined with what its turns added, the sliding-window rows of its
+ * end, the model state resumed after its last turn (no forward pass over
+ * any earlier token); its next turns are stored in it. Refuses
+ * (SEKV_EUNSUP, saying why) a session answered with another --kv, or
+ * another --kv than sekv; SEKV_ENOTFOUND: no such session; a session
+ * whose later turns were stored without KV goes on after the first
+ * kv_turns (the info note says so). */
+int session_open_stored(struct session **out, const struct model *m, const struct tok *tk,
+			const struct app_opts *o, int64_t doc_id, int64_t session_id, char *err,
+			size_t errlen);
 
 /* The conversation over the document (borrowed, valid until session_close):
  * ask with conv_ask (engine/conv.h). */
@@ -45,8 +57,14 @@ struct conv *session_conv(struct session *s);
 
 /* Stores question, answer a and, when ev is on, its evidence passages (at
  * most 64, by rank) and heads as the next turn of this session in the
- * library, creating the stored session at the first turn. 0 or a store
- * error (the answer itself is unaffected; say so and go on). */
+ * library, creating the stored session at the first turn. With the SeKV
+ * memory, the turn's tokens (question and answer, as decoded since the
+ * last turn) also go into the memory (sekv_mem_append: the running
+ * surprisal statistics continue), the conversation goes on over the grown
+ * memory (so no turn is ever evicted), and what the turn added is stored
+ * with it (store_session_put_mem). 0 or a store error (the answer itself
+ * is unaffected; say so and go on); a turn whose text was stored but not
+ * its KV says so. */
 int session_record_turn(struct session *s, const char *question, const struct conv_answer *a,
 			const struct app_evidence *ev, char *err, size_t errlen);
 /* The stored session's id (`sekv sessions`), 0 before the first turn. */
@@ -60,7 +78,10 @@ struct session_info {
 	int64_t doc_id;
 	const char *title;
 	const char *model_name;
-	int n_tok;
+	int n_tok;                /* document tokens */
+	int n_tok_memory;         /* positions the memory holds: the document's,
+	                             then the turns it took in (SeKV) */
+	int64_t session_id;       /* the stored session, 0 before its first turn */
 	int kv_full;
 	const char *method;       /* app_kv_name of --kv: "sekv", "full", "streaming",
 	                             "snapkv", "h2o", "quest", "summary" (static storage) */
@@ -88,7 +109,8 @@ struct session_info {
 };
 void session_get_info(const struct session *s, struct session_info *info);
 
-/* Text of document tokens [start, start+len) into buf (NUL-terminated,
+/* Text of tokens [start, start+len) of the document and the turns the
+ * memory took in into buf (NUL-terminated,
  * truncated to cap-1 bytes on a UTF-8 boundary). */
 void session_span_text(const struct session *s, int32_t start, int32_t len,
 		       char *buf, size_t cap);

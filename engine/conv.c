@@ -57,8 +57,10 @@ struct conv {
 	struct chat_turn_marks turn_mk; /* where the question and the example lie in turn */
 	struct model_probe probe;  /* copy of the caller's probe, NULL mass: off */
 	struct model_probe probe_base; /* the same heads into the baseline */
-	int32_t *hist;             /* [tail_cap] ids decoded since conv_new, the
-	                              first tail_cap of them */
+	int32_t *hist;             /* [tail_cap] ids decoded since conv_new (or
+	                              conv_set_kv), the first tail_cap of them */
+	float *surp;               /* [tail_cap] their surprisal (nats), with
+	                              p.surprisal; else NULL */
 	conv_warn_fn warn;
 	void *warn_ud;
 };
@@ -169,6 +171,22 @@ void conv_answer_free(struct conv_answer *a)
 	memset(a, 0, sizeof *a);
 }
 
+/* The per-answer zoom aggregate, sized for the method's spans. */
+static int agg_alloc(struct conv *c)
+{
+	size_t n_agg = c->kv.stats && c->kv.n_span > 0 ? (size_t)c->hp->n_global * c->kv.n_span : 0;
+
+	free(c->agg_idx);
+	free(c->agg);
+	c->agg_idx = NULL;
+	c->agg = NULL;
+	if (!n_agg)
+		return 0;
+	c->agg_idx = malloc(n_agg * sizeof *c->agg_idx);
+	c->agg = malloc(n_agg * sizeof *c->agg);
+	return c->agg_idx && c->agg ? 0 : SEKV_ENOMEM;
+}
+
 int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	     struct model_state *ms, const struct conv_kv *kv,
 	     const struct conv_params *p, char *err, size_t errlen)
@@ -204,12 +222,9 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	}
 	c->logits = malloc((size_t)c->hp->n_vocab * sizeof *c->logits);
 	c->hist = malloc((size_t)p->tail_cap * sizeof *c->hist);
-	size_t n_agg = kv->stats && kv->n_span > 0 ? (size_t)c->hp->n_global * kv->n_span : 0;
-	if (n_agg) {
-		c->agg_idx = malloc(n_agg * sizeof *c->agg_idx);
-		c->agg = malloc(n_agg * sizeof *c->agg);
-	}
-	if (!c->logits || !c->hist || (n_agg && (!c->agg_idx || !c->agg))) {
+	if (p->surprisal)
+		c->surp = malloc((size_t)p->tail_cap * sizeof *c->surp);
+	if (!c->logits || !c->hist || (p->surprisal && !c->surp) || agg_alloc(c)) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
 		goto fail;
 	}
@@ -229,6 +244,7 @@ void conv_free(struct conv *c)
 	free(c->agg_idx);
 	free(c->agg);
 	free(c->hist);
+	free(c->surp);
 	chat_tokvec_free(&c->turn);
 	free(c);
 }
@@ -285,6 +301,44 @@ const int32_t *conv_tokens(const struct conv *c, int *n)
 	return c->hist;
 }
 
+const float *conv_surprisal(const struct conv *c, int *n)
+{
+	*n = c->surp ? (c->n_tail < c->p.tail_cap ? c->n_tail : c->p.tail_cap) : 0;
+	return c->surp;
+}
+
+int conv_set_kv(struct conv *c, const struct conv_kv *kv, char *err, size_t errlen)
+{
+	c->kv = *kv;
+	c->attn = (struct model_attn){ kv->ctx, kv->attend };
+	c->n_start = model_state_n_past(c->ms);
+	c->n_tail = 0;
+	c->n_turn_held = 0;
+	if (agg_alloc(c))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "conversation: out of memory");
+	if (c->probe.mass)
+		probe_use(c, &c->probe);
+	return 0;
+}
+
+int conv_next_surprisal(const struct conv *c, float *h, char *err, size_t errlen)
+{
+	struct chat_tokvec v = { 0 };
+	const float *lg = model_state_logits(c->ms);
+	int rc;
+
+	*h = c->p.h_first;
+	if (!c->tk || !lg)
+		return 0;
+	/* the next turn's first token does not depend on its text */
+	rc = chat_build_turn(&v, &c->ct, c->tk, CHAT_START_AFTER_MODEL, NULL, "?", 1, 1, NULL,
+			     err, errlen);
+	if (!rc && v.n > 0)
+		*h = (float)(model_state_lse(c->ms) - lg[v.ids[0]]);
+	chat_tokvec_free(&v);
+	return rc;
+}
+
 const float *conv_logits(const struct conv *c)
 {
 	return c->have_logits ? c->logits : NULL;
@@ -310,13 +364,24 @@ static int decode_one(struct conv *c, int32_t id, int need_logits, char *err, si
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "conversation: reached %d tokens after its start; start a new one",
 				 c->p.tail_cap);
+	/* the surprisal of id under the logits before it (DESIGN.md section 2
+	 * step 3): every token's logits are then needed */
+	float h = c->p.h_first;
+	if (c->surp) {
+		need_logits = 1;
+		if (model_state_logits(c->ms))
+			h = (float)(model_state_lse(c->ms) - model_state_logits(c->ms)[id]);
+	}
 	int rc = model_decode_ex(c->m, c->ms, id, c->kv.attend ? &c->attn : NULL, c->logits,
 				 need_logits, err, errlen);
 	if (rc)
 		return rc;
 	c->have_logits = need_logits;
-	if (c->n_tail < c->p.tail_cap)
+	if (c->n_tail < c->p.tail_cap) {
 		c->hist[c->n_tail] = id;
+		if (c->surp)
+			c->surp[c->n_tail] = h;
+	}
 	c->n_tail++;
 	return 0;
 }
@@ -402,19 +467,23 @@ static void evict_turns(struct conv *c, int n_new, int n_answer, struct conv_ans
 	c->n_turn_held -= k;
 }
 
+/* How the next turn starts: after the model's answer once a turn was
+ * asked (here or before a resume), else in the document's open user turn
+ * or at the start of the stream. */
+static enum chat_turn_start turn_start(const struct conv *c)
+{
+	if (c->n_turn + c->p.n_turn_before > 0)
+		return CHAT_START_AFTER_MODEL;
+	return c->p.in_user_turn ? CHAT_START_IN_USER : CHAT_START_STREAM;
+}
+
 static int build_turn(struct conv *c, const char *q, char *err, size_t errlen)
 {
-	enum chat_turn_start start = CHAT_START_AFTER_MODEL;
-	const char *sep = NULL;
+	enum chat_turn_start start = turn_start(c);
 
-	if (c->n_turn == 0 && c->p.in_user_turn) {
-		start = CHAT_START_IN_USER;
-		sep = "\n\n";
-	} else if (c->n_turn == 0) {
-		start = CHAT_START_STREAM;
-	}
 	c->turn.n = 0;
-	return chat_build_turn(&c->turn, &c->ct, c->tk, start, sep, q, strlen(q), 1,
+	return chat_build_turn(&c->turn, &c->ct, c->tk, start,
+			       start == CHAT_START_IN_USER ? "\n\n" : NULL, q, strlen(q), 1,
 			       &c->turn_mk, err, errlen);
 }
 

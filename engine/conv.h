@@ -89,6 +89,15 @@ struct conv_params {
 	                        blank line; 0: the first turn starts the stream */
 	int format;          /* enum chat_format of the turns and stop rules;
 	                        -1: the model's own (chat_format_of_gguf) */
+	int n_turn_before;   /* turns already in the state (a resumed
+	                        conversation): the first question closes the
+	                        model's turn, as a later one does (0) */
+	int surprisal;       /* 1: every decoded token's surprisal is kept
+	                        (conv_surprisal); each token's logits are then
+	                        computed, question tokens included (0) */
+	float h_first;       /* the surprisal given to the first token when the
+	                        state has no logits (a resumed stream): what
+	                        conv_next_surprisal said before it stopped (0) */
 	const char *example; /* completion format: the worked example's answer
 	                        before the first question (chat_example_of_text),
 	                        borrowed for the conversation; NULL: none */
@@ -212,10 +221,27 @@ int conv_prefill(struct conv *c, const int32_t *ids, int n, char *err, size_t er
  * against tail_cap. 0 or a negative code (SEKV_EINVAL past tail_cap). */
 int conv_feed(struct conv *c, const int32_t *ids, int n, char *err, size_t errlen);
 
-/* The token ids decoded (or prefilled) since conv_new, oldest first: turns
- * and answers as the model saw them; *n of them (the first tail_cap when
- * more were decoded). Borrowed, valid until the next call on c. */
+/* The token ids decoded (or prefilled) since conv_new or conv_set_kv,
+ * oldest first: turns and answers as the model saw them; *n of them (the
+ * first tail_cap when more were decoded). Borrowed, valid until the next
+ * call on c. */
 const int32_t *conv_tokens(const struct conv *c, int *n);
+/* Their surprisal (nats, -log p of each under the logits before it; the
+ * first token of a resumed stream gets p.h_first) with p.surprisal, else
+ * NULL and *n = 0. Borrowed like conv_tokens. */
+const float *conv_surprisal(const struct conv *c, int *n);
+/* The surprisal the next turn's first token will have (it closes the
+ * model's turn, whatever the question), under the logits after the last
+ * decoded token; p.h_first when there are none. Store it with a resumable
+ * conversation and give it back as h_first. 0 or a tokenizer error. */
+int conv_next_surprisal(const struct conv *c, float *h, char *err, size_t errlen);
+/* Goes on with another KV method from the state's current position (e.g.
+ * a SeKV memory that took in the turns so far, sekv_mem_append): kv->ctx
+ * borrowed as in conv_new; the turns held are forgotten (the new method
+ * holds them), conv_tokens starts again empty; turns asked still count
+ * (the next question closes the model's turn). The state, logits and
+ * probe stay. 0 or SEKV_ENOMEM. */
+int conv_set_kv(struct conv *c, const struct conv_kv *kv, char *err, size_t errlen);
 
 /* Tells the KV method that the answer begins after the tokens fed so far
  * (its answer_begin hook; conv_ask does this itself): for teacher-forced

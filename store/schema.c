@@ -157,6 +157,41 @@ static const char *const store_migration[] = {
 	" static_share REAL NOT NULL, n_recent INTEGER NOT NULL,"
 	" pos_end INTEGER NOT NULL, h_next REAL NOT NULL,"
 	" n_probe INTEGER NOT NULL, probe BLOB NOT NULL);",
+	/* 9 -> 10: a session's memory (app/session.c): the document's SeKV
+	 * memory grown by the session's turns (sekv_mem_append), kept as
+	 * slices of positions (sekv_mem_slice_dup) joined back at resume:
+	 * session_part idx >= 0 is what turn idx made final, positions
+	 * [pos0, pos0 + n_tok); idx -1 the open end after the last of them
+	 * (the recent window, replaced every turn), with h_next, the surprisal
+	 * (nats) the next turn's first token gets. Blobs as mem and
+	 * mem_layer's, at the memory's factor type (the document's mem row),
+	 * summaries fp16, no router (the document's). */
+	"CREATE TABLE session_part ("
+	" session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+	" idx INTEGER NOT NULL, pos0 INTEGER NOT NULL, h_next REAL NOT NULL,"
+	" n_tok INTEGER NOT NULL, n_span INTEGER NOT NULL, n_exact INTEGER NOT NULL,"
+	" spans BLOB NOT NULL, exact_pos BLOB NOT NULL, ranks BLOB NOT NULL,"
+	" tokens BLOB NOT NULL, surprisal BLOB NOT NULL, is_anchor BLOB NOT NULL,"
+	" PRIMARY KEY (session, idx));"
+	"CREATE TABLE session_part_layer ("
+	" session INTEGER NOT NULL, idx INTEGER NOT NULL, layer INTEGER NOT NULL,"
+	" k_bar BLOB NOT NULL, v_bar BLOB NOT NULL, exact_k BLOB NOT NULL, exact_v BLOB NOT NULL,"
+	" fac_s BLOB NOT NULL, fac_u BLOB NOT NULL, fac_v BLOB NOT NULL, lm_k BLOB, lm_s BLOB,"
+	" PRIMARY KEY (session, idx, layer),"
+	" FOREIGN KEY (session, idx) REFERENCES session_part(session, idx) ON DELETE CASCADE);"
+	/* the sliding-window rows of the session's newest positions, one row
+	 * per turn: k, v fp16 [n_layer_swa][n][n_head_kv][d_h] of positions
+	 * [pos0, pos0 + n), the model's sliding-window layers in order; rows
+	 * older than the window are deleted as turns come */
+	"CREATE TABLE session_swa ("
+	" session INTEGER NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,"
+	" pos0 INTEGER NOT NULL, n INTEGER NOT NULL, k BLOB NOT NULL, v BLOB NOT NULL,"
+	" PRIMARY KEY (session, pos0));"
+	/* sessions.n_tok: positions the session's memory holds after the
+	 * document's; kv_turns: its turns whose KV it holds (0: none, a
+	 * session stored before, or answered without SeKV) */
+	"ALTER TABLE sessions ADD COLUMN n_tok INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE sessions ADD COLUMN kv_turns INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -46,11 +46,38 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_H2O_GET] = "SELECT n_tok, n_layer, n_head_kv, score FROM h2o_score WHERE doc = ?",
 	[ST_SES_INSERT] = "INSERT INTO sessions (doc, kv, created, last_used, n_turn)"
 		" VALUES (?, ?, ?, ?, 0)",
-	[ST_SES_GET] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title"
-		" FROM sessions s JOIN documents d ON d.id = s.doc WHERE s.id = ?",
-	[ST_SES_LIST] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title"
-		" FROM sessions s JOIN documents d ON d.id = s.doc"
+	[ST_SES_GET] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title,"
+		" s.n_tok, s.kv_turns FROM sessions s JOIN documents d ON d.id = s.doc WHERE s.id = ?",
+	[ST_SES_LIST] = "SELECT s.id, s.doc, s.kv, s.created, s.last_used, s.n_turn, d.title,"
+		" s.n_tok, s.kv_turns FROM sessions s JOIN documents d ON d.id = s.doc"
 		" WHERE ?1 < 0 OR s.doc = ?1 ORDER BY s.id",
+	[ST_SES_SET_KV] = "UPDATE sessions SET n_tok = ?2 - (SELECT n_tok FROM documents d"
+		" WHERE d.id = sessions.doc), kv_turns = ?3 WHERE id = ?1",
+	/* a session's memory: the parameters are numbered as ST_MEM_INSERT's
+	 * and ST_MEML_INSERT's (store_mem.c binds both alike), its own after */
+	[ST_PART_INSERT] = "INSERT OR REPLACE INTO session_part (session, idx, pos0, h_next, n_tok,"
+		" n_span, n_exact, spans, exact_pos, ranks, tokens, surprisal, is_anchor)"
+		" VALUES (?1, ?24, ?25, ?26, ?2, ?10, ?11, ?13, ?14, ?15, ?16, ?17, ?18)",
+	[ST_PARTL_INSERT] = "INSERT OR REPLACE INTO session_part_layer (session, idx, layer, k_bar,"
+		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v, lm_k, lm_s)"
+		" VALUES (?1, ?14, ?2, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+	/* cascades to its layers */
+	[ST_PART_DELETE_OPEN] = "DELETE FROM session_part WHERE session = ? AND idx = -1",
+	/* columns as ST_MEM_GET's (the shapes the document's memory fixes),
+	 * then idx, pos0, h_next; the open end last */
+	[ST_PART_GET] = "SELECT p.n_tok, m.n_layer, m.n_head, m.n_head_kv, m.d_h, m.r_max,"
+		" m.alpha_used, m.note, p.n_span, p.n_exact, m.layer_id, p.spans, p.exact_pos,"
+		" p.ranks, p.tokens, p.surprisal, p.is_anchor, m.factor_f16, m.lm_len, 1,"
+		" m.rank_energy, m.key_rope_base, m.n_rot, p.idx, p.pos0, p.h_next"
+		" FROM session_part p JOIN sessions s ON s.id = p.session JOIN mem m ON m.doc = s.doc"
+		" WHERE p.session = ? ORDER BY p.idx = -1, p.idx",
+	[ST_PARTL_GET] = "SELECT layer, x'', x'', k_bar, v_bar, exact_k, exact_v, fac_s, fac_u,"
+		" fac_v, lm_k, lm_s FROM session_part_layer WHERE session = ? AND idx = ? ORDER BY layer",
+	[ST_SSWA_INSERT] = "INSERT OR REPLACE INTO session_swa (session, pos0, n, k, v)"
+		" VALUES (?, ?, ?, ?, ?)",
+	[ST_SSWA_PRUNE] = "DELETE FROM session_swa WHERE session = ?1 AND pos0 + n <= ?2",
+	[ST_SSWA_COUNT] = "SELECT IFNULL(SUM(n), 0) FROM session_swa WHERE session = ?",
+	[ST_SSWA_GET] = "SELECT pos0, n, k, v FROM session_swa WHERE session = ? ORDER BY pos0",
 	[ST_SES_TOUCH] = "UPDATE sessions SET n_turn = n_turn + 1, last_used = ?2 WHERE id = ?1",
 	[ST_SES_DELETE] = "DELETE FROM sessions WHERE id = ?",
 	[ST_TURN_INSERT] = "INSERT INTO turns (session, idx, question, answer, stopped, n_gen,"

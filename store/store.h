@@ -216,7 +216,8 @@ typedef void (*store_check_fn)(void *ud, const char *problem);
  * mem.n_tok <= n_tok) and H2O's scores of its shape; an incomplete one's
  * resume state at its n_tok; every session's turns numbered 0..n_turn-1
  * in time order, last_used not before any turn, evidence inside the
- * text. *n_problem gets the count. Returns 0, problems or not: a query
+ * text, its KV (store_session_get_kv) loading and joining its document's
+ * memory. *n_problem gets the count. Returns 0, problems or not: a query
  * that cannot run (a file too damaged) is itself reported as a problem. */
 int store_check(struct store *s, store_check_fn fn, void *ud, int *n_problem,
 		char *err, size_t errlen);
@@ -235,6 +236,8 @@ struct store_session {
 	double last_used;         /* unix time of the last turn (created before) */
 	int n_turn;
 	char doc_title[256];
+	int64_t n_tok;            /* positions its memory holds after the document's */
+	int kv_turns;             /* turns whose KV its memory holds (the first ones) */
 };
 
 struct store_evidence_row {
@@ -277,7 +280,65 @@ int store_session_list(struct store *s, int64_t doc, struct store_session **out,
 int store_session_turns_dup(struct store *s, int64_t session, struct store_turn **out,
 			    int *n, char *err, size_t errlen);
 void store_turns_free(struct store_turn *t, int n); /* NULL is a no-op */
-/* Deletes a session, its turns and their evidence. 0, SEKV_ENOTFOUND, SEKV_EDB. */
+/* What a turn adds to a session's KV (app/session.c): the document's SeKV
+ * memory grown by the turns so far (sekv_mem_append) is kept as slices
+ * (sekv_mem_slice_dup): part, what this turn made final (positions
+ * [part_pos0, part_pos0 + part->n_tok)), stored once, and open, the rest
+ * up to the conversation's end (its recent window), replacing the one of
+ * the turn before; with the sliding-window rows of the newest positions,
+ * so that a resume runs no forward pass. All borrowed. */
+struct store_session_mem {
+	int part_idx;                 /* the turn's index (its part's key) */
+	int32_t part_pos0;
+	const struct sekv_mem *part;  /* NULL: the turn made nothing final */
+	int32_t open_pos0;            /* = part_pos0 + part->n_tok, or the
+	                                 earlier open end's start */
+	const struct sekv_mem *open;  /* required; may hold no tokens */
+	float h_next;                 /* conv_next_surprisal (nats) */
+	int kv_turns;                 /* turns the memory holds after this one */
+	int32_t swa_pos0;             /* sliding-window rows of positions
+	                                 [swa_pos0, swa_pos0 + swa_n), ending at
+	                                 the conversation's end */
+	int swa_n;
+	int swa_n_layer;              /* the document's n_layer_swa */
+	const uint16_t *const *swa_k; /* [swa_n_layer] -> [swa_n][n_head_kv][d_h] fp16,
+	                                 the model's sliding-window layers in order */
+	const uint16_t *const *swa_v;
+	int swa_window;               /* rows a resume needs: older ones are deleted */
+};
+
+/* Writes w for session (whose memory then ends at open_pos0 + open->n_tok)
+ * and records its n_tok and kv_turns, in one transaction (joining an open
+ * one: app/session.c writes it with the turn). Keeps the free room of
+ * store_doc_put_chunk (SEKV_EIO "disk full"). 0, SEKV_EINVAL (a bad
+ * slice, shapes), SEKV_ENOTFOUND (no such session), SEKV_EDB. */
+int store_session_put_mem(struct store *s, int64_t session, const struct store_session_mem *w,
+			  char *err, size_t errlen);
+
+/* A session's KV as stored by store_session_put_mem. */
+struct store_session_kv {
+	int n_part;                   /* slices, the open end last (0: no KV kept) */
+	struct sekv_mem **part;       /* [n_part], join them to the document's
+	                                 memory with sekv_mem_join */
+	int32_t *pos0;                /* [n_part] their first positions */
+	float h_next;
+	int kv_turns;
+	int32_t swa_pos0;             /* sliding-window rows of positions */
+	int swa_n;                    /* [swa_pos0, swa_pos0 + swa_n) */
+	int swa_n_layer;
+	uint16_t *swa_k;              /* [swa_n_layer][swa_n][n_head_kv][d_h] fp16 */
+	uint16_t *swa_v;
+};
+/* Reads it (one snapshot) into *out (store_session_kv_free; zeroed first).
+ * A session without KV gives n_part = 0. Every shape and blob length is
+ * checked against the document's memory and row: SEKV_EFORMAT; also
+ * SEKV_ENOTFOUND (no such session), SEKV_ENOMEM, SEKV_EDB. */
+int store_session_get_kv(struct store *s, int64_t session, struct store_session_kv *out,
+			 char *err, size_t errlen);
+void store_session_kv_free(struct store_session_kv *kv);
+
+/* Deletes a session, its turns, their evidence and its KV, then gives the
+ * freed pages back to the file system. 0, SEKV_ENOTFOUND, SEKV_EDB. */
 int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen);
 
 /* Groups several writes (e.g. the last chunk and store_doc_put_swa) into

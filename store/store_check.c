@@ -264,8 +264,48 @@ static void evidence_row(struct check *c, sqlite3_stmt *st, void *arg)
 		(long long)sqlite3_column_int64(st, 5));
 }
 
+/* Each session's KV: loads (shapes, slices following each other and the
+ * document's memory, sliding-window rows ending where the memory does)
+ * and joins the document's memory. */
+static void check_session_kv(struct check *c)
+{
+	struct store_session *v = NULL;
+	char err[512];
+	int n = 0;
+
+	if (store_session_list(c->s, -1, &v, &n, err, sizeof err)) {
+		problem(c, "sessions: %s", err);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		struct store_session_kv kv;
+		struct sekv_mem *dm = NULL, *m = NULL;
+		if (v[i].kv_turns > v[i].n_turn)
+			problem(c, "session %lld: KV of %d turns, %d asked", (long long)v[i].id,
+				v[i].kv_turns, v[i].n_turn);
+		if (store_session_get_kv(c->s, v[i].id, &kv, err, sizeof err)) {
+			problem(c, "%s", err);
+			continue;
+		}
+		if ((kv.n_part > 0) != (v[i].kv_turns > 0))
+			problem(c, "session %lld: KV of %d turns in %d slices", (long long)v[i].id,
+				v[i].kv_turns, kv.n_part);
+		else if (kv.n_part && store_doc_get_mem(c->s, v[i].doc, &dm, err, sizeof err))
+			problem(c, "session %lld: %s", (long long)v[i].id, err);
+		else if (kv.n_part && sekv_mem_join(&m, dm, kv.n_part,
+						     (const struct sekv_mem *const *)kv.part, kv.pos0))
+			problem(c, "session %lld: its memory's slices do not follow document %lld's memory",
+				(long long)v[i].id, (long long)v[i].doc);
+		sekv_mem_free(m);
+		sekv_mem_free(dm);
+		store_session_kv_free(&kv);
+	}
+	free(v);
+}
+
 static void check_sessions(struct check *c)
 {
+	check_session_kv(c);
 	each_row(c, "SELECT s.id, s.n_turn, s.created, s.last_used, COUNT(t.idx), MIN(t.idx),"
 		 " MAX(t.idx), (SELECT COUNT(*) FROM turns a JOIN turns b ON b.session = a.session"
 		 "  AND b.idx = a.idx + 1 WHERE a.session = s.id AND b.created < a.created),"

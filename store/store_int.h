@@ -33,6 +33,8 @@ enum store_st {
 	ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_TOUCH, ST_SES_DELETE,
 	ST_TURN_INSERT, ST_TURN_GET, ST_TEV_INSERT, ST_TEV_GET,
 	ST_ING_INSERT, ST_ING_ADVANCE, ST_ING_GET, ST_ING_DELETE, ST_CHECKPOINT,
+	ST_PART_INSERT, ST_PARTL_INSERT, ST_PART_DELETE_OPEN, ST_PART_GET, ST_PARTL_GET,
+	ST_SSWA_INSERT, ST_SSWA_PRUNE, ST_SSWA_COUNT, ST_SSWA_GET, ST_SES_SET_KV,
 	ST_COUNT
 };
 
@@ -91,5 +93,19 @@ int store_room(struct store *s, int64_t bytes, const char *what, char *err, size
  * Returns 0, SEKV_ENOTFOUND, SEKV_EFORMAT or SEKV_EDB. */
 int store_doc_read(struct store *s, int64_t doc, struct store_doc *out,
 		   const char *what, char *err, size_t errlen);
+
+/* store_mem.c: slice idx of a session's memory (idx -1: the open end,
+ * replacing the one before), positions from pos0, with h_next; written
+ * as the document's memory is, without its router. Joins the caller's
+ * transaction. 0, SEKV_EINVAL (bad layout), SEKV_EDB. */
+int store_mem_put_part(struct store *s, int64_t session, int idx, int32_t pos0, float h_next,
+		       const struct sekv_mem *m, char *err, size_t errlen);
+/* The slices of session (over document d, whose memory fixes the shapes),
+ * in order, the open end last: *parts [*n] new memories, *pos0 [*n] (caller
+ * frees all), *h_next the open end's. Inside the caller's read snapshot.
+ * 0 (none: *n = 0), SEKV_EFORMAT, SEKV_ENOMEM, SEKV_EDB. */
+int store_mem_get_parts(struct store *s, int64_t session, const struct store_doc *d,
+			struct sekv_mem ***parts, int32_t **pos0, int *n, float *h_next,
+			char *err, size_t errlen);
 
 #endif

@@ -31,6 +31,19 @@ struct mem_shape {
 	int lm_len;         /* tokens per landmark block, 0: none */
 	int bar_f32;        /* stored k_bar, v_bar are fp32 (before schema 6) */
 	size_t n_lm;        /* landmark blocks (spans_check) */
+	int no_router;      /* a session's slice: no tau, route_w stored */
+};
+
+/* Where a memory's rows go: the document's mem and mem_layer, or a
+ * session's slice in session_part and session_part_layer (whose
+ * statements number their parameters alike, see store.c). */
+struct mem_dest {
+	enum store_st row, layer;
+	int64_t key;        /* documents.id or sessions.id */
+	int part;           /* 1: a session's slice (idx, pos0, h_next bound) */
+	int idx;
+	int32_t pos0;
+	float h_next;
 };
 
 #define MEM_MAX_LM_LEN 65536
@@ -168,7 +181,7 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 
 	*ranks = NULL;
 	*sh = (struct mem_shape){ m->n_tok, m->n_layer, m->n_head, m->n_head_kv, m->d_h,
-				  m->n_span, m->n_exact, 0, NULL, m->factor_f16, m->lm_len, 0, 0 };
+				  m->n_span, m->n_exact, 0, NULL, m->factor_f16, m->lm_len, 0, 0, 0 };
 	if (shape_bad(sh) || (m->factor_f16 != 0 && m->factor_f16 != 1) ||
 	    m->lm_len < 0 || m->lm_len > MEM_MAX_LM_LEN || (sh->n_span && !m->span) || !m->layer_id || !m->tau ||
 	    !m->route_w || (sh->n_tok && (!m->tokens || !m->surprisal || !m->is_anchor)) ||
@@ -209,7 +222,7 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 	return 0;
 }
 
-static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m,
+static int insert_mem_row(struct store *s, const struct mem_dest *d, const struct sekv_mem *m,
 			  const struct mem_shape *sh, const int32_t *ranks,
 			  char *err, size_t errlen)
 {
@@ -224,9 +237,14 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 		sp[3 * i + 1] = m->span[i].len;
 		sp[3 * i + 2] = m->span[i].full;
 	}
-	if ((rc = store_stmt(s, ST_MEM_INSERT, &st, err, errlen)))
+	if ((rc = store_stmt(s, d->row, &st, err, errlen)))
 		goto out;
-	sqlite3_bind_int64(st, 1, doc);
+	sqlite3_bind_int64(st, 1, d->key);
+	if (d->part) {
+		sqlite3_bind_int(st, 24, d->idx);
+		sqlite3_bind_int(st, 25, d->pos0);
+		sqlite3_bind_double(st, 26, d->h_next);
+	}
 	sqlite3_bind_int(st, 2, sh->n_tok);
 	sqlite3_bind_int(st, 3, sh->n_layer);
 	sqlite3_bind_int(st, 4, sh->n_head);
@@ -250,7 +268,7 @@ static int insert_mem_row(struct store *s, int64_t doc, const struct sekv_mem *m
 	sqlite3_bind_double(st, 22, m->rope_base);
 	sqlite3_bind_int(st, 23, m->rope_base > 0 ? m->n_rot : 0);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
-		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", "mem");
+		rc = store_dberr(s, rc, err, errlen, "store_doc_put_mem", d->part ? "session_part" : "mem");
 	else
 		rc = 0;
 out:
@@ -281,7 +299,7 @@ static void pack_factors(const struct sekv_mem *m, const struct mem_shape *sh, i
 	}
 }
 
-static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
+static int insert_layers(struct store *s, const struct mem_dest *d, const struct sekv_mem *m,
 			 const struct mem_shape *sh, const int32_t *ranks,
 			 char *err, size_t errlen)
 {
@@ -303,10 +321,12 @@ static int insert_layers(struct store *s, int64_t doc, const struct sekv_mem *m,
 		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
 		pack_factors(m, sh, l, buf, buf + ns * sizeof(float),
 			     buf + ns * sizeof(float) + nu * es);
-		if ((rc = store_stmt(s, ST_MEML_INSERT, &st, err, errlen)))
+		if ((rc = store_stmt(s, d->layer, &st, err, errlen)))
 			break;
-		sqlite3_bind_int64(st, 1, doc);
+		sqlite3_bind_int64(st, 1, d->key);
 		sqlite3_bind_int(st, 2, l);
+		if (d->part)
+			sqlite3_bind_int(st, 14, d->idx);
 		store_bind_blob(st, 3, m->tau + l * c.tau, c.tau * sizeof(float));
 		store_bind_blob(st, 4, m->route_w + l * c.route_w, c.route_w * sizeof(float));
 		store_bind_blob(st, 5, m->k_bar + l * c.bar, c.bar * sizeof(uint16_t));
@@ -373,8 +393,9 @@ int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
 		rc = store_dberr(s, rc, err, errlen, what, "mem");
 		goto fail;
 	}
-	if ((rc = insert_mem_row(s, doc, m, &sh, ranks, err, errlen)) ||
-	    (rc = insert_layers(s, doc, m, &sh, ranks, err, errlen)) ||
+	struct mem_dest dest = { ST_MEM_INSERT, ST_MEML_INSERT, doc, 0, 0, 0, 0 };
+	if ((rc = insert_mem_row(s, &dest, m, &sh, ranks, err, errlen)) ||
+	    (rc = insert_layers(s, &dest, m, &sh, ranks, err, errlen)) ||
 	    (rc = store_stmt(s, ST_DOC_READY, &st, err, errlen)))
 		goto fail;
 	sqlite3_bind_int64(st, 1, doc);
@@ -415,8 +436,8 @@ out:
 
 /* Reads the mem row's shapes and factor type and checks them against the
  * doc row. */
-static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_shape *sh,
-		      char *err, size_t errlen)
+static int read_shape(sqlite3_stmt *st, const struct store_doc *d, int no_router,
+		      struct mem_shape *sh, char *err, size_t errlen)
 {
 	int64_t v[10], f16 = sqlite3_column_int64(st, MEM_COL_FACTOR_F16);
 	int64_t lm_len = sqlite3_column_int64(st, MEM_COL_LM_LEN);
@@ -444,9 +465,11 @@ static int read_shape(sqlite3_stmt *st, const struct store_doc *d, struct mem_sh
 				 "store_doc_get_mem: doc %lld: mem.bar_f16: %lld is not 0 or 1",
 				 (long long)d->id, (long long)bar_f16);
 	*sh = (struct mem_shape){ (int)v[0], (int)v[1], (int)v[2], (int)v[3], (int)v[4],
-				  (int)v[8], (int)v[9], 0, NULL, (int)f16, (int)lm_len, !bar_f16, 0 };
+				  (int)v[8], (int)v[9], 0, NULL, (int)f16, (int)lm_len, !bar_f16, 0,
+				  no_router };
+	/* a session's slice lies past the document's tokens */
 	if (shape_bad(sh) || sh->n_layer != d->n_layer_global || sh->n_head_kv != d->n_head_kv ||
-	    sh->d_h != d->d_h || sh->n_tok > d->n_tok)
+	    sh->d_h != d->d_h || (!no_router && sh->n_tok > d->n_tok))
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "store_doc_get_mem: doc %lld: mem: shape %d tok x %d layers x %d heads"
 				 " x %d KV heads x d_h %d (%d spans, %d exact) disagrees with the document",
@@ -512,10 +535,11 @@ static int mem_row_blobs(sqlite3_stmt *st, struct mem_shape *sh, int64_t doc,
 	return 0;
 }
 
-/* The mem row: shapes, blobs and layout checked, then sekv_mem_alloc and
- * the per-token arrays copied. */
-static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_shape *sh,
-			struct sekv_mem **out, char *err, size_t errlen)
+/* The memory of the row st stands on (ST_MEM_GET's columns): shapes,
+ * blobs and layout checked, then sekv_mem_alloc and the per-token arrays
+ * copied. no_router: a session's slice (read_shape). */
+static int mem_of_row(sqlite3_stmt *st, const struct store_doc *d, int no_router,
+		      struct mem_shape *sh, struct sekv_mem **out, char *err, size_t errlen)
 {
 	static const char what[] = "store_doc_get_mem";
 	const int64_t doc = d->id;
@@ -523,21 +547,11 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 	const unsigned char *note;
 	struct sekv_span *span = NULL;
 	struct sekv_mem *m = NULL;
-	sqlite3_stmt *st;
 	size_t n;
 	int rc;
 
-	if ((rc = store_stmt(s, ST_MEM_GET, &st, err, errlen)))
-		return rc;
-	sqlite3_bind_int64(st, 1, doc);
-	rc = store_step(s, st);
-	if (rc == SQLITE_DONE)
-		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "%s: doc %lld: no memory stored",
-			       what, (long long)doc);
-	else if (rc != SQLITE_ROW)
-		rc = store_dberr(s, rc, err, errlen, what, "mem");
-	else if ((rc = read_shape(st, d, sh, err, errlen)) == 0 &&
-		 !(span = malloc((size_t)(sh->n_span ? sh->n_span : 1) * sizeof *span)))
+	if ((rc = read_shape(st, d, no_router, sh, err, errlen)) == 0 &&
+	    !(span = malloc((size_t)(sh->n_span ? sh->n_span : 1) * sizeof *span)))
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "%s: doc %lld: out of memory", what,
 			       (long long)doc);
 	else if (rc == 0)
@@ -585,9 +599,32 @@ static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_s
 		memcpy(m->note, note, n);
 	m->note[n] = 0;
 	*out = m;
+	m = NULL;
 out:
-	sqlite3_reset(st);
+	sekv_mem_free(m);
 	free(span);
+	return rc;
+}
+
+/* The document's mem row (mem_of_row). */
+static int load_mem_row(struct store *s, const struct store_doc *d, struct mem_shape *sh,
+			struct sekv_mem **out, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_stmt(s, ST_MEM_GET, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, d->id);
+	rc = store_step(s, st);
+	if (rc == SQLITE_DONE)
+		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "store_doc_get_mem: doc %lld: no memory stored",
+			       (long long)d->id);
+	else if (rc != SQLITE_ROW)
+		rc = store_dberr(s, rc, err, errlen, "store_doc_get_mem", "mem");
+	else
+		rc = mem_of_row(st, d, 0, sh, out, err, errlen);
+	sqlite3_reset(st);
 	return rc;
 }
 
@@ -634,8 +671,8 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 		nu += bu;
 		nv += bv;
 	}
-	bytes[0] = c.tau * 4;
-	bytes[1] = sat_mul(c.route_w, 4);
+	bytes[0] = sh->no_router ? 0 : c.tau * 4;
+	bytes[1] = sh->no_router ? 0 : sat_mul(c.route_w, 4);
 	bytes[2] = bytes[3] = sat_mul(c.bar, sh->bar_f32 ? 4 : 2);
 	bytes[4] = bytes[5] = sat_mul(c.exact, 2);
 	bytes[6] = ns * 4;
@@ -727,4 +764,120 @@ out:
 	store_stmt_reset_all(s);
 	free(sh.comp_len);
 	return rc;
+}
+
+/* ---- a session's memory as slices (store_session.c) ------------------- */
+
+int store_mem_put_part(struct store *s, int64_t session, int idx, int32_t pos0, float h_next,
+		       const struct sekv_mem *m, char *err, size_t errlen)
+{
+	struct mem_dest dest = { ST_PART_INSERT, ST_PARTL_INSERT, session, 1, idx, pos0, h_next };
+	struct mem_shape sh = {0};
+	int32_t *ranks = NULL;
+	sqlite3_stmt *st;
+	char obj[64];
+	int rc;
+
+	snprintf(obj, sizeof obj, "session %lld part %d", (long long)session, idx);
+	if ((rc = mem_layout(m, &sh, &ranks, obj, err, errlen)))
+		goto out;
+	if (idx < 0) {
+		if ((rc = store_stmt(s, ST_PART_DELETE_OPEN, &st, err, errlen)))
+			goto out;
+		sqlite3_bind_int64(st, 1, session);
+		if ((rc = store_step(s, st)) != SQLITE_DONE) {
+			rc = store_dberr(s, rc, err, errlen, "store_session_put_mem", obj);
+			goto out;
+		}
+	}
+	if (!(rc = insert_mem_row(s, &dest, m, &sh, ranks, err, errlen)))
+		rc = insert_layers(s, &dest, m, &sh, ranks, err, errlen);
+out:
+	free(ranks);
+	free(sh.comp_len);
+	return rc;
+}
+
+/* The layers of slice idx of session into m (shapes sh). */
+static int part_layers(struct store *s, int64_t session, int idx, const struct mem_shape *sh,
+		       struct sekv_mem *m, int64_t doc, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc, cnt = 0;
+
+	if ((rc = store_stmt(s, ST_PARTL_GET, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, session);
+	sqlite3_bind_int(st, 2, idx);
+	while ((rc = store_step(s, st)) == SQLITE_ROW)
+		if ((rc = load_layer(st, cnt++, sh, m, doc, err, errlen)))
+			break;
+	if (rc == SQLITE_DONE)
+		rc = cnt == sh->n_layer ? 0
+			: sekv_errf(err, errlen, SEKV_EFORMAT, "store_session_get_mem: session %lld part %d: "
+				    "%d layer rows for %d layers", (long long)session, idx, cnt, sh->n_layer);
+	else if (rc > 0)
+		rc = store_dberr(s, rc, err, errlen, "store_session_get_mem", "session_part_layer");
+	sqlite3_reset(st);
+	return rc;
+}
+
+int store_mem_get_parts(struct store *s, int64_t session, const struct store_doc *d,
+			struct sekv_mem ***parts, int32_t **pos0, int *n, float *h_next,
+			char *err, size_t errlen)
+{
+	struct sekv_mem **v = NULL, *m = NULL;
+	int32_t *p = NULL;
+	sqlite3_stmt *st;
+	int rc, cap = 0;
+
+	*parts = NULL;
+	*pos0 = NULL;
+	*n = 0;
+	*h_next = 0;
+	if ((rc = store_stmt(s, ST_PART_GET, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, session);
+	while ((rc = store_step(s, st)) == SQLITE_ROW) {
+		struct mem_shape sh = {0};
+		int idx = sqlite3_column_int(st, 23);
+		if (*n == cap) {
+			cap = cap ? 2 * cap : 16;
+			void *a = realloc(v, (size_t)cap * sizeof *v), *b = realloc(p, (size_t)cap * sizeof *p);
+			v = a ? a : v;
+			p = b ? b : p;
+			if (!a || !b) {
+				rc = sekv_errf(err, errlen, SEKV_ENOMEM, "store_session_get_mem: out of memory");
+				break;
+			}
+		}
+		p[*n] = sqlite3_column_int(st, 24);
+		if (idx < 0)
+			*h_next = (float)sqlite3_column_double(st, 25);
+		rc = mem_of_row(st, d, 1, &sh, &m, err, errlen);
+		if (!rc)
+			rc = part_layers(s, session, idx, &sh, m, d->id, err, errlen);
+		free(sh.comp_len);
+		if (rc)
+			break;
+		v[(*n)++] = m;
+		m = NULL;
+	}
+	if (rc == SQLITE_DONE)
+		rc = 0;
+	else if (rc > 0)
+		rc = store_dberr(s, rc, err, errlen, "store_session_get_mem", "session_part");
+	sqlite3_reset(st);
+	sekv_mem_free(m);
+	if (rc) {
+		for (int i = 0; i < *n; i++)
+			sekv_mem_free(v[i]);
+		free(v);
+		free(p);
+		*n = 0;
+		return rc;
+	}
+	*parts = v;
+	*pos0 = p;
+	return 0;
 }

@@ -5,6 +5,7 @@
  * Synthetic data only, fixed seeds; references are computed in double. */
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
+#include "tests/store_fixtures.h"
 #include "engine/err.h"
 #include "engine/quant.h"
 
@@ -712,6 +713,61 @@ static void append_keeps_old_and_is_exact_at_full_rank(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* A memory grown turn by turn is persisted as slices (what each append
+ * made final, then the open end): the base memory joined with them is the
+ * grown memory bit for bit; a slice may not cut a span. */
+static void slices_join_back_bit_for_bit(struct test_ctx *t)
+{
+	struct fx_doc d, d1;
+	struct sekv_params p;
+	struct sekv_mem *m[4] = { 0 }, *part[4] = { 0 }, *back = NULL, *bad = NULL;
+	int32_t pos0[4];
+	int cut[4] = { 300, 360, 440, 500 }, n_part = 0;
+	char err[256], why[128];
+
+	T_CHECK(t, fx_doc_make(&d, 500, 2, 4, 1, 64, 37) == 0);
+	sekv_default_params(&p);
+	p.budget = 0; /* no cap: alpha stays */
+	d1 = d;
+	d1.n_tok = cut[0];
+	T_CHECKF(t, fx_doc_build(&m[0], &d1, &p, err, sizeof err) == 0, "%s", err);
+	for (int i = 1; i < 4; i++) {
+		const uint16_t *k[2], *v[2];
+		for (int l = 0; l < 2; l++) {
+			k[l] = d.k[l] + (size_t)cut[i - 1] * 64;
+			v[l] = d.v[l] + (size_t)cut[i - 1] * 64;
+		}
+		T_CHECKF(t, sekv_mem_append(&m[i], m[i - 1], &p, cut[i] - cut[i - 1], NULL,
+					    d.h + cut[i - 1], k, v, err, sizeof err) == 0, "%s", err);
+		int lo = sekv_mem_frontier(m[i - 1], p.n_sink), hi = sekv_mem_frontier(m[i], p.n_sink);
+		T_CHECK(t, hi >= lo);
+		if (hi == lo)
+			continue;
+		pos0[n_part] = lo;
+		T_CHECK(t, sekv_mem_slice_dup(&part[n_part++], m[i], lo, hi) == 0);
+	}
+	T_CHECK(t, n_part >= 2 && m[3]->n_comp > m[0]->n_comp);
+	pos0[n_part] = sekv_mem_frontier(m[3], p.n_sink);
+	T_CHECK(t, sekv_mem_slice_dup(&part[n_part], m[3], pos0[n_part], m[3]->n_tok) == 0);
+	n_part++;
+	T_CHECKF(t, part[n_part - 1]->n_span == 0 && part[n_part - 1]->n_exact > 0, "open end: %d spans, %d exact, %d tok", part[n_part - 1]->n_span, part[n_part - 1]->n_exact, part[n_part - 1]->n_tok);
+	T_CHECK(t, sekv_mem_join(&back, m[0], n_part, (const struct sekv_mem *const *)part, pos0) == 0);
+	T_CHECKF(t, fixture_mem_cmp(back, m[3], why, sizeof why) == 0, "join vs grown: %s", why);
+	/* ranges that do not follow each other, a cut through a span */
+	pos0[1]++;
+	T_CHECK(t, sekv_mem_join(&bad, m[0], n_part, (const struct sekv_mem *const *)part, pos0) ==
+		   SEKV_EINVAL && !bad);
+	const struct sekv_span *sp = &m[3]->span[m[3]->comp_span[0]];
+	T_CHECK(t, sekv_mem_slice_dup(&bad, m[3], sp->start + 1, m[3]->n_tok) == SEKV_EINVAL && !bad);
+	T_CHECK(t, sekv_mem_slice_dup(&bad, m[3], 0, sp->start + 1) == SEKV_EINVAL && !bad);
+	sekv_mem_free(back);
+	for (int i = 0; i < 4; i++) {
+		sekv_mem_free(m[i]);
+		sekv_mem_free(part[i]);
+	}
+	fx_doc_free(&d);
+}
+
 static void malformed_inputs_refused(struct test_ctx *t)
 {
 	struct fx_doc d;
@@ -819,5 +875,6 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_malformed_inputs_refused", malformed_inputs_refused },
 	{ "sekv_pre_rope_keys_all_zoomed_is_exact", pre_rope_keys_all_zoomed_is_exact },
 	{ "sekv_append_keeps_old_and_is_exact_at_full_rank", append_keeps_old_and_is_exact_at_full_rank },
+	{ "sekv_slices_join_back_bit_for_bit", slices_join_back_bit_for_bit },
 	{ NULL, NULL },
 };

@@ -7,6 +7,7 @@
 #include "store_fixtures.h"
 
 #include "engine/err.h"
+#include "engine/sekv/sekv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,87 @@ static void session_add_turn_fault_keeps_whole_turns(struct test_ctx *t)
 }
 
 /* Rows a damaged or hand-edited file could hold are refused by name. */
+/* The end of the last span of m starting before pos (0 when none). */
+static int span_cut(const struct sekv_mem *m, int pos)
+{
+	int c = 0;
+
+	for (int i = 0; i < m->n_span && m->span[i].start < pos; i++)
+		c = m->span[i].start + m->span[i].len;
+	return c;
+}
+
+/* A session's KV (a memory grown past its document's, kept as slices, and
+ * its newest sliding-window rows) written and read back: the document's
+ * memory joined with the slices read is the grown memory bit for bit;
+ * deleting the session deletes its KV. */
+static void session_kv_round_trip(struct test_ctx *t)
+{
+	struct fixture f = {0};
+	struct store *s = NULL;
+	struct sekv_mem *m = fixture_synth_mem(5, 300, 2, 4, 2, 16, 8, 20);
+	struct sekv_mem *doc = NULL, *part = NULL, *open = NULL, *dm = NULL, *back = NULL;
+	struct store_session_kv kv = {0};
+	struct store_session ss;
+	uint16_t *swk[2], *swv[2];
+	uint64_t rnd = 11;
+	char err[512], why[128];
+	int64_t id = 0;
+	const char *path = fixture_db_path("ses_kv");
+
+	T_CHECK(t, m != NULL);
+	int cut0 = span_cut(m, 150), cut1 = span_cut(m, 230);
+	T_CHECK(t, cut0 > 0 && cut1 > cut0);
+	T_CHECK(t, sekv_mem_slice_dup(&doc, m, 0, cut0) == 0 &&
+		   sekv_mem_slice_dup(&part, m, cut0, cut1) == 0 &&
+		   sekv_mem_slice_dup(&open, m, cut1, 300) == 0);
+	for (int l = 0; l < 2; l++) {
+		swk[l] = malloc(20 * 2 * 16 * 2);
+		swv[l] = malloc(20 * 2 * 16 * 2);
+		fixture_rnd_fill(&rnd, swk[l], 20 * 2 * 16 * 2);
+		fixture_rnd_fill(&rnd, swv[l], 20 * 2 * 16 * 2);
+	}
+	T_CHECKF(t, store_open(&s, path, err, sizeof err) == 0 &&
+		     fixture_with_mem(s, &f, doc, 3, 0.1, err, sizeof err) == 0 &&
+		     store_session_create(s, f.doc.id, "sekv", &id, err, sizeof err) == 0, "%s", err);
+	struct store_session_mem w = { .part_idx = 0, .part_pos0 = cut0, .part = part,
+		.open_pos0 = cut1, .open = open, .h_next = 1.5f, .kv_turns = 1, .swa_pos0 = 280,
+		.swa_n = 20, .swa_n_layer = 2, .swa_k = (const uint16_t *const *)swk,
+		.swa_v = (const uint16_t *const *)swv, .swa_window = 16 };
+	T_CHECKF(t, store_session_put_mem(s, id, &w, err, sizeof err) == 0, "%s", err);
+	/* the open end is replaced, not added */
+	T_CHECKF(t, store_session_put_mem(s, id, &w, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, store_session_get_kv(s, id, &kv, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, kv.n_part == 2 && kv.pos0[0] == cut0 && kv.pos0[1] == cut1 && kv.h_next == 1.5f);
+	T_CHECK(t, kv.kv_turns == 1 && kv.swa_pos0 == 280 && kv.swa_n == 20 && kv.swa_n_layer == 2);
+	T_CHECK(t, !memcmp(kv.swa_k, swk[0], 20 * 64) && !memcmp(kv.swa_v + 20 * 32, swv[1], 20 * 64));
+	T_CHECK(t, store_session_get(s, id, &ss, err, sizeof err) == 0 && ss.n_tok == 300 - cut0);
+	T_CHECKF(t, store_doc_get_mem(s, f.doc.id, &dm, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, sekv_mem_join(&back, dm, kv.n_part, (const struct sekv_mem *const *)kv.part,
+				 kv.pos0) == 0);
+	T_CHECKF(t, fixture_mem_cmp(back, m, why, sizeof why) == 0, "joined vs grown: %s", why);
+	/* slices out of place are refused */
+	w.open_pos0++;
+	T_CHECK(t, store_session_put_mem(s, id, &w, err, sizeof err) == SEKV_EINVAL);
+	T_CHECK(t, store_session_delete(s, id, err, sizeof err) == 0);
+	store_close(s);
+	s = NULL;
+	T_CHECK(t, fixture_raw_int(path, "SELECT (SELECT count(*) FROM session_part) + (SELECT count(*)"
+				   " FROM session_part_layer) + (SELECT count(*) FROM session_swa)") == 0);
+	for (int l = 0; l < 2; l++) {
+		free(swk[l]);
+		free(swv[l]);
+	}
+	store_session_kv_free(&kv);
+	sekv_mem_free(back);
+	sekv_mem_free(dm);
+	sekv_mem_free(doc);
+	sekv_mem_free(part);
+	sekv_mem_free(open);
+	sekv_mem_free(m);
+	fixture_free(&f);
+}
+
 static void session_bad_rows_refused(struct test_ctx *t)
 {
 	struct fixture f;
@@ -197,5 +279,6 @@ const struct test_case test_store_session[] = {
 	{ "store_session_missing_parents_and_cascades", session_missing_parents_and_cascades },
 	{ "store_session_add_turn_fault_keeps_whole_turns", session_add_turn_fault_keeps_whole_turns },
 	{ "store_session_bad_rows_refused", session_bad_rows_refused },
+	{ "store_session_kv_round_trip", session_kv_round_trip },
 	{ NULL, NULL },
 };

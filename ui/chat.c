@@ -367,6 +367,14 @@ int ui_chat_run(const struct ui_chat_ops *ops, const struct ui_doc_info *info,
 	ui->g = ui->term.utf8 ? &glyphs_utf8 : &glyphs_ascii;
 	init_colors(ui);
 	add_note(ui, UI_ROLE_INFO, help_line);
+	for (int i = 0; info && i < info->n_turn; i++) {
+		const struct ui_turn *t = &info->turns[i];
+		ui_transcript_add(&ui->tr, UI_ROLE_USER, t->question, (int)strlen(t->question));
+		ui_transcript_add(&ui->tr, UI_ROLE_ANSWER, t->answer, (int)strlen(t->answer));
+		ui_input_hist_add(&ui->in, t->question);
+	}
+	if (info && info->resumed)
+		add_note(ui, UI_ROLE_INFO, info->resumed);
 	rc = apply_layout(ui);
 	if (rc) {
 		sekv_errf(err, errlen, rc, "chat: cannot create windows");

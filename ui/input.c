@@ -149,21 +149,24 @@ int ui_input_key(struct ui_input *in, int fkey, uint32_t ch)
 	return UI_IN_NONE;
 }
 
-void ui_input_commit(struct ui_input *in)
+void ui_input_hist_add(struct ui_input *in, const char *q)
 {
 	char *copy;
 
-	if (in->len > 0 && (in->n_hist == 0 || strcmp(in->hist[in->n_hist - 1], in->buf))) {
-		copy = strdup(in->buf);
-		if (copy) {
-			if (in->n_hist == UI_HIST_MAX) {
-				free(in->hist[0]);
-				memmove(in->hist, in->hist + 1, (UI_HIST_MAX - 1) * sizeof in->hist[0]);
-				in->n_hist--;
-			}
-			in->hist[in->n_hist++] = copy;
-		}
+	if (!q[0] || (in->n_hist > 0 && !strcmp(in->hist[in->n_hist - 1], q)) || !(copy = strdup(q)))
+		return;
+	if (in->n_hist == UI_HIST_MAX) {
+		free(in->hist[0]);
+		memmove(in->hist, in->hist + 1, (UI_HIST_MAX - 1) * sizeof in->hist[0]);
+		in->n_hist--;
 	}
+	in->hist[in->n_hist++] = copy;
+	in->hist_pos = in->n_hist;
+}
+
+void ui_input_commit(struct ui_input *in)
+{
+	ui_input_hist_add(in, in->buf);
 	ui_input_clear(in);
 }
 

@@ -228,6 +228,9 @@ enum { UI_IN_NONE, UI_IN_SUBMIT, UI_IN_EOF, UI_IN_IGNORED };
 int ui_input_key(struct ui_input *in, int fkey, uint32_t ch);
 /* Records a submitted line for Up/Down and empties the line. */
 void ui_input_commit(struct ui_input *in);
+/* Appends q (copied; the newest; not twice in a row) to the Up/Down
+ * history, dropping the oldest past UI_HIST_MAX. */
+void ui_input_hist_add(struct ui_input *in, const char *q);
 void ui_input_clear(struct ui_input *in);
 void ui_input_free(struct ui_input *in);
 void ui_input_draw(WINDOW *w, struct ui_chat *ui);

@@ -58,6 +58,12 @@ struct ui_chat_ops {
 	void (*span_text)(void *ud, int32_t start, int32_t len, char *buf, size_t cap);
 };
 
+/* An earlier turn of a resumed session (borrowed). */
+struct ui_turn {
+	const char *question;     /* UTF-8 */
+	const char *answer;
+};
+
 /* Header facts shown at the top. */
 struct ui_doc_info {
 	const char *title;
@@ -65,6 +71,11 @@ struct ui_doc_info {
 	int n_tok;
 	const char *model_name;
 	double resume_s;
+	const struct ui_turn *turns; /* [n_turn] a resumed session's transcript, shown
+	                                first, its questions in the Up/Down history;
+	                                borrowed for ui_chat_run */
+	int n_turn;
+	const char *resumed;      /* a line shown after them (e.g. "session 3 resumed"), or NULL */
 };
 
 /* Runs the chat screen until the user quits. Returns 0 or a negative code.

@@ -1083,3 +1083,22 @@ int sekv_ctx_tail_rows(const struct sekv_ctx *c)
 			n = c->n_tail[l] - c->tail_first;
 	return n;
 }
+
+int sekv_ctx_tail_get(const struct sekv_ctx *c, int layer, int pos0, int n, uint16_t *k,
+		      uint16_t *v)
+{
+	const struct sekv_mem *m = c->m;
+	size_t row = (size_t)m->n_head_kv * m->d_h * sizeof(uint16_t);
+	int first = pos0 - m->n_tok;
+
+	if (layer < 0 || layer >= m->n_layer || n < 0 || first < c->tail_first ||
+	    first + n > c->n_tail[layer])
+		return SEKV_EINVAL;
+	size_t at = ((size_t)layer * c->tail_cap + (size_t)(first - c->tail_first)) * row;
+	if (n == 0)
+		return SEKV_OK;
+	if (c->be->ops->buf_read(c->be, c->tail_k, at, k, (size_t)n * row) ||
+	    c->be->ops->buf_read(c->be, c->tail_v, at, v, (size_t)n * row))
+		return SEKV_EINVAL;
+	return SEKV_OK;
+}

@@ -555,12 +555,9 @@ static int append_rows(const struct sekv_mem *old, int lo, int n_new,
 }
 
 /* Copies what append keeps from old into m (the spans of old are m's
- * first ones): scalars, router, exact rows before lo, summaries,
- * landmarks and factors of old's compressed spans. */
+ * first ones): router, exact rows before lo, and old's compressed spans. */
 static void append_keep(struct sekv_mem *m, const struct sekv_mem *old, int lo)
 {
-	size_t row = (size_t)m->n_head_kv * m->d_h, per = (size_t)m->n_head_kv * 2;
-	size_t es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	int n_before = 0;
 
 	while (n_before < old->n_exact && old->exact_pos[n_before] < lo)
@@ -569,30 +566,8 @@ static void append_keep(struct sekv_mem *m, const struct sekv_mem *old, int lo)
 	memcpy(m->route_w, old->route_w,
 	       (size_t)m->n_layer * m->n_head * SEKV_D_ROUTE * m->d_h * sizeof(float));
 	memcpy(m->tau, old->tau, (size_t)m->n_layer * m->n_head * sizeof(float));
-	for (int l = 0; l < m->n_layer; l++) {
-		memcpy(m->exact_k + (size_t)l * m->n_exact * row,
-		       old->exact_k + (size_t)l * old->n_exact * row, (size_t)n_before * row * 2);
-		memcpy(m->exact_v + (size_t)l * m->n_exact * row,
-		       old->exact_v + (size_t)l * old->n_exact * row, (size_t)n_before * row * 2);
-		memcpy(m->k_bar + (size_t)l * m->n_comp * row,
-		       old->k_bar + (size_t)l * old->n_comp * row, (size_t)old->n_comp * row * 2);
-		memcpy(m->v_bar + (size_t)l * m->n_comp * row,
-		       old->v_bar + (size_t)l * old->n_comp * row, (size_t)old->n_comp * row * 2);
-		memcpy(m->lm_k + (size_t)l * m->n_lm * row, old->lm_k + (size_t)l * old->n_lm * row,
-		       (size_t)old->n_lm * row);
-		memcpy(m->lm_s + (size_t)l * m->n_lm * m->n_head_kv,
-		       old->lm_s + (size_t)l * old->n_lm * old->n_head_kv,
-		       (size_t)old->n_lm * old->n_head_kv * sizeof(float));
-		for (size_t f = 0; f < (size_t)old->n_comp * per; f++) {
-			const struct sekv_factor *a = &old->fac[(size_t)l * old->n_comp * per + f];
-			struct sekv_factor *b = &m->fac[(size_t)l * m->n_comp * per + f];
-			size_t ns, nuv;
-			sekv_factor_elems(a->rank, m->span[m->comp_span[f / per]].len, m->d_h, &ns, &nuv);
-			if (ns)
-				memcpy(b->s, a->s, ns * sizeof(float));
-			memcpy(b->u, a->u, nuv * es); /* u and v are one run per factor */
-		}
-	}
+	sekv_mem_copy_exact(m, 0, old, 0, n_before, 0);
+	sekv_mem_copy_comps(m, 0, old, 0, old->n_comp);
 }
 
 int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
@@ -638,8 +613,7 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 		memcpy(h + old->n_tok, surprisal, (size_t)n_new * sizeof *h);
 	sekv_seg_anchors(h, n, old->alpha_used, p->n_sink, anchor);
 	memcpy(anchor, old->is_anchor, (size_t)old->n_tok);
-	lo = old->n_span ? old->span[old->n_span - 1].start + old->span[old->n_span - 1].len
-			 : (p->n_sink < n ? p->n_sink : n);
+	lo = old->n_span ? sekv_mem_frontier(old, p->n_sink) : (p->n_sink < n ? p->n_sink : n);
 	memcpy(span, old->span, (size_t)old->n_span * sizeof *span);
 	n_add = sekv_seg_spans(anchor, n, p->l_min, lo, p->n_recent, span + old->n_span);
 	n_span = old->n_span + n_add;

@@ -276,6 +276,32 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 		    const float *surprisal, const uint16_t *const *k,
 		    const uint16_t *const *v, char *err, size_t errlen);
 
+/* Positions before this one never change when m grows (sekv_mem_append
+ * with the same n_sink): the end of m's last span, or min(n_sink, n_tok)
+ * without spans. Pure. */
+int sekv_mem_frontier(const struct sekv_mem *m, int n_sink);
+
+/* A slice of m: the memory of positions [lo, hi) (tokens, surprisal,
+ * anchors, the spans inside with their summaries, landmarks and factors,
+ * the exact rows inside), moved to start at position 0, with m's router
+ * and scalars (a conversation's memory is persisted as slices: what each
+ * turn made final, then the rest). *out new (sekv_mem_free). SEKV_EINVAL:
+ * a span crosses lo or hi, or 0 <= lo <= hi <= n_tok fails; SEKV_ENOMEM. */
+int sekv_mem_slice_dup(struct sekv_mem **out, const struct sekv_mem *m, int lo, int hi);
+
+/* Puts a memory back together: positions [0, pos0[0]) of base (no span may
+ * cross pos0[0]), then part[i] (slices as sekv_mem_slice_dup makes them)
+ * at positions pos0[i] .. pos0[i] + part[i]->n_tok - 1, each starting
+ * where the one before ends; router, tau and scalars are base's, the note
+ * the last part's. For a
+ * memory m grown from base by sekv_mem_append, the slices of m from
+ * sekv_mem_frontier(base) on join base back into m bit for bit. *out new
+ * (sekv_mem_free); inputs borrowed. SEKV_EINVAL (n_part < 1, ranges that
+ * do not follow each other, shapes, factor types or landmark blocks that
+ * differ), SEKV_ENOMEM. */
+int sekv_mem_join(struct sekv_mem **out, const struct sekv_mem *base, int n_part,
+		  const struct sekv_mem *const *part, const int32_t *pos0);
+
 /* Allocates an empty memory with the given shape and counts, every array
  * zeroed and sized (factor arrays sized from ranks[] [n_layer][n_comp]
  * [n_head_kv][2] and span lengths, u and v fp16 when factor_f16 is 1,
@@ -398,6 +424,12 @@ void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p);
  * pos must lie between the first held row and the last appended one.
  * Returns 0 or SEKV_EINVAL. No allocation. */
 int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos);
+/* Copies the tail rows (question and generated tokens) of positions
+ * [pos0, pos0 + n) of global layer `layer` into k, v [n][n_head_kv][d_h]
+ * fp16 (a conversation's turns, to grow the memory with them). The rows
+ * must be held (not evicted, already appended). 0 or SEKV_EINVAL. */
+int sekv_ctx_tail_get(const struct sekv_ctx *c, int layer, int pos0, int n, uint16_t *k,
+		      uint16_t *v);
 /* Tail rows held now (per global layer). */
 int sekv_ctx_tail_rows(const struct sekv_ctx *c);
 

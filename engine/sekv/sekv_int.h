@@ -33,4 +33,13 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		 size_t row_elems, int d_h, uint8_t *is_anchor, struct sekv_span *span,
 		 int *n_span, float *alpha_used, int *lm_len, char *note, size_t note_len);
 
+/* Copies compressed spans [c0, c0 + n) of src (summaries, landmarks,
+ * factors) into dst's compressed spans from d0, whose spans must have the
+ * same lengths and whose factors the same ranks (part.c). */
+void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n);
+/* Copies exact rows [e0, e0 + n) of src (positions moved by shift) into
+ * dst's exact rows from d0 (part.c). */
+void sekv_mem_copy_exact(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int e0, int n,
+			 int shift);
+
 #endif
