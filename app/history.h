@@ -6,8 +6,8 @@
  * turns and storing them live in app/import.c.
  *
  * Kept: user and assistant messages with text, and system messages with
- * text that are not hidden (the renderer puts them at the top of the first
- * user turn, as Gemma's template does). Skipped and counted: nodes without
+ * text that are not hidden (app/import.c puts them at the top of the next
+ * question, as Gemma's template puts a system text in the user turn). Skipped and counted: nodes without
  * a message, messages hidden from the conversation (ChatGPT's
  * metadata.is_visually_hidden_from_conversation), tool messages (and roles
  * other than user, assistant, system), messages whose content type is not

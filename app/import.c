@@ -80,18 +80,17 @@ int import_conv_of(const struct history_conv *c, const char *title, struct impor
 		}
 		if (m->role == HISTORY_USER && a && (rc = push_turn(out, &q, &a)))
 			break;
-		if (m->role == HISTORY_ASSISTANT) {
-			rc = join(&a, m->text);
-			n_q = 0;
-			continue;
-		}
-		/* a system text opens the next question */
+		/* a system text tops the question of the turn it comes before */
 		if (sys && !(rc = join(&q, sys))) {
 			free(sys);
 			sys = NULL;
 		}
-		if (!rc)
+		if (!rc && m->role == HISTORY_ASSISTANT) {
+			rc = join(&a, m->text);
+			n_q = 0;
+		} else if (!rc) {
 			rc = join(&q, m->text);
+		}
 	}
 	if (!rc && a)
 		rc = push_turn(out, &q, &a);

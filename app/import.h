@@ -50,9 +50,10 @@ struct import_conv {
 };
 
 /* The turns of c into *out (import_conv_free, also after an error):
- * consecutive messages of one role join (blank line between), system text
- * goes to the top of the first user message, an answer with no question
- * before it gets an empty question, and user messages after the last
+ * consecutive messages of one role join (blank line between), a system
+ * text goes to the top of the question of the turn it comes before (an
+ * answer with no question before it gets an empty one, or the system
+ * text), and user and system messages after the last
  * answer are left out (counted: the conversation continues after its last
  * answer). title (NULL: c's) names the document. 0 or SEKV_ENOMEM. */
 int import_conv_of(const struct history_conv *c, const char *title, struct import_conv *out);
