@@ -705,9 +705,10 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 		rc = sekv_errf(err, errlen, SEKV_EINVAL, "ingest: %s: no conversation with an answered "
 			       "message", g->path);
 	if (n_line && !g->o->quiet)
-		app_errorf("ingest: %s (%s): %d conversation%s imported, each a document and a session "
-			   "('sekv chat DOC' continues it):\n", g->path, history_kind_name(h.kind),
-			   n_line, n_line == 1 ? "" : "s");
+		app_errorf("ingest: %s (%s): %d conversation%s imported as %s ('sekv chat DOC' "
+			   "continues one):\n", g->path, history_kind_name(h.kind), n_line,
+			   n_line == 1 ? "" : "s", n_line == 1 ? "a document and a session"
+			   : "documents and sessions");
 	for (int i = 0; i < n_line; i++) {
 		if (!g->o->quiet)
 			app_errorf("%s", lines[i]);

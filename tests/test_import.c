@@ -6,11 +6,9 @@
  * malformed file refused by name and line, and an import killed mid-way
  * continued by `sekv ingest --resume` into the same session.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "app/app.h"
@@ -221,10 +219,72 @@ static void import_cli_malformed_names_file_and_line(struct test_ctx *t)
 	free(out);
 }
 
+/* A JSONL history of n_msg messages (about 1,200 tokens for 40) at path. */
+static int write_long_history(const char *path, int n_msg)
+{
+	static const char *const words[] = { "the", "harbour", "lantern", "keeper", "counts",
+					     "ships", "every", "night", "while", "storms", "pass",
+					     "over", "granite", "cliffs", "and", "gulls" };
+	FILE *f = fopen(path, "w");
+	unsigned x = 7;
+
+	if (!f)
+		return -1;
+	for (int i = 0; i < n_msg; i++) {
+		fprintf(f, "{\"role\": \"%s\", \"content\": \"Message %d:", i % 2 ? "assistant" : "user", i);
+		for (int w = 0; w < 20; w++, x = x * 1103515245u + 12345u)
+			fprintf(f, " %s", words[(x >> 16) % 16]);
+		fprintf(f, ".\"}\n");
+	}
+	return fclose(f) ? -1 : 0;
+}
+
+/* An import killed by SIGKILL once a chunk is committed is continued by
+ * --resume, which renders the conversation again from its file: the
+ * document ends ready with its one session of all the turns. */
+static void import_killed_then_resume(struct test_ctx *t)
+{
+	char db[512], path[512], cmd[4096];
+	long ses = 0, doc = 0;
+	int st = 0;
+
+	if (access(test_model_path(), R_OK) != 0)
+		T_SKIP(t, "model %s missing (make model)", test_model_path());
+	snprintf(db, sizeof db, "%s/import_resume.db", test_tmpdir());
+	snprintf(path, sizeof path, "%s/long.jsonl", test_tmpdir());
+	T_CHECK(t, write_long_history(path, 40) == 0);
+	/* kill -9 once `sekv ls` shows some tokens of the incomplete document */
+	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s -m %s -t 1 --batch 32 -q & p=$!; i=0; "
+		 "while [ $i -lt 1200 ]; do %s ls --db %s 2>/dev/null | grep -q '^1.incomplete.[1-9]' "
+		 "&& break; sleep 0.05; i=$((i+1)); done; { kill -9 $p; wait $p; } 2>/dev/null; "
+		 "%s ls --db %s",
+		 test_sekv_bin(), path, db, test_model_path(), test_sekv_bin(), db, test_sekv_bin(), db);
+	char *out = test_run_cmd(cmd, &st);
+	int cut = out && !strncmp(out, "1\tincomplete\t", 13);
+	T_CHECKF(t, cut, "not killed mid-way: %s", out ? out : "");
+	free(out);
+	out = sekv(db, 1, &st, "ingest --resume 1");
+	T_CHECKF(t, out && st == 0 && strstr(out, "restored in"), "resume (%d): %.400s", st,
+		 out ? out : "");
+	free(out);
+	out = sekv(db, 0, &st, "sessions");
+	int n_line = 0;
+	for (const char *c = out; c && *c; c++)
+		n_line += *c == '\n';
+	int one = st == 0 && n_line == 1 && find_session(out, "long.jsonl", "20 turns", &ses, &doc) &&
+		  doc == 1;
+	T_CHECKF(t, one, "sessions (%d): %s", st, out ? out : "");
+	free(out);
+	out = sekv(db, 1, &st, "check");
+	T_CHECKF(t, out && st == 0, "check (%d): %s", st, out ? out : "");
+	free(out);
+}
+
 const struct test_case test_import[] = {
 	{ "import_render_completion_reads_as_sekv_turns", import_render_completion_reads_as_sekv_turns },
 	{ "import_render_template_ends_in_open_user_turn", import_render_template_ends_in_open_user_turn },
 	{ "import_cli_chatgpt_sessions_then_ask", import_cli_chatgpt_sessions_then_ask },
 	{ "import_cli_malformed_names_file_and_line", import_cli_malformed_names_file_and_line },
+	{ "import_killed_then_resume", import_killed_then_resume },
 	{ NULL, NULL },
 };
