@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/extract.h"
 #include "engine/chat.h"
 #include "engine/err.h"
 #include "engine/tokenizer.h"
@@ -194,6 +195,28 @@ int import_source_parse(const char *source, char *path, size_t cap, int *index)
 	path[tag - source] = 0;
 	*index = (int)k;
 	return 1;
+}
+
+int import_conv_reload(const char *path, int index, const char *title, struct history *h,
+		       struct import_conv *ic, char *err, size_t errlen)
+{
+	enum history_kind kind = HISTORY_NONE;
+	char *text = NULL;
+	size_t len = 0, n_bad;
+	int rc;
+
+	memset(h, 0, sizeof *h);
+	memset(ic, 0, sizeof *ic);
+	if (!(rc = extract_text_file(path, &text, &len, &n_bad, err, errlen)) &&
+	    (kind = history_detect(path, text, len)) == HISTORY_NONE)
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: no longer a chat history", path);
+	if (!rc && !(rc = history_parse(h, kind, path, text, len, err, errlen)) && index > h->n_conv)
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %d conversations, no longer %d", path,
+			       h->n_conv, index);
+	if (!rc && (rc = import_conv_of(&h->conv[index - 1], title, ic)))
+		sekv_errf(err, errlen, rc, "%s: out of memory", path);
+	free(text);
+	return rc;
 }
 
 /* Appends ", N what" (what in the plural when N > 1) to buf at *at. */

@@ -79,6 +79,14 @@ void import_source(const char *path, int index, char *buf, size_t cap);
  * 0 when source is not one. */
 int import_source_parse(const char *source, char *path, size_t cap, int *index);
 
+/* Reads conversation index (1-based) of the chat history at path again,
+ * as `sekv ingest --resume` does, into *h and *ic (free both, also after
+ * an error; title names the document). The errors of extract_text_file
+ * and history_parse, or SEKV_EFORMAT: no longer a chat history, or of
+ * fewer conversations. */
+int import_conv_reload(const char *path, int index, const char *title, struct history *h,
+		       struct import_conv *ic, char *err, size_t errlen);
+
 /* One line on what was imported of ic ("12 messages kept in 6 turns,
  * 812 tokens; skipped: 1 node without a message, 2 image or file parts")
  * into buf [cap]. */

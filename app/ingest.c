@@ -7,10 +7,12 @@
  * committed in its own transaction with the sliding-window rows and what
  * a resume needs, the global layers' attention probed for H2O's scores ->
  * SeKV build -> memory and scores persisted together, document marked
- * ready. A crash leaves a document in state "prefill" that `sekv ls` shows
- * as incomplete and app_ingest_resume continues exactly. Progress goes
- * through a callback (struct app_ingest_progress); nothing here keeps
- * static state.
+ * ready. A chat history (app/history.h) becomes one such document per
+ * conversation, its turns rendered by app/import.c, and a session of them
+ * stored with the memory. A crash leaves a document in state "prefill"
+ * that `sekv ls` shows as incomplete and app_ingest_resume continues
+ * exactly. Progress goes through a callback (struct app_ingest_progress);
+ * nothing here keeps static state.
  */
 #include "app/app.h"
 
@@ -65,7 +67,8 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 
 /* An extractor: detect says whether path is of its kind (the last entry
  * takes anything); extract fills a malloc'ed UTF-8 text as
- * extract_text_file does. PDF and chat histories plug in here. */
+ * extract_text_file does. PDF plugs in here; chat histories are read
+ * from the extracted text (app_ingest, ingest_history). */
 struct ingest_kind {
 	const char *name;
 	int (*detect)(const char *path);
@@ -878,22 +881,11 @@ static int restore_state(struct ingest *g, const float *probe, char *err, size_t
 static int resume_chat(struct ingest *g, struct history *h, struct import_conv *ic, char *path,
 		       size_t cap, char *err, size_t errlen)
 {
-	enum history_kind kind = HISTORY_NONE;
-	char *text = NULL;
-	size_t len = 0, n_bad;
 	int index, rc;
 
 	if (!import_source_parse(g->doc.source, path, cap, &index))
 		return 0;
-	if (!(rc = extract_text_file(path, &text, &len, &n_bad, err, errlen)) &&
-	    (kind = history_detect(path, text, len)) == HISTORY_NONE)
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: no longer a chat history", path);
-	if (!rc && !(rc = history_parse(h, kind, path, text, len, err, errlen)) && index > h->n_conv)
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %d conversations, no longer %d", path,
-			       h->n_conv, index);
-	if (!rc && (rc = import_conv_of(&h->conv[index - 1], g->doc.title, ic)))
-		sekv_errf(err, errlen, rc, "%s: out of memory", path);
-	free(text);
+	rc = import_conv_reload(path, index, g->doc.title, h, ic, err, errlen);
 	if (rc) {
 		size_t n = strnlen(err, errlen);
 		snprintf(err + n, errlen - n, " (ingest --resume: document %lld is conversation %d of "
