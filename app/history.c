@@ -102,10 +102,10 @@ static int add_msg(struct history_conv *c, enum history_role role, const char *s
 		return SEKV_ENOMEM;
 	c->msg = m;
 	m[c->n_msg].role = role;
+	/* the file's text is clean already; JSON escapes may still hold CR */
 	if (!(m[c->n_msg].text = extract_clean_dup(s, n, &len, &bad)))
 		return SEKV_ENOMEM;
 	c->n_msg++;
-	c->n_replaced += bad;
 	return 0;
 }
 

@@ -50,7 +50,6 @@ struct history_conv {
 	struct history_msg *msg;  /* [n_msg] in conversation order; owned */
 	int n_msg;
 	struct history_skips skip;
-	size_t n_replaced;        /* invalid UTF-8 bytes replaced by U+FFFD */
 };
 
 struct history {
