@@ -247,6 +247,11 @@ static const struct opt_row opt_table[] = {
 	  .set_off = NO_SET, .help = "the prompt", .cmds = APP_CMD_GENERATE },
 	{ .name = "--title", .arg = "TEXT", .kind = OPT_TEXT, .off = F(title), .set_off = NO_SET,
 	  .def_text = "the file name", .help = "document title", .cmds = APP_CMD_INGEST },
+	{ .name = "--conversation", .arg = "N|TITLE", .kind = OPT_TEXT, .off = F(conversation),
+	  .set_off = NO_SET, .def_text = "all",
+	  .help = "of a chat history (ChatGPT conversations.json, JSONL, transcript), the "
+		  "conversation to import: its number in the file or its title; each one imported "
+		  "becomes a document and a session", .cmds = APP_CMD_INGEST },
 	{ .name = "--resume", .arg = "DOC", .kind = OPT_TEXT, .off = F(resume), .set_off = NO_SET,
 	  .help = "continue the interrupted ingest of document DOC (shown 'incomplete' by 'sekv ls') "
 		  "from its last committed chunk, with the settings it was started with; the stored "

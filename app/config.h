@@ -81,6 +81,7 @@ struct app_opts {
 	int bos;               /* --bos (tokenize) */
 	const char *prompt;    /* -p TEXT (generate) */
 	const char *title;     /* --title TEXT (ingest) */
+	const char *conversation; /* --conversation N|TITLE (ingest of a chat history), NULL = all */
 	const char *resume;    /* --resume DOC (ingest): the incomplete document to continue */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */

@@ -1,5 +1,6 @@
-/* extract.h - document text extraction: plain text and Markdown (PDF and
- * chat histories come later). Output is valid UTF-8 with LF line ends. */
+/* extract.h - document text extraction: plain text and Markdown (PDF
+ * comes later; chat histories read from this text: app/history.h). Output
+ * is valid UTF-8 with LF line ends. */
 #ifndef SEKV_APP_EXTRACT_H
 #define SEKV_APP_EXTRACT_H
 

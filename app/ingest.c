@@ -7,10 +7,12 @@
  * committed in its own transaction with the sliding-window rows and what
  * a resume needs, the global layers' attention probed for H2O's scores ->
  * SeKV build -> memory and scores persisted together, document marked
- * ready. A crash leaves a document in state "prefill" that `sekv ls` shows
- * as incomplete and app_ingest_resume continues exactly. Progress goes
- * through a callback (struct app_ingest_progress); nothing here keeps
- * static state.
+ * ready. A chat history (app/history.h) becomes one such document per
+ * conversation, its turns rendered by app/import.c, and a session of them
+ * stored with the memory. A crash leaves a document in state "prefill"
+ * that `sekv ls` shows as incomplete and app_ingest_resume continues
+ * exactly. Progress goes through a callback (struct app_ingest_progress);
+ * nothing here keeps static state.
  */
 #include "app/app.h"
 
@@ -20,6 +22,8 @@
 #include <unistd.h>
 
 #include "app/extract.h"
+#include "app/history.h"
+#include "app/import.h"
 #include "engine/clock.h"
 #include "engine/err.h"
 #include "engine/fmt.h"
@@ -63,7 +67,8 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 
 /* An extractor: detect says whether path is of its kind (the last entry
  * takes anything); extract fills a malloc'ed UTF-8 text as
- * extract_text_file does. PDF and chat histories plug in here. */
+ * extract_text_file does. PDF plugs in here; chat histories are read
+ * from the extracted text (app_ingest, ingest_history). */
 struct ingest_kind {
 	const char *name;
 	int (*detect)(const char *path);
@@ -101,6 +106,8 @@ struct ingest {
 	struct tok *tk;
 	const struct model_hparams *hp;
 	struct chat_template ct;
+	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
+	int64_t session;            /* chat: the session holding its turns */
 	char *text;
 	size_t text_len;
 	struct chat_tokvec tv;      /* document tokens */
@@ -194,10 +201,20 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 			 g->path, n_ctx, seen, all, (double)count * (double)g->text_len / (double)pos, n_ctx);
 }
 
+/* The document's tokens: its text as a document turn, or a chat
+ * history's conversation rendered as turns (whose decoded rendering
+ * becomes the text). */
 static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 {
-	int rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
-				 g->text, g->text_len, 0, NULL, err, errlen);
+	int rc;
+
+	if (g->chat) {
+		free(g->text);
+		rc = import_render(g->chat, &g->ct, g->tk, &g->tv, &g->text, &g->text_len, err, errlen);
+	} else {
+		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
+				     g->text, g->text_len, 0, NULL, err, errlen);
+	}
 	if (rc)
 		return rc;
 	int n_ctx = g->hp->n_ctx_train;
@@ -222,10 +239,15 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	if ((rc = store_open(&g->st, o->db, err, errlen)))
 		return rc;
 	memset(d, 0, sizeof *d);
-	snprintf(d->title, sizeof d->title, "%s", o->title ? o->title : base_name(g->path));
-	char *abs = realpath(g->path, NULL);
-	snprintf(d->source, sizeof d->source, "%s", abs ? abs : g->path);
-	free(abs);
+	snprintf(d->title, sizeof d->title, "%s", g->chat ? g->chat->title :
+		 o->title ? o->title : base_name(g->path));
+	if (g->chat) {
+		import_source(g->path, g->chat->index, d->source, sizeof d->source);
+	} else {
+		char *abs = realpath(g->path, NULL);
+		snprintf(d->source, sizeof d->source, "%s", abs ? abs : g->path);
+		free(abs);
+	}
 	snprintf(d->model_fp, sizeof d->model_fp, "%s", hp->fingerprint);
 	snprintf(d->model_name, sizeof d->model_name, "%.127s", base_name(o->model));
 	snprintf(d->prompt_format, sizeof d->prompt_format, "%s", chat_format_name(g->ct.fmt));
@@ -521,8 +543,8 @@ static void print_summary(const struct ingest *g)
 			mem->rope_base > 0 ? "before" : "after");
 }
 
-/* The memory and H2O's scores in one transaction: the document turns
- * READY with both or with neither. */
+/* The memory and H2O's scores (and a chat history's session) in one
+ * transaction: the document turns READY with all or with none. */
 static int stage_persist(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
@@ -533,6 +555,8 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 	if ((g->h2o && (rc = store_doc_put_h2o(g->st, g->doc.id, g->h2o, hp->n_global, hp->n_head_kv,
 					       g->tv.n, err, errlen))) ||
 	    (rc = store_doc_put_mem(g->st, g->doc.id, g->mem, g->o->budget, err, errlen)) ||
+	    (g->chat && (rc = import_store_session(g->st, g->doc.id, app_kv_name(g->o->kv), g->chat,
+						   &g->session, err, errlen))) ||
 	    (rc = store_tx_commit(g->st, err, errlen))) {
 		store_tx_rollback(g->st);
 		return rc;
@@ -597,26 +621,128 @@ static int committed(struct ingest *g)
 	return store_doc_get(g->st, g->doc.id, &d, NULL, 0) ? 0 : (int)d.n_tok;
 }
 
+/* After a failure: says in err how to continue or delete the document
+ * the ingest left incomplete, if it created one. */
+static void note_incomplete(struct ingest *g, char *err, size_t errlen)
+{
+	if (g->doc.id <= 0 || !g->st || !err || !errlen)
+		return;
+	size_t len = strnlen(err, errlen);
+	snprintf(err + len, errlen - len, "; document %lld is incomplete (%d of %d tokens "
+		 "stored): continue with 'sekv ingest --resume %lld' or delete it with "
+		 "'sekv rm %lld'", (long long)g->doc.id, committed(g), g->tv.n,
+		 (long long)g->doc.id, (long long)g->doc.id);
+}
+
+/* ---- chat histories ---------------------------------------------------- */
+
+/* Conversation ic as a document and session, with the model, tokenizer
+ * and format of g (borrowed); *doc, *session and *n_tok set. */
+static int ingest_conv(const struct ingest *g, struct import_conv *ic, int64_t *doc,
+		       int64_t *session, int *n_tok, char *err, size_t errlen)
+{
+	struct ingest c = { .o = g->o, .path = g->path, .fn = g->fn, .ud = g->ud, .m = g->m,
+			    .tk = g->tk, .hp = g->hp, .ct = g->ct, .chat = ic };
+	int rc;
+
+	if ((rc = stage_tokenize(&c, err, errlen)) || (rc = stage_create_doc(&c, err, errlen)) ||
+	    (rc = prefill_alloc(&c, err, errlen)) || (rc = ingest_finish(&c, err, errlen)))
+		note_incomplete(&c, err, errlen);
+	*doc = c.doc.id;
+	*session = c.session;
+	*n_tok = c.tv.n;
+	c.m = NULL;
+	c.tk = NULL;
+	ingest_free(&c);
+	return rc;
+}
+
+/* Appends one line on conversation ic (document doc, session ses) to the
+ * list *lines [*n] printed when the ingest ends. */
+static int list_add(char ***lines, int *n, const struct import_conv *ic, int64_t doc, int64_t ses,
+		    int n_tok)
+{
+	char what[512], **v = realloc(*lines, (size_t)(*n + 1) * sizeof *v);
+
+	if (!v)
+		return SEKV_ENOMEM;
+	*lines = v;
+	import_describe(ic, n_tok, what, sizeof what);
+	if (asprintf(&v[*n], "  %d. %s: document %lld, session %lld: %s\n", ic->index, ic->title,
+		     (long long)doc, (long long)ses, what) < 0)
+		return SEKV_ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+/* A chat history, read into g->text: every conversation --conversation
+ * picks becomes a document and a session, listed at the end (*doc_id:
+ * the last document). A conversation with no answer is left out. */
+static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc_id,
+			  char *err, size_t errlen)
+{
+	struct history h;
+	char **lines = NULL;
+	int first = 0, last = -1, n_line = 0, rc;
+
+	if (!(rc = history_parse(&h, kind, g->path, g->text, g->text_len, err, errlen)) &&
+	    !(rc = history_select(&h, g->o->conversation, &first, &last, err, errlen)))
+		rc = stage_load(g, err, errlen);
+	for (int i = first; !rc && i <= last; i++) {
+		struct import_conv ic;
+		int64_t doc = 0, ses = 0;
+		int n_tok = 0;
+		if ((rc = import_conv_of(&h.conv[i], first == last ? g->o->title : NULL, &ic)))
+			sekv_errf(err, errlen, rc, "ingest: %s: out of memory", g->path);
+		else if (ic.n_turn == 0 && !g->o->quiet)
+			app_errorf("ingest: %s: conversation %d (%s): no answered message, left out\n",
+				   g->path, ic.index, ic.title);
+		else if (ic.n_turn && !(rc = ingest_conv(g, &ic, &doc, &ses, &n_tok, err, errlen)) &&
+			 (rc = list_add(&lines, &n_line, &ic, doc, ses, n_tok)))
+			sekv_errf(err, errlen, rc, "ingest: out of memory");
+		if (doc > 0 && !rc)
+			*doc_id = doc;
+		import_conv_free(&ic);
+	}
+	if (!rc && n_line == 0)
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "ingest: %s: no conversation with an answered "
+			       "message", g->path);
+	if (n_line && !g->o->quiet)
+		app_errorf("ingest: %s (%s): %d conversation%s imported as %s ('sekv chat DOC' "
+			   "continues one):\n", g->path, history_kind_name(h.kind), n_line,
+			   n_line == 1 ? "" : "s", n_line == 1 ? "a document and a session"
+			   : "documents and sessions");
+	for (int i = 0; i < n_line; i++) {
+		if (!g->o->quiet)
+			app_errorf("%s", lines[i]);
+		free(lines[i]);
+	}
+	free(lines);
+	history_free(&h);
+	return rc;
+}
+
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
 	       int64_t *doc_id, char *err, size_t errlen)
 {
 	struct ingest g = { .o = o, .path = path, .fn = fn, .ud = ud };
+	enum history_kind kind = HISTORY_NONE;
 	int rc;
 
-	if ((rc = stage_extract(&g, err, errlen)) || (rc = stage_load(&g, err, errlen)) ||
-	    (rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
-	    (rc = stage_create_doc(&g, err, errlen)) || (rc = prefill_alloc(&g, err, errlen)) ||
-	    (rc = ingest_finish(&g, err, errlen)))
-		goto out;
-	*doc_id = g.doc.id;
-out:
-	if (rc && g.doc.id > 0 && g.st && err && errlen) {
-		size_t len = strnlen(err, errlen);
-		snprintf(err + len, errlen - len, "; document %lld is incomplete (%d of %d tokens "
-			 "stored): continue with 'sekv ingest --resume %lld' or delete it with "
-			 "'sekv rm %lld'", (long long)g.doc.id, committed(&g), g.tv.n,
-			 (long long)g.doc.id, (long long)g.doc.id);
-	}
+	if (!(rc = stage_extract(&g, err, errlen)))
+		kind = history_detect(path, g.text, g.text_len);
+	if (!rc && kind != HISTORY_NONE)
+		rc = ingest_history(&g, kind, doc_id, err, errlen);
+	else if (!rc && o->conversation)
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "ingest: %s: --conversation: not a chat "
+			       "history (ChatGPT conversations.json, JSONL of {role, content}, or a "
+			       "'user:'/'assistant:' transcript)", path);
+	else if (!rc && !(rc = stage_load(&g, err, errlen)) && !(rc = stage_count(&g, err, errlen)) &&
+		 !(rc = stage_tokenize(&g, err, errlen)) && !(rc = stage_create_doc(&g, err, errlen)) &&
+		 !(rc = prefill_alloc(&g, err, errlen)) && !(rc = ingest_finish(&g, err, errlen)))
+		*doc_id = g.doc.id;
+	if (rc)
+		note_incomplete(&g, err, errlen);
 	ingest_free(&g);
 	return rc;
 }
@@ -748,17 +874,45 @@ static int restore_state(struct ingest *g, const float *probe, char *err, size_t
 	return rc;
 }
 
+/* A conversation imported from a chat history (its source says which)
+ * renders again from its file into *ic (g->chat then points at it, g->path
+ * at the file in path [cap]); the token check of restore_state catches a
+ * file changed since. 0 also for any other document. */
+static int resume_chat(struct ingest *g, struct history *h, struct import_conv *ic, char *path,
+		       size_t cap, char *err, size_t errlen)
+{
+	int index, rc;
+
+	if (!import_source_parse(g->doc.source, path, cap, &index))
+		return 0;
+	rc = import_conv_reload(path, index, g->doc.title, h, ic, err, errlen);
+	if (rc) {
+		size_t n = strnlen(err, errlen);
+		snprintf(err + n, errlen - n, " (ingest --resume: document %lld is conversation %d of "
+			 "this chat history: delete it with 'sekv rm %lld' and ingest the file again)",
+			 (long long)g->doc.id, index, (long long)g->doc.id);
+		return rc;
+	}
+	g->chat = ic;
+	g->path = path;
+	return 0;
+}
+
 int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
 		      void *ud, char *err, size_t errlen)
 {
 	struct app_opts ro = *o;
 	struct ingest g = { .o = &ro, .fn = fn, .ud = ud };
 	struct store_ingest in;
+	struct history h = { 0 };
+	struct import_conv ic = { 0 };
+	char path[sizeof g.doc.source];
 	float *probe = NULL;
 	double t0;
 	int rc;
 
 	if ((rc = resume_open(&g, &ro, doc_id, &in, &probe, err, errlen)) ||
+	    (rc = resume_chat(&g, &h, &ic, path, sizeof path, err, errlen)) ||
 	    (rc = stage_load(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
 	    (rc = resume_check(&g, &in, err, errlen)) || (rc = prefill_alloc(&g, err, errlen)))
 		goto out;
@@ -778,6 +932,8 @@ int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progr
 out:
 	free(probe);
 	ingest_free(&g);
+	import_conv_free(&ic);
+	history_free(&h);
 	return rc;
 }
 

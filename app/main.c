@@ -23,6 +23,9 @@ static const struct cmd cmds[] = {
 	  "remembered, no forward pass over earlier tokens)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
 	  "prefill a text/Markdown file once, store its SeKV memory; prints the new document id. "
+	  "A chat history (ChatGPT conversations.json, JSONL of {role, content}, a 'user:'/"
+	  "'assistant:' transcript) becomes a document and a session per conversation, its turns "
+	  "rendered in the model's prompt format (--conversation picks one). "
 	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
 	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it" },
 	{ "ask", cmd_ask, APP_CMD_ASK, "DOC QUESTION",

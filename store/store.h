@@ -250,7 +250,9 @@ struct store_turn {
 	int idx;                  /* 0-based, in the order asked */
 	char *question;           /* UTF-8; owned by the array when read */
 	char *answer;
-	char stopped[8];          /* conv_stop_name: "stop", "length", "user" */
+	char stopped[8];          /* conv_stop_name: "stop", "length", "user"; "import": a
+	                             turn imported from a chat history (app/import.h),
+	                             part of the document's text and memory already */
 	int n_gen;                /* answer tokens */
 	char heads[128];          /* retrieval heads "L:H,...", "" without evidence */
 	double created;
