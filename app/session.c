@@ -609,10 +609,20 @@ static int read_stored(struct session *s, int64_t *doc_id, char *err, size_t err
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "session %lld: --router oracle and "
 				 "--mass-recall measure over a document's exact keys, not a session's",
 				 (long long)ss.id);
-	if (ss.kv_turns < ss.n_turn)
-		snprintf(s->note, sizeof s->note, "session %lld: the model remembers its first %d of %d "
-			 "turns (the others were stored without their KV)", (long long)ss.id,
-			 ss.kv_turns, ss.n_turn);
+	if (ss.kv_turns < ss.n_turn) {
+		/* turns imported from a chat history are the document's own text */
+		struct store_turn *t = NULL;
+		int n = 0, n_imp = 0;
+		if ((rc = store_session_turns_dup(s->st, ss.id, &t, &n, err, errlen)))
+			return rc;
+		for (int i = 0; i < n; i++)
+			n_imp += !strcmp(t[i].stopped, "import");
+		store_turns_free(t, n);
+		if (ss.kv_turns + n_imp < ss.n_turn)
+			snprintf(s->note, sizeof s->note, "session %lld: the model remembers %d of its %d "
+				 "turns (the others were stored without their KV)", (long long)ss.id,
+				 ss.kv_turns + n_imp, ss.n_turn);
+	}
 	return 0;
 }
 
