@@ -30,8 +30,9 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 
 /* Progress of one ingest stage (borrowed for the callback). */
 struct app_ingest_progress {
-	const char *stage;   /* "extract" (bytes of text), "count" (bytes
-	                        tokenized while counting), "prefill" (tokens) */
+	const char *stage;   /* "pages" (PDF pages read), "extract" (bytes of
+	                        text), "count" (bytes tokenized while counting),
+	                        "prefill" (tokens) */
 	const char *path;    /* the input file */
 	long long done;      /* units of the stage */
 	long long total;
@@ -41,14 +42,60 @@ struct app_ingest_progress {
 };
 typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progress *p);
 
-/* Ingests path: extract (by input kind), count tokens (a document longer
- * than the model's context is refused with SEKV_EINVAL before anything is
- * stored, naming both lengths), tokenize, prefill in chunks, persist every
- * chunk, build and store the SeKV memory. fn (may be NULL) sees every
- * stage's progress; the first report comes right after extraction.
- * *doc_id is the new document. Returns 0 or a negative code. */
+/* Ingests path: extract (by input kind: PDF pages reported one by one,
+ * then the text), count tokens (a document longer than the model's
+ * context, or than o->max_tokens, is refused with SEKV_EINVAL before
+ * anything is stored, naming both lengths, unless o->max_tokens keeps its
+ * first tokens or o->split cuts it in parts: app_plan), then per part:
+ * tokenize, prefill in chunks, persist every chunk (and a PDF's page
+ * map), build and store the SeKV memory. fn (may be NULL) sees every
+ * stage's progress; the first report comes during extraction. *ids
+ * (malloc'ed, caller frees) gets the new documents, *n_ids of them, in
+ * part order. Returns 0 or a negative code. */
+int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
+		     void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen);
+/* app_ingest_parts for one document: *doc_id is the first part's. */
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
 	       void *ud, int64_t *doc_id, char *err, size_t errlen);
+
+/* ---- what ingest stores of a document (app/ingest_plan.c) ---------- */
+struct extract_doc;
+struct app_part {
+	size_t start, end;   /* bytes [start, end) of the document's text */
+	int n_tok;           /* tokens of its document turn */
+};
+struct app_plan {
+	int n_tok;           /* tokens of the whole document's turn */
+	int limit;           /* most tokens of a part: the model's context or
+	                        --max-tokens, the smaller; 0 = none */
+	int cut;             /* 1: only the first part of a longer document
+	                        is kept (--max-tokens without --split) */
+	int n_part;
+	struct app_part *part; /* [n_part], consecutive, in text order */
+};
+/* Plans text [len] (valid UTF-8) against the limit: one part when it
+ * fits; else with split, consecutive parts each within the limit, cut
+ * after a paragraph, line, sentence or word end in the last eighth of the
+ * room where there is one; else with max_tokens > 0, only the first such
+ * part (pl->cut); else SEKV_EINVAL naming both lengths and the options.
+ * n_ctx: the model's context (0: none). ct, tk borrowed. app_plan_free
+ * the plan (also after an error). */
+int app_plan(struct app_plan *pl, const struct chat_template *ct, const struct tok *tk,
+	     const char *text, size_t len, int n_ctx, int max_tokens, int split,
+	     char *err, size_t errlen);
+void app_plan_free(struct app_plan *pl);
+/* The page map of text bytes [a, b) of x (a PDF): *page0 (1-based) its
+ * first page, *start malloc'ed [*n_page] offsets from a (caller frees).
+ * A text document gives *n_page = 0, *start NULL. 0 or SEKV_ENOMEM. */
+int app_part_pages(const struct extract_doc *x, size_t a, size_t b, int *page0, int *n_page,
+		   int64_t **start);
+/* One line saying how path was read (encoding and conversion, invalid
+ * bytes replaced; a PDF's pages, those without text, headers removed,
+ * words joined, ligatures) into buf [cap]. Outside text: print inert. */
+void app_extract_describe(const char *path, const struct extract_doc *x, char *buf, size_t cap);
+/* extract_params.ask_password for a terminal: asks on stderr, reads
+ * stdin with echo off. -1 when stdin is not a terminal or at its end. */
+int app_ask_password(void *ud, const char *path, int wrong, char *buf, size_t cap);
 
 /* Rebuilds document doc_id's SeKV memory in library o->db for another
  * budget (a fraction of its full KV) from what the library stores: tokens,
@@ -144,6 +191,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
+int cmd_count(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_sessions(int argc, char **argv);

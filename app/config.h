@@ -30,7 +30,8 @@ enum {
 	APP_CMD_SESSIONS = 1 << 8,
 	APP_CMD_EXPORT = 1 << 9,
 	APP_CMD_EVAL = 1 << 10,
-	APP_CMD_ALL = (1 << 11) - 1,
+	APP_CMD_COUNT = 1 << 11,
+	APP_CMD_ALL = (1 << 12) - 1,
 };
 
 /* The memory an answer is decoded from (--kv): SeKV, the reference, and
@@ -80,6 +81,9 @@ struct app_opts {
 	int bos;               /* --bos (tokenize) */
 	const char *prompt;    /* -p TEXT (generate) */
 	const char *title;     /* --title TEXT (ingest) */
+	const char *password;  /* --password PW: a PDF's user password (ingest, count) */
+	int max_tokens;        /* --max-tokens N: most tokens a document (or a part) may have, 0 = the model's context */
+	int split;             /* --split: a longer document is stored as consecutive parts */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */
 	int help;              /* -h / --help */

@@ -1,9 +1,11 @@
 /* ingest.c - one document from file to durable SeKV memory, in stages.
  *
- * Flow (DESIGN.md section 2), one function per stage: extract (by input
- * kind) -> count (refuse a document longer than the model's context before
- * any long work) -> tokenize (the one turn builder: BOS, user turn,
- * preamble, text) -> create the document -> prefill in chunks, each chunk
+ * Flow (DESIGN.md section 2), one function per stage: extract (PDF or
+ * text, app/extract.h) -> count (refuse a document longer than the model's
+ * context before any long work) -> plan (the whole text, its first
+ * --max-tokens, or --split parts: app/ingest_plan.c) -> per part: tokenize
+ * (the one turn builder: BOS, user turn, preamble, text) -> create the
+ * document with its page map -> prefill in chunks, each chunk
  * persisted in its own transaction, the global layers' attention probed
  * for H2O's scores -> sliding-window rows -> SeKV build -> memory and
  * scores persisted together, document marked ready. A crash leaves a document in
@@ -57,37 +59,6 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	return 0;
 }
 
-/* ---- input kinds ---------------------------------------------------- */
-
-/* An extractor: detect says whether path is of its kind (the last entry
- * takes anything); extract fills a malloc'ed UTF-8 text as
- * extract_text_file does. PDF and chat histories plug in here. */
-struct ingest_kind {
-	const char *name;
-	int (*detect)(const char *path);
-	int (*extract)(const char *path, char **text, size_t *len, size_t *n_replaced,
-		       char *err, size_t errlen);
-};
-
-static int detect_any(const char *path)
-{
-	(void)path;
-	return 1;
-}
-
-static const struct ingest_kind ingest_kinds[] = {
-	{ "text", detect_any, extract_text_file }, /* plain text and Markdown */
-};
-
-static const struct ingest_kind *kind_of(const char *path)
-{
-	size_t n = sizeof ingest_kinds / sizeof ingest_kinds[0];
-	for (size_t i = 0; i + 1 < n; i++)
-		if (ingest_kinds[i].detect(path))
-			return &ingest_kinds[i];
-	return &ingest_kinds[n - 1];
-}
-
 /* ---- one ingest ------------------------------------------------------ */
 
 struct ingest {
@@ -99,7 +70,12 @@ struct ingest {
 	struct tok *tk;
 	const struct model_hparams *hp;
 	struct chat_template ct;
-	char *text;
+	struct extract_doc x;       /* the whole document */
+	struct app_plan plan;
+	int part;                   /* the part being stored, 0..plan.n_part-1 */
+	int64_t *ids;               /* [plan.n_part] documents stored so far */
+	double t_pages;             /* clk_now when extraction started */
+	const char *text;           /* the part's text (in x.text), text_len bytes */
 	size_t text_len;
 	struct chat_tokvec tv;      /* document tokens */
 	struct store *st;
@@ -133,15 +109,27 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+static void on_page(void *ud, int page, int n_page)
+{
+	struct ingest *g = ud;
+	report(g, "pages", page, n_page, g->t_pages, page == n_page);
+}
+
 static int stage_extract(struct ingest *g, char *err, size_t errlen)
 {
-	size_t n_bad = 0;
-	int rc = kind_of(g->path)->extract(g->path, &g->text, &g->text_len, &n_bad, err, errlen);
+	struct extract_params p = { .password = g->o->password, .on_page = on_page, .ud = g };
+	char line[1024];
+
+	if (!g->o->password && isatty(0))
+		p.ask_password = app_ask_password;
+	g->t_pages = clk_now();
+	int rc = extract_file(g->path, &p, &g->x, err, errlen);
 	if (rc)
 		return rc;
-	if (n_bad && !g->o->quiet)
-		app_errorf("ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
-	report(g, "extract", (long long)g->text_len, (long long)g->text_len, clk_now(), 1);
+	app_extract_describe(g->path, &g->x, line, sizeof line);
+	if (!g->o->quiet && (g->x.n_page || g->x.n_replaced || g->x.bom || strcmp(g->x.encoding, "UTF-8")))
+		app_errorf("ingest: %s\n", line);
+	report(g, "extract", (long long)g->x.len, (long long)g->x.len, clk_now(), 1);
 	return 0;
 }
 
@@ -152,38 +140,72 @@ static int stage_extract(struct ingest *g, char *err, size_t errlen)
 static int stage_count(struct ingest *g, char *err, size_t errlen)
 {
 	long long n_ctx = g->hp->n_ctx_train, count = 0;
-	size_t pos = 0;
+	const char *text = g->x.text;
+	size_t pos = 0, len = g->x.len;
 	double t0 = clk_now();
 
-	if (n_ctx <= 0 || g->text_len <= INGEST_COUNT_PIECE)
+	/* --max-tokens and --split count the whole text anyway (app_plan) */
+	if (n_ctx <= 0 || len <= INGEST_COUNT_PIECE || g->o->max_tokens || g->o->split)
 		return 0;
-	while (pos < g->text_len && count <= n_ctx) {
-		size_t end = pos + INGEST_COUNT_PIECE < g->text_len ? pos + INGEST_COUNT_PIECE : g->text_len;
-		const char *nl = end < g->text_len ? memrchr(g->text + pos, '\n', end - pos) : NULL;
+	while (pos < len && count <= n_ctx) {
+		size_t end = pos + INGEST_COUNT_PIECE < len ? pos + INGEST_COUNT_PIECE : len;
+		const char *nl = end < len ? memrchr(text + pos, '\n', end - pos) : NULL;
 		if (nl)
-			end = (size_t)(nl - g->text) + 1;
-		report(g, "count", (long long)pos, (long long)g->text_len, t0, 0);
-		int n = tok_encode(g->tk, g->text + pos, end - pos, 0, NULL, 0, err, errlen);
+			end = (size_t)(nl - text) + 1;
+		report(g, "count", (long long)pos, (long long)len, t0, 0);
+		int n = tok_encode(g->tk, text + pos, end - pos, 0, NULL, 0, err, errlen);
 		if (n < 0)
 			return n;
 		count += n;
 		pos = end;
 	}
-	report(g, "count", (long long)pos, (long long)g->text_len, t0, 1);
+	report(g, "count", (long long)pos, (long long)len, t0, 1);
 	if (count <= n_ctx)
 		return 0;
 	char seen[32], all[32];
-	fmt_bytes((size_t)pos, seen, sizeof seen);
-	fmt_bytes((size_t)g->text_len, all, sizeof all);
+	fmt_bytes(pos, seen, sizeof seen);
+	fmt_bytes(len, all, sizeof all);
 	return sekv_errf(err, errlen, SEKV_EINVAL,
 			 "%s: document is longer than the model's context: more than %lld tokens "
-			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens "
-			 "(splitting a long document, --max-tokens/--split, comes with the library)",
-			 g->path, n_ctx, seen, all, (double)count * (double)g->text_len / (double)pos, n_ctx);
+			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens: "
+			 "--max-tokens %lld stores its first %lld tokens, --split stores it in parts",
+			 g->path, n_ctx, seen, all, (double)count * (double)len / (double)pos, n_ctx,
+			 n_ctx, n_ctx);
+}
+
+/* What is stored: the whole text, its first --max-tokens, or parts. */
+static int stage_plan(struct ingest *g, char *err, size_t errlen)
+{
+	const struct app_plan *pl = &g->plan;
+	char e2[768];
+	int rc = app_plan(&g->plan, &g->ct, g->tk, g->x.text, g->x.len, g->hp->n_ctx_train,
+			  g->o->max_tokens, g->o->split, e2, sizeof e2);
+
+	if (rc)
+		return sekv_errf(err, errlen, rc, "%s: %s", g->path, e2);
+	if (!(g->ids = calloc((size_t)pl->n_part, sizeof *g->ids)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	if (pl->cut && !g->o->quiet) {
+		const struct app_part *p = &pl->part[0];
+		app_errorf("ingest: %s: --max-tokens %d: storing only the first %d of %d tokens "
+			   "(bytes 0-%zu of %zu", g->path, pl->limit, p->n_tok, pl->n_tok, p->end, g->x.len);
+		if (g->x.n_page)
+			app_errorf(", pages 1-%d of %d", extract_page_of(g->x.page_start, g->x.n_page,
+					(int64_t)(p->end ? p->end - 1 : 0)) + 1, g->x.n_page);
+		app_errorf("); the rest is left out\n");
+	} else if (pl->n_part > 1 && !g->o->quiet) {
+		app_errorf("ingest: %s: %d tokens, more than %d: storing %d parts (--split)\n", g->path,
+			   pl->n_tok, pl->limit, pl->n_part);
+	}
+	return 0;
 }
 
 static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 {
+	const struct app_part *pt = &g->plan.part[g->part];
+
+	g->text = g->x.text + pt->start;
+	g->text_len = pt->end - pt->start;
 	int rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
 				 g->text, g->text_len, 0, NULL, err, errlen);
 	if (rc)
@@ -192,9 +214,11 @@ static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 	if (n_ctx > 0 && g->tv.n > n_ctx)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "%s: document is longer than the model's context: %d tokens; "
-				 "context %d tokens (splitting a long document, --max-tokens/--split, "
-				 "comes with the library)", g->path, g->tv.n, n_ctx);
-	if (!g->o->quiet)
+				 "context %d tokens", g->path, g->tv.n, n_ctx);
+	if (!g->o->quiet && g->plan.n_part > 1)
+		app_errorf("ingest: %s: part %d/%d: bytes %zu-%zu, %d tokens, model %s\n", g->path,
+			   g->part + 1, g->plan.n_part, pt->start, pt->end, g->tv.n, g->hp->arch);
+	else if (!g->o->quiet)
 		app_errorf("ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
 			g->tv.n, g->hp->arch);
 	return 0;
@@ -207,10 +231,14 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	struct store_doc *d = &g->doc;
 	int rc;
 
-	if ((rc = store_open(&g->st, o->db, err, errlen)))
+	if (!g->st && (rc = store_open(&g->st, o->db, err, errlen)))
 		return rc;
 	memset(d, 0, sizeof *d);
-	snprintf(d->title, sizeof d->title, "%s", o->title ? o->title : base_name(g->path));
+	const char *title = o->title ? o->title : base_name(g->path);
+	if (g->plan.n_part > 1)
+		snprintf(d->title, sizeof d->title, "%.200s (part %d/%d)", title, g->part + 1, g->plan.n_part);
+	else
+		snprintf(d->title, sizeof d->title, "%s", title);
 	char *abs = realpath(g->path, NULL);
 	snprintf(d->source, sizeof d->source, "%s", abs ? abs : g->path);
 	free(abs);
@@ -225,6 +253,29 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	d->budget = o->budget;
 	d->r_max = o->r_max;
 	return store_doc_create(g->st, d, g->text, g->text_len, err, errlen);
+}
+
+/* The document row and, for a PDF, the page map of its part, together. */
+static int stage_create_doc_pages(struct ingest *g, char *err, size_t errlen)
+{
+	const struct app_part *pt = &g->plan.part[g->part];
+	int64_t *start = NULL;
+	int page0 = 0, n_page = 0, rc;
+
+	if (!g->st && (rc = store_open(&g->st, g->o->db, err, errlen)))
+		return rc;
+	if (app_part_pages(&g->x, pt->start, pt->end, &page0, &n_page, &start))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	if ((rc = store_tx_begin(g->st, err, errlen)))
+		goto out;
+	if ((rc = stage_create_doc(g, err, errlen)) ||
+	    (n_page && (rc = store_doc_put_pages(g->st, g->doc.id, page0, n_page, start,
+						 (int64_t)g->text_len, err, errlen))) ||
+	    (rc = store_tx_commit(g->st, err, errlen)))
+		store_tx_rollback(g->st);
+out:
+	free(start);
+	return rc;
 }
 
 /* Probes every query head of every global layer during the prefill, for
@@ -492,30 +543,66 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 	return 0;
 }
 
-static void ingest_free(struct ingest *g)
+/* What one part holds; the model, tokenizer, library and text stay. */
+static void part_free(struct ingest *g)
 {
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
 		free(g->glob_k[l]);
 		free(g->glob_v[l]);
+		g->glob_k[l] = g->glob_v[l] = NULL;
 	}
 	free(g->surprisal);
 	free(g->h2o_probe.mass);
 	free(g->h2o);
 	sekv_mem_free(g->mem);
 	model_state_free(g->ms);
-	store_close(g->st);
 	chat_tokvec_free(&g->tv);
-	tok_close(g->tk);
-	model_close(g->m);
-	free(g->text);
+	g->surprisal = NULL;
+	g->h2o = NULL;
+	g->mem = NULL;
+	g->ms = NULL;
+	memset(&g->h2o_probe, 0, sizeof g->h2o_probe);
+	memset(&g->tv, 0, sizeof g->tv);
+	g->prefill_s = g->build_s = 0;
 }
 
-int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
-	       int64_t *doc_id, char *err, size_t errlen)
+static void ingest_free(struct ingest *g)
+{
+	part_free(g);
+	store_close(g->st);
+	tok_close(g->tk);
+	model_close(g->m);
+	extract_doc_free(&g->x);
+	app_plan_free(&g->plan);
+	free(g->ids);
+}
+
+/* Every part: tokenize, create with its pages, prefill, persist, build. */
+static int ingest_parts(struct ingest *g, char *err, size_t errlen)
+{
+	int rc;
+
+	for (g->part = 0; g->part < g->plan.n_part; g->part++) {
+		if ((rc = stage_tokenize(g, err, errlen)) || (rc = stage_create_doc_pages(g, err, errlen)) ||
+		    (rc = stage_prefill(g, err, errlen)) || (rc = stage_swa(g, err, errlen)) ||
+		    (rc = stage_build(g, err, errlen)) || (rc = stage_persist(g, err, errlen)))
+			return rc;
+		g->ids[g->part] = g->doc.id;
+		if (!g->o->quiet)
+			print_summary(g);
+		part_free(g);
+	}
+	return 0;
+}
+
+int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
+		     void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen)
 {
 	struct ingest g = { .o = o, .path = path, .fn = fn, .ud = ud };
 	int rc;
 
+	*ids = NULL;
+	*n_ids = 0;
 	if ((rc = stage_extract(&g, err, errlen)) || (rc = app_load(o, &g.m, &g.tk, err, errlen)))
 		goto out;
 	g.hp = model_hparams(g.m);
@@ -526,16 +613,27 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
 		rc = sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer", o->model);
 		goto out;
 	}
-	if ((rc = stage_count(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
-	    (rc = stage_create_doc(&g, err, errlen)) || (rc = stage_prefill(&g, err, errlen)) ||
-	    (rc = stage_swa(&g, err, errlen)) || (rc = stage_build(&g, err, errlen)) ||
-	    (rc = stage_persist(&g, err, errlen)))
+	if ((rc = stage_count(&g, err, errlen)) || (rc = stage_plan(&g, err, errlen)) ||
+	    (rc = ingest_parts(&g, err, errlen)))
 		goto out;
-	if (!o->quiet)
-		print_summary(&g);
-	*doc_id = g.doc.id;
+	*ids = g.ids;
+	*n_ids = g.plan.n_part;
+	g.ids = NULL;
 out:
 	ingest_free(&g);
+	return rc;
+}
+
+int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
+	       int64_t *doc_id, char *err, size_t errlen)
+{
+	int64_t *ids = NULL;
+	int n = 0;
+	int rc = app_ingest_parts(o, path, fn, ud, &ids, &n, err, errlen);
+
+	if (!rc)
+		*doc_id = ids[0];
+	free(ids);
 	return rc;
 }
 
@@ -573,6 +671,9 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 		fprintf(stderr, "%sprefill %lld/%lld tokens  %.1f tokens/s  ETA %.0fs%s",
 			mt->tty ? "\r\033[K" : "", p->done, p->total, p->rate, p->eta_s,
 			mt->tty && !p->final ? "" : "\n");
+	else if (strcmp(p->stage, "pages") == 0)
+		fprintf(stderr, "%sPDF page %lld/%lld  %.1f pages/s  ETA %.0fs%s", mt->tty ? "\r\033[K" : "",
+			p->done, p->total, p->rate, p->eta_s, mt->tty && !p->final ? "" : "\n");
 	else
 		fprintf(stderr, "%scounting tokens %lld/%lld KiB%s", mt->tty ? "\r\033[K" : "",
 			p->done >> 10, p->total >> 10, mt->tty && !p->final ? "" : "\n");

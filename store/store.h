@@ -154,6 +154,20 @@ int store_doc_put_h2o(struct store *s, int64_t doc, const float *score, int n_la
 int store_doc_get_h2o(struct store *s, int64_t doc, float **score, int *n_tok,
 		      char *err, size_t errlen);
 
+/* The page map of a document read from a PDF (table doc_pages): page
+ * page0 + i (1-based numbers) starts at byte start[i] of the document's
+ * text [text_len bytes], i < n_page; a page ends where the next starts,
+ * the last at text_len. start is borrowed, ascending, start[0] == 0, all
+ * <= text_len (else SEKV_EINVAL). Replaces an earlier map; joins an open
+ * transaction. 0, SEKV_EINVAL, SEKV_ENOTFOUND (no such document), SEKV_EDB. */
+int store_doc_put_pages(struct store *s, int64_t doc, int page0, int n_page,
+			const int64_t *start, int64_t text_len, char *err, size_t errlen);
+/* Reads it: *start malloc'ed [*n_page] (caller frees), *page0, *text_len.
+ * SEKV_ENOTFOUND: no map (a text document, or no such document);
+ * SEKV_EFORMAT: the row disagrees with itself; SEKV_ENOMEM, SEKV_EDB. */
+int store_doc_get_pages(struct store *s, int64_t doc, int *page0, int *n_page,
+			int64_t **start, int64_t *text_len, char *err, size_t errlen);
+
 /* Bytes the document occupies in the file (sum of its blob lengths).
  * Returns the count, or a negative SEKV_E* code (SEKV_EDB). */
 int64_t store_doc_disk_bytes(struct store *s, int64_t doc);

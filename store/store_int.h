@@ -5,7 +5,8 @@
  * public function that used it returns, so no read snapshot outlives a call.
  * The schema lives in schema.c, documents in store.c, prefill chunks and
  * SWA rows in store_chunk.c, the SeKV memory in store_mem.c, H2O's scores
- * in store_score.c, sessions and their turns in store_session.c.
+ * in store_score.c, sessions and their turns in store_session.c, PDF page
+ * maps in store_pages.c.
  */
 #ifndef SEKV_STORE_INT_H
 #define SEKV_STORE_INT_H
@@ -30,6 +31,7 @@ enum store_st {
 	ST_EVH_GET, ST_EVH_PUT, ST_H2O_PUT, ST_H2O_GET,
 	ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_TOUCH, ST_SES_DELETE,
 	ST_TURN_INSERT, ST_TURN_GET, ST_TEV_INSERT, ST_TEV_GET,
+	ST_PAGES_PUT, ST_PAGES_GET,
 	ST_COUNT
 };
 
