@@ -140,6 +140,22 @@ void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include "engine/evidence.h"
 struct session;
 struct cJSON;
+/* A stored document's page map (store_doc_get_pages): n_page = 0 for a
+ * document from a text file. */
+struct app_pages {
+	int page0;          /* number of the first page (1-based) */
+	int n_page;
+	int64_t *start;     /* [n_page] byte where each page starts, malloc'ed */
+};
+/* Loads document doc's page map from st into pg (n_page = 0 when it has
+ * none). 0 or a negative code. app_pages_free it. */
+int app_pages_load(struct app_pages *pg, struct store *st, int64_t doc, char *err, size_t errlen);
+void app_pages_free(struct app_pages *pg);
+/* The pages of text bytes [a, b) into *first, *last (page numbers);
+ * 0 when pg has no map (nothing set), else 1. */
+int app_pages_of(const struct app_pages *pg, int64_t a, int64_t b, int *first, int *last);
+/* "p. 12" or "pp. 12-13" for bytes [a, b) into buf [cap], "" without a map. */
+void app_pages_text(const struct app_pages *pg, int64_t a, int64_t b, char *buf, size_t cap);
 struct app_evidence {
 	int on;                       /* probing (not --no-evidence) */
 	int n_head;
@@ -154,6 +170,7 @@ struct app_evidence {
 	int n_pas;
 	int top;                      /* passages wanted (--evidence-top) */
 	struct evidence_passage *pas; /* [n_pas], best first (after _end) */
+	struct app_pages pages;       /* the document's page map (a PDF), after _end */
 };
 /* Chooses the heads (--evidence-heads; else stored for the model; else a
  * calibration, stored) and probes the session's conversation for the next
@@ -164,8 +181,9 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
 		     char *err, size_t errlen);
 /* Passage i < ev->n_pas as one line into buf [cap] (NUL-terminated):
- * "rank. [start, end) score%  snippet"; the snippet is raw document text
- * (make it inert before showing it). */
+ * "rank. [start, end) score%  snippet", with "p. N" (or "pp. N-M") after
+ * the rank for a PDF; the snippet is raw document text (make it inert
+ * before showing it). */
 void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap);
 /* One line of at most max bytes (max >= 8) of text[a, b) into out: white
  * space runs become one space, cut on a UTF-8 boundary ("..." when cut).
@@ -173,7 +191,8 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, size_t max);
 /* "Evidence:" block: rank, [start, end) bytes, score %, inert snippet. */
 void app_evidence_print(const struct app_evidence *ev, FILE *f);
-/* [{rank, start, end, text, score}] (a new cJSON array). */
+/* [{rank, start, end, position, text, score}] (a new cJSON array), with
+ * page_first and page_last (page numbers) for a PDF. */
 struct cJSON *app_evidence_json(const struct app_evidence *ev);
 void app_evidence_free(struct app_evidence *ev);
 /* Runs the needle calibration (engine/evidence.h) for m, picks the top 3

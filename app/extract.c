@@ -235,10 +235,14 @@ int extract_file(const char *path, const struct extract_params *p, struct extrac
 	memset(d, 0, sizeof *d);
 	if ((rc = read_all(path, &raw, &n, err, errlen)))
 		goto out;
-	if (memmem(raw, n < 1024 ? n : 1024, "%PDF-", 5))
-		rc = extract_pdf(path, raw, n, p ? p : &none, d, err, errlen);
-	else
+	/* poppler reads the file itself (extract_pdf.c says why) */
+	if (memmem(raw, n < 1024 ? n : 1024, "%PDF-", 5)) {
+		free(raw);
+		raw = NULL;
+		rc = extract_pdf(path, p ? p : &none, d, err, errlen);
+	} else {
 		rc = extract_text_buf(path, raw, n, d, err, errlen);
+	}
 out:
 	free(raw);
 	return rc;

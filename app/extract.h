@@ -68,19 +68,20 @@ int extract_file(const char *path, const struct extract_params *p, struct extrac
 int extract_text_buf(const char *name, const char *raw, size_t n, struct extract_doc *d,
 		     char *err, size_t errlen);
 
-/* PDF bytes raw[0..n) (borrowed) into d: the text of every page in
+/* The PDF at path name into d: the text of every page in
  * poppler's reading order (columns one after the other), ligatures
  * U+FB00..U+FB06 as letters, words hyphenated over a line end joined,
  * header and footer lines that repeat on most pages removed
  * (extract_pages_join), with the page map. A PDF with a user password
  * opens with p->password or, failing that, what p->ask_password gives
  * (three tries); an owner password alone never stops reading. Errors:
- * SEKV_EINVAL (password missing or wrong: says so and how to give it),
+ * SEKV_EIO (errno text), SEKV_EINVAL (password missing or wrong: says so
+ * and how to give it),
  * SEKV_EFORMAT (malformed or truncated, poppler's reason; no text on any
  * page: "no text layer", scans need OCR), SEKV_ENOMEM. (extract_pdf.c, the
  * one file that includes poppler.) */
-int extract_pdf(const char *name, const char *raw, size_t n, const struct extract_params *p,
-		struct extract_doc *d, char *err, size_t errlen);
+int extract_pdf(const char *name, const struct extract_params *p, struct extract_doc *d,
+		char *err, size_t errlen);
 
 /* Joins page texts into d->text with its page map (extract_pages.c):
  * page[i] [len[i] bytes] is page i + 1's text as a PDF library gives it

@@ -1,5 +1,5 @@
 /* extract_pdf.c - PDF text through poppler-glib (extract_pdf in
- * extract.h): opens the bytes (asking for a user password when the file
+ * extract.h): opens the file (asking for a user password when the file
  * has one), takes every page's text in poppler's reading order and whether
  * the page holds an image, and hands them to extract_pages_join. The one
  * file that includes poppler and glib headers (its own CFLAGS rule in the
@@ -7,15 +7,19 @@
  */
 #include "app/extract.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <poppler.h>
 
 #include "engine/err.h"
 
-/* Opens b, trying p->password, then what p->ask_password gives. NULL and
- * the error in err when it cannot. */
-static PopplerDocument *open_doc(const char *name, GBytes *b, const struct extract_params *p,
+/* Opens the file at uri, trying p->password, then what p->ask_password
+ * gives. NULL and the error in err when it cannot. By file, not from
+ * memory: poppler 22.12's poppler_document_new_from_bytes crashes on a
+ * wrong password (its retry reuses a stream it has freed). */
+static PopplerDocument *open_doc(const char *name, const char *uri, const struct extract_params *p,
 				 int *rc, char *err, size_t errlen)
 {
 	char buf[EXTRACT_PASSWORD_MAX];
@@ -23,7 +27,7 @@ static PopplerDocument *open_doc(const char *name, GBytes *b, const struct extra
 
 	for (int tries = 0;; tries++) {
 		GError *e = NULL;
-		PopplerDocument *doc = poppler_document_new_from_bytes(b, pw, &e);
+		PopplerDocument *doc = poppler_document_new_from_file(uri, pw, &e);
 		if (doc) {
 			memset(buf, 0, sizeof buf);
 			return doc;
@@ -69,17 +73,21 @@ static char *page_text(PopplerDocument *doc, int i, int *has_image)
 	return text ? text : g_strdup("");
 }
 
-int extract_pdf(const char *name, const char *raw, size_t n, const struct extract_params *p,
-		struct extract_doc *d, char *err, size_t errlen)
+int extract_pdf(const char *name, const struct extract_params *p, struct extract_doc *d,
+		char *err, size_t errlen)
 {
-	GBytes *b = g_bytes_new_static(raw, n);
-	PopplerDocument *doc;
-	char **text = NULL;
+	PopplerDocument *doc = NULL;
+	char **text = NULL, *abs = realpath(name, NULL), *uri = NULL;
 	size_t *len = NULL;
 	int *img = NULL, n_page = 0, rc = 0;
 
 	memset(d, 0, sizeof *d);
-	if (!(doc = open_doc(name, b, p, &rc, err, errlen)))
+	if (!abs || !(uri = g_filename_to_uri(abs, NULL, NULL))) {
+		rc = sekv_errf(err, errlen, SEKV_EIO, "read: %s: %s", name,
+			       abs ? "no URI for this path" : strerror(errno));
+		goto out;
+	}
+	if (!(doc = open_doc(name, uri, p, &rc, err, errlen)))
 		goto out;
 	n_page = poppler_document_get_n_pages(doc);
 	if (n_page <= 0) {
@@ -108,6 +116,7 @@ out:
 	g_free(img);
 	if (doc)
 		g_object_unref(doc);
-	g_bytes_unref(b);
+	g_free(uri);
+	free(abs);
 	return rc;
 }
