@@ -46,6 +46,7 @@ TABLE(test_extract)
 TABLE(test_conv)
 TABLE(test_eval)
 TABLE(test_integration)
+TABLE(test_ingest)
 
 void test_fill_random(float *y, size_t n, unsigned long long seed)
 {
@@ -178,7 +179,7 @@ int main(int argc, char **argv)
 		test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer,
 		test_model, test_sampler, test_sekv, test_sekv_attend, test_kv_select, test_kv_subset, test_kv_quest, test_evidence, test_store_doc, test_store_mem,
 		test_store_format, test_store_fault, test_store_session, test_ui, test_app, test_extract, test_conv,
-		test_eval, test_integration,
+		test_eval, test_integration, test_ingest,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;
 	int n_pass = 0, n_fail = 0, n_skip = 0;
