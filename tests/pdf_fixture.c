@@ -2,10 +2,13 @@
  * (pdf_fixture.h). The only test file that includes cairo (its own CFLAGS
  * rule in the Makefile). Text goes through cairo's toy text API, which
  * embeds a subset of the font with a ToUnicode map, as real PDFs do.
+ * Also the tests' independent reading of a PDF: poppler-utils' pdftotext.
  */
 #include "tests/pdf_fixture.h"
+#include "tests/test.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cairo-pdf.h>
@@ -86,4 +89,37 @@ int fx_pdf_write(const char *path, const struct fx_page *pages, int n, const cha
 		return -1;
 	}
 	return 0;
+}
+
+char *fx_squash(char *s)
+{
+	size_t o = 0;
+	int sp = 0;
+
+	for (size_t i = 0; s[i]; i++) {
+		if (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\f' || s[i] == '\r') {
+			sp = o > 0;
+			continue;
+		}
+		if (sp)
+			s[o++] = ' ';
+		sp = 0;
+		s[o++] = s[i];
+	}
+	s[o] = 0;
+	return s;
+}
+
+char *fx_pdftotext(const char *path, int a, int b)
+{
+	char cmd[1200];
+	int st;
+
+	snprintf(cmd, sizeof cmd, "pdftotext -q -enc UTF-8 -f %d -l %d '%s' - 2>/dev/null", a, b, path);
+	char *out = test_run_cmd(cmd, &st);
+	if (out && st != 0) {
+		free(out);
+		return NULL;
+	}
+	return out ? fx_squash(out) : NULL;
 }

@@ -21,4 +21,12 @@ struct fx_page {
 int fx_pdf_write(const char *path, const struct fx_page *pages, int n, const char *header,
 		 int page_numbers, char *err, size_t errlen);
 
+/* s with every run of white space as one space, trimmed; in place,
+ * returns s. */
+char *fx_squash(char *s);
+
+/* pdftotext's (poppler-utils) text of pages [a, b] of path, squashed,
+ * malloc'ed (the caller frees); NULL when it could not run or failed. */
+char *fx_pdftotext(const char *path, int a, int b);
+
 #endif

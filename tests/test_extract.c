@@ -121,26 +121,6 @@ static int pdf_read(struct test_ctx *t, const char *name, const struct fx_page *
 	return extract_file(path, p, d, err, errlen);
 }
 
-/* s with every run of white space as one space, trimmed (in place). */
-static char *squash(char *s)
-{
-	size_t o = 0;
-	int sp = 0;
-
-	for (size_t i = 0; s[i]; i++) {
-		if (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\f' || s[i] == '\r') {
-			sp = o > 0;
-			continue;
-		}
-		if (sp)
-			s[o++] = ' ';
-		sp = 0;
-		s[o++] = s[i];
-	}
-	s[o] = 0;
-	return s;
-}
-
 /* Page p (1-based) of d's text, squashed, malloc'ed. */
 static char *page_dup(const struct extract_doc *d, int p)
 {
@@ -150,24 +130,9 @@ static char *page_dup(const struct extract_doc *d, int p)
 	if (s) {
 		memcpy(s, d->text + d->page_start[p - 1], n);
 		s[n] = 0;
-		squash(s);
+		fx_squash(s);
 	}
 	return s;
-}
-
-/* pdftotext's text of page p of path, squashed (malloc'ed), or NULL. */
-static char *pdftotext_page(const char *path, int p)
-{
-	char cmd[1200];
-	int st;
-
-	snprintf(cmd, sizeof cmd, "pdftotext -q -enc UTF-8 -f %d -l %d '%s' - 2>/dev/null", p, p, path);
-	char *out = test_run_cmd(cmd, &st);
-	if (out && st != 0) {
-		free(out);
-		return NULL;
-	}
-	return out ? squash(out) : NULL;
 }
 
 static const struct fx_page three[] = {
@@ -188,7 +153,7 @@ static void extract_pdf_pages_match_pdftotext(struct test_ctx *t)
 	T_CHECKF(t, d.n_page == 3 && !strcmp(d.encoding, "PDF") && d.n_no_text == 0 &&
 		 d.page_start[0] == 0 && d.page_start[3] == (int64_t)d.len, "pages %d", d.n_page);
 	for (int p = 1; p <= 3; p++) {
-		char *ours = page_dup(&d, p), *gold = pdftotext_page(path, p);
+		char *ours = page_dup(&d, p), *gold = fx_pdftotext(path, p, p);
 		int same = ours && gold && !strcmp(ours, gold);
 		T_CHECKF(t, gold != NULL, "pdftotext failed (poppler-utils: make deps)");
 		if (!same)
@@ -267,7 +232,7 @@ static void extract_pdf_ligatures_become_letters(struct test_ctx *t)
 	char path[512], err[512];
 
 	T_CHECKF(t, pdf_read(t, "lig.pdf", pg, 1, NULL, 0, NULL, &d, path, err, sizeof err) == 0, "%s", err);
-	char *gold = pdftotext_page(path, 1);
+	char *gold = fx_pdftotext(path, 1, 1);
 	int in_pdf = gold && strstr(gold, "\xef\xac\x81") && strstr(gold, "\xef\xac\x83");
 	int ok = strstr(d.text, "The first office flows; an effort to baffle five.") &&
 		 !strstr(d.text, "\xef\xac") && d.n_ligatures == 6;
@@ -490,7 +455,7 @@ static void extract_pdf_real_manual_every_page(struct test_ctx *t)
 	T_CHECKF(t, extract_file(REAL_PDF, NULL, &d, err, sizeof err) == 0, "%s", err);
 	int n_page = d.n_page, n_no_text = d.n_no_text;
 	for (int p = 1; p <= d.n_page && !t->failed; p++) {
-		char *gold = pdftotext_page(REAL_PDF, p), *ours = page_dup(&d, p);
+		char *gold = fx_pdftotext(REAL_PDF, p, p), *ours = page_dup(&d, p);
 		int n_w = 0, n_hit = 0;
 		for (char *w = gold ? strtok(gold, " ") : NULL; w; w = strtok(NULL, " ")) {
 			n_w++;

@@ -84,38 +84,6 @@ static const struct fx_page almanac[] = {
 	  "Its minutes are kept in the library under the clock tower.", NULL, 0 },
 };
 
-/* s squashed: white space runs as one space (in place). */
-static char *squash(char *s)
-{
-	size_t o = 0;
-	int sp = 0;
-
-	for (size_t i = 0; s[i]; i++) {
-		if (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\f' || s[i] == '\r') {
-			sp = o > 0;
-			continue;
-		}
-		if (sp)
-			s[o++] = ' ';
-		sp = 0;
-		s[o++] = s[i];
-	}
-	s[o] = 0;
-	return s;
-}
-
-/* pdftotext's text of pages [a, b] of path, squashed, malloc'ed (NULL
- * when it cannot run). */
-static char *pdftotext_pages(const char *path, int a, int b)
-{
-	char cmd[1200];
-	int st;
-
-	snprintf(cmd, sizeof cmd, "pdftotext -q -enc UTF-8 -f %d -l %d '%s' - 2>/dev/null", a, b, path);
-	char *out = test_run_cmd(cmd, &st);
-	return out ? squash(out) : NULL;
-}
-
 /* Every evidence passage of an ask --json answer names pages 1..n_page
  * whose pdftotext text holds the passage's first words. */
 static int evidence_pages_ok(struct test_ctx *t, const char *json, const char *pdf, int n_page)
@@ -133,13 +101,13 @@ static int evidence_pages_ok(struct test_ctx *t, const char *json, const char *p
 			break;
 		}
 		/* the passage starts on page_first and ends on page_last */
-		char *text = squash(strdup(tx->valuestring)), head[16], tail[16];
+		char *text = fx_squash(strdup(tx->valuestring)), head[16], tail[16];
 		size_t tl = text ? strlen(text) : 0;
 		snprintf(head, sizeof head, "%.12s", text ? text : "");
 		snprintf(tail, sizeof tail, "%s", text && tl > 12 ? text + tl - 12 : "");
 		free(text);
-		char *g0 = pdftotext_pages(pdf, p0->valueint, p0->valueint);
-		char *g1 = pdftotext_pages(pdf, p1->valueint, p1->valueint);
+		char *g0 = fx_pdftotext(pdf, p0->valueint, p0->valueint);
+		char *g1 = fx_pdftotext(pdf, p1->valueint, p1->valueint);
 		if (!g0 || !g1 || !strstr(g0, head) || !strstr(g1, tail)) {
 			T_FAIL(t, "passage \"%s...%s\" not from page %d to %d", head, tail, p0->valueint,
 			       p1->valueint);
