@@ -210,7 +210,8 @@ static const struct opt_row opt_table[] = {
 	  .set_off = F(n_predict_set), .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
 	  .help = "most answer tokens", .cmds = ANSWERS },
 	{ .name = "--json", .kind = OPT_FLAG, .off = F(json), .set_off = NO_SET,
-	  .help = "one JSON object: answer, metrics, zoomed spans", .cmds = APP_CMD_ASK },
+	  .help = "one JSON object: answer, metrics, zoomed spans, evidence (with page_first and "
+		  "page_last for a PDF)", .cmds = APP_CMD_ASK },
 	{ .name = "--evidence-heads", .arg = "L:H,...", .kind = OPT_TEXT, .off = F(evidence_heads),
 	  .set_off = NO_SET, .def_text = "calibrated once per model, stored in the library",
 	  .help = "retrieval heads (model layer:query head) whose attention ranks the evidence",
@@ -254,7 +255,7 @@ static const struct opt_row opt_table[] = {
 	  .help = "store a document longer than the model's context (or --max-tokens) as "
 		  "consecutive parts, each its own document titled \"TITLE (part i/n)\", cut at "
 		  "paragraph ends where one is near; ask them one by one",
-	  .cmds = APP_CMD_INGEST | APP_CMD_COUNT },
+	  .cmds = APP_CMD_INGEST },
 	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",
 	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
