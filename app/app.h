@@ -39,6 +39,8 @@ struct app_ingest_progress {
 	double rate;         /* units/s so far */
 	double eta_s;        /* seconds left at that rate */
 	int final;           /* 1 on the stage's last report */
+	int page, n_page;    /* "prefill" of a PDF: the page (1-based) of the
+	                        last token prefilled, of n_page; else 0, 0 */
 };
 typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progress *p);
 

@@ -22,6 +22,7 @@
 #include "app/extract.h"
 #include "engine/clock.h"
 #include "engine/err.h"
+#include "engine/evidence.h"
 #include "engine/fmt.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -77,6 +78,8 @@ struct ingest {
 	double t_pages;             /* clk_now when extraction started */
 	const char *text;           /* the part's text (in x.text), text_len bytes */
 	size_t text_len;
+	int32_t *tok_byte;          /* [tv.n] byte of each token in text, -1 outside
+	                               (a PDF's, for the page in prefill progress) */
 	struct chat_tokvec tv;      /* document tokens */
 	struct store *st;
 	struct store_doc doc;
@@ -99,7 +102,15 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 		return;
 	double el = clk_now() - t0, rate = el > 0 ? done / el : 0;
 	struct app_ingest_progress p = { stage, g->path, done, total, rate,
-					 rate > 0 ? (total - done) / rate : 0, final };
+					 rate > 0 ? (total - done) / rate : 0, final, 0, 0 };
+	if (g->tok_byte && !strcmp(stage, "prefill") && done > 0) {
+		long long i = done - 1;
+		while (i > 0 && g->tok_byte[i] < 0)
+			i--;
+		int64_t at = (int64_t)(g->text - g->x.text) + (g->tok_byte[i] > 0 ? g->tok_byte[i] : 0);
+		p.page = extract_page_of(g->x.page_start, g->x.n_page, at) + 1;
+		p.n_page = g->x.n_page;
+	}
 	g->fn(g->ud, &p);
 }
 
@@ -215,6 +226,14 @@ static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "%s: document is longer than the model's context: %d tokens; "
 				 "context %d tokens", g->path, g->tv.n, n_ctx);
+	if (g->x.n_page && g->fn) {
+		if (!(g->tok_byte = malloc(((size_t)g->tv.n + 1) * sizeof *g->tok_byte)))
+			return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+		int exact;
+		if ((rc = evidence_offsets(g->tk, g->tv.ids, g->tv.n, g->text, g->text_len, g->tok_byte,
+					   &exact, err, errlen)))
+			return rc;
+	}
 	if (!g->o->quiet && g->plan.n_part > 1)
 		app_errorf("ingest: %s: part %d/%d: bytes %zu-%zu, %d tokens, model %s\n", g->path,
 			   g->part + 1, g->plan.n_part, pt->start, pt->end, g->tv.n, g->hp->arch);
@@ -554,9 +573,11 @@ static void part_free(struct ingest *g)
 	free(g->surprisal);
 	free(g->h2o_probe.mass);
 	free(g->h2o);
+	free(g->tok_byte);
 	sekv_mem_free(g->mem);
 	model_state_free(g->ms);
 	chat_tokvec_free(&g->tv);
+	g->tok_byte = NULL;
 	g->surprisal = NULL;
 	g->h2o = NULL;
 	g->mem = NULL;
@@ -667,7 +688,11 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 		return;
 	mt->last_tenth = tenth;
 	mt->last = now;
-	if (strcmp(p->stage, "prefill") == 0)
+	if (strcmp(p->stage, "prefill") == 0 && p->n_page)
+		fprintf(stderr, "%sprefill %lld/%lld tokens (page %d of %d)  %.1f tokens/s  ETA %.0fs%s",
+			mt->tty ? "\r\033[K" : "", p->done, p->total, p->page, p->n_page, p->rate, p->eta_s,
+			mt->tty && !p->final ? "" : "\n");
+	else if (strcmp(p->stage, "prefill") == 0)
 		fprintf(stderr, "%sprefill %lld/%lld tokens  %.1f tokens/s  ETA %.0fs%s",
 			mt->tty ? "\r\033[K" : "", p->done, p->total, p->rate, p->eta_s,
 			mt->tty && !p->final ? "" : "\n");

@@ -305,8 +305,9 @@ static void ingest_encrypted_pdf_needs_password(struct test_ctx *t)
 }
 
 /* A real 113-page manual: count names every page; ingest of its first
- * 1,500 tokens reports page progress up to 113/113, says what it left
- * out, and stores the page map of the pages it kept. */
+ * 1,500 tokens reports page progress up to 113/113 (and the page its
+ * prefill reached), says what it left out, and stores the page map of the
+ * pages it kept. */
 static void ingest_real_pdf_every_page_with_progress(struct test_ctx *t)
 {
 	struct store *st = NULL;
@@ -326,7 +327,8 @@ static void ingest_real_pdf_every_page_with_progress(struct test_ctx *t)
 	out = sekv(&status, 1, "ingest %s --max-tokens 1500", REAL_PDF);
 	int64_t id = last_id(out);
 	int said = out && strstr(out, "PDF page 113/113") && strstr(out, "PDF, 113 pages") &&
-		   strstr(out, "storing only the first") && strstr(out, "pages 1-");
+		   strstr(out, "storing only the first") && strstr(out, "pages 1-") &&
+		   strstr(out, " of 113)  ");
 	T_CHECKF(t, status == 0 && id > 0 && said, "ingest: exit %d: %.1500s", status, out ? out : "");
 	free(out);
 	T_CHECKF(t, store_open(&st, db(), err, sizeof err) == 0, "%s", err);
