@@ -70,6 +70,9 @@ static int plan_part(struct app_plan *pl, const struct chat_template *ct, const 
 
 	for (;;) {
 		*b = i1 >= n_ids ? len : nice_cut(text, a, tok_at(off, i1));
+		/* offsets scaled from a normalising tokenizer may fall inside a character */
+		while (*b < len && *b > a && ((unsigned char)text[*b] & 0xc0) == 0x80)
+			(*b)--;
 		if ((rc = turn_tokens(ct, tk, text + a, *b - a, n_tok, err, errlen)))
 			return rc;
 		if (*n_tok <= pl->limit)

@@ -180,14 +180,18 @@ static size_t write_long(const char *path)
 	return f && fclose(f) == 0 ? n : 0;
 }
 
-/* The stored texts of documents ids [n], concatenated (malloc'ed). */
-static char *stored_texts(const int64_t *ids, int n, int64_t *max_tok, char *titles, size_t cap)
+/* The stored texts of documents ids [n], concatenated (malloc'ed); the
+ * most tokens of one, their titles "t1|t2|" into titles [cap], and in
+ * *n_para how many but the last end at a paragraph end. */
+static char *stored_texts(const int64_t *ids, int n, int64_t *max_tok, char *titles, size_t cap,
+			  int *n_para)
 {
 	struct store *st = NULL;
 	char *all = calloc(1, 1), err[256];
 	size_t len = 0, at = 0;
 
 	*max_tok = 0;
+	*n_para = 0;
 	if (store_open(&st, db(), err, sizeof err))
 		return all;
 	for (int i = 0; all && i < n; i++) {
@@ -202,8 +206,9 @@ static char *stored_texts(const int64_t *ids, int n, int64_t *max_tok, char *tit
 			len += tl;
 		}
 		all = grown;
-		free(text);
 		*max_tok = d.n_tok > *max_tok ? d.n_tok : *max_tok;
+		*n_para += i + 1 < n && tl >= 2 && !strcmp(text + tl - 2, "\n\n");
+		free(text);
 		at += (size_t)snprintf(titles + at, at < cap ? cap - at : 0, "%s|", d.title);
 	}
 	store_close(st);
@@ -212,12 +217,12 @@ static char *stored_texts(const int64_t *ids, int n, int64_t *max_tok, char *tit
 
 /* --max-tokens keeps a prefix within the limit and says so; --split
  * stores consecutive parts within it that together are the whole text,
- * titled "(part i/n)", listed together by ls, each answerable; count
- * predicts the parts. */
+ * each cut at a paragraph end, titled "(part i/n)", listed together by
+ * ls, each answerable; count predicts the parts. */
 static void ingest_max_tokens_and_split(struct test_ctx *t)
 {
 	char path[512], *whole = NULL, titles[1024];
-	int status;
+	int status, n_para = 0;
 	int64_t ids[16], max_tok = 0;
 	size_t n;
 
@@ -232,7 +237,7 @@ static void ingest_max_tokens_and_split(struct test_ctx *t)
 	ids[0] = last_id(out);
 	int said = out && strstr(out, "--max-tokens 400: storing only the first") && strstr(out, "left out");
 	free(out);
-	char *kept = stored_texts(ids, 1, &max_tok, titles, sizeof titles);
+	char *kept = stored_texts(ids, 1, &max_tok, titles, sizeof titles, &n_para);
 	int prefix = kept && *kept && strlen(kept) < n && !strncmp(kept, whole, strlen(kept));
 	free(kept);
 	if (!(status == 0 && said && prefix && max_tok <= 400 && max_tok > 300)) {
@@ -246,12 +251,13 @@ static void ingest_max_tokens_and_split(struct test_ctx *t)
 	for (char *l = out; l && *l && n_id < 16; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : "")
 		ids[n_id++] = strtoll(l, NULL, 10);
 	free(out);
-	char *all = stored_texts(ids, n_id, &max_tok, titles, sizeof titles);
+	char *all = stored_texts(ids, n_id, &max_tok, titles, sizeof titles, &n_para);
 	int same = all && !strcmp(all, whole);
 	free(all);
 	free(whole);
-	T_CHECKF(t, status == 0 && n_id >= 4 && same && max_tok <= 400,
-		 "--split: exit %d, %d parts, whole text %d, most %lld tokens", status, n_id, same, (long long)max_tok);
+	T_CHECKF(t, status == 0 && n_id >= 4 && same && max_tok <= 400 && n_para == n_id - 1,
+		 "--split: exit %d, %d parts (%d cut at a paragraph end), whole text %d, most %lld tokens",
+		 status, n_id, n_para, same, (long long)max_tok);
 	char want[64];
 	snprintf(want, sizeof want, "long.txt (part 2/%d)|", n_id);
 	T_CHECKF(t, strstr(titles, want), "titles %s", titles);
