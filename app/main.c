@@ -20,9 +20,13 @@ static const struct cmd cmds[] = {
 	{ "chat", cmd_chat, APP_CMD_CHAT, "[DOC]",
 	  "terminal UI: ask questions about document DOC (the newest one when DOC is omitted)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
-	  "prefill a text/Markdown file once, store its SeKV memory; prints the new document id. "
-	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
-	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it" },
+	  "prefill a PDF or text/Markdown file once, store its SeKV memory (and a PDF's page "
+	  "numbers); prints the new document id (one per part with --split). Every chunk is "
+	  "committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full disk) leaves "
+	  "the document incomplete, and 'sekv ingest --resume DOC' continues it" },
+	{ "count", cmd_count, APP_CMD_COUNT, "FILE",
+	  "print the tokens a document would take (and a PDF's pages) without prefilling it; "
+	  "how --split would cut it when it is too long" },
 	{ "ask", cmd_ask, APP_CMD_ASK, "DOC QUESTION",
 	  "answer from the stored memory, no prefill of the document" },
 	{ "ls", cmd_ls, APP_CMD_LS, "",

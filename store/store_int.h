@@ -7,7 +7,7 @@
  * SWA rows in store_chunk.c, the SeKV memory in store_mem.c, H2O's scores
  * in store_score.c, sessions and their turns in store_session.c, the
  * resume state of an ingest in store_ingest.c, `sekv check` in
- * store_check.c.
+ * store_check.c, PDF page maps in store_pages.c.
  */
 #ifndef SEKV_STORE_INT_H
 #define SEKV_STORE_INT_H
@@ -33,6 +33,7 @@ enum store_st {
 	ST_SES_INSERT, ST_SES_GET, ST_SES_LIST, ST_SES_TOUCH, ST_SES_DELETE,
 	ST_TURN_INSERT, ST_TURN_GET, ST_TEV_INSERT, ST_TEV_GET,
 	ST_ING_INSERT, ST_ING_ADVANCE, ST_ING_GET, ST_ING_DELETE, ST_CHECKPOINT,
+	ST_PAGES_PUT, ST_PAGES_GET,
 	ST_COUNT
 };
 
