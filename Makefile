@@ -12,7 +12,10 @@ CXX_STD = -std=c++17 -Wall -Wextra -MMD -MP -I. -pthread
 # cairo: the PNG plots of `sekv eval` (app/eval_plot.c only includes it)
 CAIRO_CFLAGS := $(shell pkg-config --cflags cairo 2>/dev/null)
 CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
-LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(CAIRO_LIBS) -lm -lpthread
+# poppler-glib: PDF text (app/extract_pdf.c only includes it)
+POPPLER_CFLAGS := $(shell pkg-config --cflags poppler-glib 2>/dev/null)
+POPPLER_LIBS   := $(shell pkg-config --libs poppler-glib 2>/dev/null || echo -lpoppler-glib -lgobject-2.0 -lglib-2.0)
+LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(POPPLER_LIBS) $(CAIRO_LIBS) -lm -lpthread
 BUILD  ?= build
 BIN    ?= bin
 MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf
@@ -54,6 +57,10 @@ $(BUILD)/libsekv.a: $(LIB_OBJ)
 
 # the one file that includes cairo.h (override: also under make asan's CFLAGS)
 $(BUILD)/app/eval_plot.o: override CFLAGS += $(CAIRO_CFLAGS)
+# the one file that includes poppler's and glib's headers
+$(BUILD)/app/extract_pdf.o: override CFLAGS += $(POPPLER_CFLAGS)
+# the tests' PDF fixtures are drawn with cairo
+$(BUILD)/tests/pdf_fixture.o: override CFLAGS += $(CAIRO_CFLAGS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -30,8 +30,9 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 
 /* Progress of one ingest stage (borrowed for the callback). */
 struct app_ingest_progress {
-	const char *stage;   /* "extract" (bytes of text), "count" (bytes
-	                        tokenized while counting), "prefill" (tokens) */
+	const char *stage;   /* "pages" (PDF pages read), "extract" (bytes of
+	                        text), "count" (bytes tokenized while counting),
+	                        "prefill" (tokens) */
 	const char *path;    /* the input file */
 	long long done;      /* units of the stage */
 	long long total;
@@ -39,17 +40,32 @@ struct app_ingest_progress {
 	double eta_s;        /* seconds left at that rate, -1 before a rate is known */
 	int final;           /* 1 on the stage's last report */
 	int64_t doc;         /* the document being written, 0 before it exists */
+	int page, n_page;    /* "prefill" of a PDF: the page (1-based) of the
+	                        last token prefilled, of n_page (a resumed
+	                        part: its last page); else 0, 0 */
 };
 typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progress *p);
 
-/* Ingests path: extract (by input kind), count tokens (a document longer
- * than the model's context is refused with SEKV_EINVAL before anything is
- * stored, naming both lengths), tokenize, prefill in chunks, commit every
- * chunk in its own transaction (with what a resume needs: a failure or a
- * crash leaves the document in state prefill, "incomplete" in `sekv ls`,
- * for app_ingest_resume), build and store the SeKV memory. fn (may be NULL) sees every
- * stage's progress; the first report comes right after extraction.
- * *doc_id is the new document. Returns 0 or a negative code. */
+/* Ingests path: extract (by input kind: PDF pages reported one by one,
+ * then the text), count tokens (a document longer than the model's
+ * context, or than o->max_tokens, is refused with SEKV_EINVAL before
+ * anything is stored, naming both lengths, unless o->max_tokens keeps its
+ * first tokens or o->split cuts it in parts: app_plan), then per part,
+ * each its own document: tokenize, create the document with its resume
+ * state and a PDF's page map, prefill in chunks, commit every chunk in its
+ * own transaction (with what a resume needs: a failure or a crash leaves
+ * that part's document in state prefill, "incomplete" in `sekv ls`, for
+ * app_ingest_resume; parts before it stay ready, parts after it are not
+ * created), build and store the SeKV memory. fn (may be NULL) sees every
+ * stage's progress; the first report comes during extraction. *ids
+ * (malloc'ed, caller frees) gets the new documents, *n_ids of them, in
+ * part order. Returns 0 or a negative code; after an error *ids is NULL
+ * and err goes on to say what the library was left with: the incomplete
+ * document (its id, --resume or rm) and, of a split document, the parts
+ * stored before it and those never started. */
+int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
+		     void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen);
+/* app_ingest_parts for one document: *doc_id is the first part's. */
 int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
 	       void *ud, int64_t *doc_id, char *err, size_t errlen);
 
@@ -58,13 +74,54 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
  * text, restores the global rows, the sliding-window rows, the surprisal
  * and H2O's probe at that chunk, prefills the rest with the settings the
  * ingest was started with (--batch, --alpha, --budget, ... of o are not
- * used), builds and stores the memory. The stored memory is then the one
- * an uninterrupted ingest stores (bit for bit at -t 1). fn as app_ingest's
- * (the first report comes before the model loads). 0, SEKV_EINVAL (the
- * document is complete), SEKV_ENOTFOUND (no such document, or no resume
- * state), SEKV_EMISMATCH (another model or tokenizer), or another code. */
+ * used), builds and stores the memory. A part of a split document is a
+ * document of its own: its page map was stored when it was created. The
+ * stored memory is then the one an uninterrupted ingest stores (bit for
+ * bit at -t 1). fn as app_ingest's (the first report comes before the
+ * model loads). 0, SEKV_EINVAL (the document is complete), SEKV_ENOTFOUND
+ * (no such document, or no resume state), SEKV_EMISMATCH (another model
+ * or tokenizer), or another code. */
 int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
 		      void *ud, char *err, size_t errlen);
+
+/* ---- what ingest stores of a document (app/ingest_plan.c) ---------- */
+struct extract_doc;
+struct app_part {
+	size_t start, end;   /* bytes [start, end) of the document's text */
+	int n_tok;           /* tokens of its document turn */
+};
+struct app_plan {
+	int n_tok;           /* tokens of the whole document's turn */
+	int limit;           /* most tokens of a part: the model's context or
+	                        --max-tokens, the smaller; 0 = none */
+	int cut;             /* 1: only the first part of a longer document
+	                        is kept (--max-tokens without --split) */
+	int n_part;
+	struct app_part *part; /* [n_part], consecutive, in text order */
+};
+/* Plans text [len] (valid UTF-8) against the limit: one part when it
+ * fits; else with split, consecutive parts each within the limit, cut
+ * after a paragraph, line, sentence or word end in the last eighth of the
+ * room where there is one; else with max_tokens > 0, only the first such
+ * part (pl->cut); else SEKV_EINVAL naming both lengths and the options.
+ * n_ctx: the model's context (0: none). ct, tk borrowed. app_plan_free
+ * the plan (also after an error). */
+int app_plan(struct app_plan *pl, const struct chat_template *ct, const struct tok *tk,
+	     const char *text, size_t len, int n_ctx, int max_tokens, int split,
+	     char *err, size_t errlen);
+void app_plan_free(struct app_plan *pl);
+/* The page map of text bytes [a, b) of x (a PDF): *page0 (1-based) its
+ * first page, *start malloc'ed [*n_page] offsets from a (caller frees).
+ * A text document gives *n_page = 0, *start NULL. 0 or SEKV_ENOMEM. */
+int app_part_pages(const struct extract_doc *x, size_t a, size_t b, int *page0, int *n_page,
+		   int64_t **start);
+/* One line saying how path was read (encoding and conversion, invalid
+ * bytes replaced; a PDF's pages, those without text, headers removed,
+ * words joined, ligatures) into buf [cap]. Outside text: print inert. */
+void app_extract_describe(const char *path, const struct extract_doc *x, char *buf, size_t cap);
+/* extract_params.ask_password for a terminal: asks on stderr, reads
+ * stdin with echo off. -1 when stdin is not a terminal or at its end. */
+int app_ask_password(void *ud, const char *path, int wrong, char *buf, size_t cap);
 
 /* Rebuilds document doc_id's SeKV memory in library o->db for another
  * budget (a fraction of its full KV) from what the library stores: tokens,
@@ -77,9 +134,10 @@ int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progr
 int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc_id, double budget,
 		    char *err, size_t errlen);
 
-/* A progress printer for stderr: a live line on a terminal, a line per
- * tenth of each stage in a log. ud of app_ingest_print is a meter set up
- * by app_ingest_meter_init (one per ingest). */
+/* A progress printer for stderr (app/ingest_meter.c): a live line on a
+ * terminal; in a log, a line per committed chunk (at most one a second)
+ * while prefilling, per tenth of the other stages. ud of app_ingest_print
+ * is a meter set up by app_ingest_meter_init (one per ingest). */
 struct app_ingest_meter {
 	char stage[16];   /* stage being shown */
 	double last;      /* seconds (clk_now) of the last line */
@@ -109,6 +167,22 @@ void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include "engine/evidence.h"
 struct session;
 struct cJSON;
+/* A stored document's page map (store_doc_get_pages): n_page = 0 for a
+ * document from a text file. */
+struct app_pages {
+	int page0;          /* number of the first page (1-based) */
+	int n_page;
+	int64_t *start;     /* [n_page] byte where each page starts, malloc'ed */
+};
+/* Loads document doc's page map from st into pg (n_page = 0 when it has
+ * none). 0 or a negative code. app_pages_free it. */
+int app_pages_load(struct app_pages *pg, struct store *st, int64_t doc, char *err, size_t errlen);
+void app_pages_free(struct app_pages *pg);
+/* The pages of text bytes [a, b) into *first, *last (page numbers);
+ * 0 when pg has no map (nothing set), else 1. */
+int app_pages_of(const struct app_pages *pg, int64_t a, int64_t b, int *first, int *last);
+/* "p. 12" or "pp. 12-13" for bytes [a, b) into buf [cap], "" without a map. */
+void app_pages_text(const struct app_pages *pg, int64_t a, int64_t b, char *buf, size_t cap);
 struct app_evidence {
 	int on;                       /* probing (not --no-evidence) */
 	int n_head;
@@ -123,6 +197,7 @@ struct app_evidence {
 	int n_pas;
 	int top;                      /* passages wanted (--evidence-top) */
 	struct evidence_passage *pas; /* [n_pas], best first (after _end) */
+	struct app_pages pages;       /* the document's page map (a PDF), after _end */
 };
 /* Chooses the heads (--evidence-heads; else stored for the model; else a
  * calibration, stored) and probes the session's conversation for the next
@@ -133,8 +208,9 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
 		     char *err, size_t errlen);
 /* Passage i < ev->n_pas as one line into buf [cap] (NUL-terminated):
- * "rank. [start, end) score%  snippet"; the snippet is raw document text
- * (make it inert before showing it). */
+ * "rank. [start, end) score%  snippet", with "p. N" (or "pp. N-M") after
+ * the rank for a PDF; the snippet is raw document text (make it inert
+ * before showing it). */
 void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap);
 /* One line of at most max bytes (max >= 8) of text[a, b) into out: white
  * space runs become one space, cut on a UTF-8 boundary ("..." when cut).
@@ -142,7 +218,8 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, size_t max);
 /* "Evidence:" block: rank, [start, end) bytes, score %, inert snippet. */
 void app_evidence_print(const struct app_evidence *ev, FILE *f);
-/* [{rank, start, end, text, score}] (a new cJSON array). */
+/* [{rank, start, end, position, text, score}] (a new cJSON array), with
+ * page_first and page_last (page numbers) for a PDF. */
 struct cJSON *app_evidence_json(const struct app_evidence *ev);
 void app_evidence_free(struct app_evidence *ev);
 /* Runs the needle calibration (engine/evidence.h) for m, picks the top 3
@@ -160,6 +237,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
+int cmd_count(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_rm(int argc, char **argv);
 int cmd_check(int argc, char **argv);

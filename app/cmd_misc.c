@@ -1,7 +1,8 @@
 /* cmd_misc.c - small sub-commands: inspect, tokenize, generate, ingest
- * (and --resume), ls, rm, check. The `sekv ls` line format is ls_line's
- * (README.md documents it). */
+ * (and --resume), count, ls, rm, check. The `sekv ls` line format is
+ * ls_line's (README.md documents it). */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/extract.h"
 #include "engine/chat.h"
 #include "engine/conv.h"
 #include "engine/err.h"
@@ -169,6 +171,7 @@ out:
  * the signal would. The line is formatted outside the handler. */
 static char g_intr_msg[160];
 static volatile sig_atomic_t g_intr_len;
+static int64_t g_intr_doc; /* the document g_intr_msg names */
 
 static void on_sigint(int sig)
 {
@@ -180,10 +183,17 @@ static void on_sigint(int sig)
 
 static void ingest_progress(void *ud, const struct app_ingest_progress *p)
 {
-	if (p->doc > 0 && g_intr_len == 0) {
+	/* each part of a split document is a document of its own: the line
+	 * names the one being written; the handler sees no line while it is
+	 * rewritten, never half of one */
+	if (p->doc > 0 && p->doc != g_intr_doc) {
+		g_intr_doc = p->doc;
+		g_intr_len = 0;
+		atomic_signal_fence(memory_order_seq_cst);
 		int n = snprintf(g_intr_msg, sizeof g_intr_msg, "\nsekv ingest: interrupted; the "
 				 "chunks committed are kept: continue with 'sekv ingest --resume %lld'\n",
 				 (long long)p->doc);
+		atomic_signal_fence(memory_order_seq_cst);
 		g_intr_len = n > 0 && n < (int)sizeof g_intr_msg ? n : 0;
 	}
 	if (ud)
@@ -195,14 +205,15 @@ int cmd_ingest(int argc, char **argv)
 	struct app_opts o;
 	struct app_ingest_meter mt;
 	char err[1024];
-	int64_t id = 0;
-	int rc;
+	int64_t *ids = NULL, id = 0;
+	int n = 0, rc;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("ingest", err);
 	if (o.resume ? o.n_args != 0 || app_parse_doc_id(o.resume, &id) : o.n_args != 1)
-		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--budget F] [--rmax R] "
-				  "[-m MODEL] [--db FILE] | sekv ingest --resume DOC [-m MODEL] [--db FILE]");
+		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--password PW] "
+				  "[--max-tokens N] [--split] [--budget F] [--rmax R] [-m MODEL] [--db FILE] "
+				  "| sekv ingest --resume DOC [-m MODEL] [--db FILE]");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("ingest", err);
 	app_ingest_meter_init(&mt);
@@ -211,12 +222,17 @@ int cmd_ingest(int argc, char **argv)
 	if (o.resume)
 		rc = app_ingest_resume(&o, id, ingest_progress, o.quiet ? NULL : &mt, err, sizeof err);
 	else
-		rc = app_ingest(&o, o.args[0], ingest_progress, o.quiet ? NULL : &mt, &id, err, sizeof err);
+		rc = app_ingest_parts(&o, o.args[0], ingest_progress, o.quiet ? NULL : &mt, &ids, &n,
+				      err, sizeof err);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
 	if (rc)
 		return fail("ingest", err);
-	printf("%lld\n", (long long)id);
+	if (o.resume)
+		printf("%lld\n", (long long)id);
+	for (int i = 0; i < n; i++)
+		printf("%lld\n", (long long)ids[i]);
+	free(ids);
 	return 0;
 }
 
@@ -244,6 +260,76 @@ static void ls_line(struct store *st, struct store_doc *d)
 		snprintf(tokens, sizeof tokens, "%lld tokens", (long long)d->n_tok);
 	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready ? "ready" : "incomplete",
 	       tokens, disk, when, d->model_name, d->title);
+}
+
+/* The line on how the plan would store a document longer than its limit. */
+static void print_plan(const char *path, const struct app_plan *pl, int n_ctx)
+{
+	char line[1024];
+	size_t at = 0;
+
+	at += (size_t)snprintf(line, sizeof line, "%s: longer than %d tokens (%s): --split stores "
+			       "%d parts (", path, pl->limit, pl->limit == n_ctx ? "the model's context"
+			       : "--max-tokens", pl->n_part);
+	for (int i = 0; i < pl->n_part && at < sizeof line; i++)
+		at += (size_t)snprintf(line + at, sizeof line - at, "%s%d", i ? ", " : "", pl->part[i].n_tok);
+	if (at < sizeof line)
+		snprintf(line + at, sizeof line - at, " tokens), --max-tokens %d stores the first %d tokens\n",
+			 pl->limit, pl->part[0].n_tok);
+	app_print_inert(stdout, line, strlen(line));
+}
+
+/* sekv count FILE: the tokens ingest would store (and a PDF's pages),
+ * from the tokenizer alone: no prefill. */
+int cmd_count(int argc, char **argv)
+{
+	struct app_opts o;
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	struct chat_template ct;
+	struct extract_doc x = { 0 };
+	struct app_plan pl = { 0 };
+	struct extract_params p = { 0 };
+	char err[1024], line[1024];
+	int rc = 1;
+
+	if (app_opts_parse(&o, argc, argv, err, sizeof err))
+		return usage_fail("count", err);
+	if (o.n_args != 1)
+		return usage_fail("count", "usage: sekv count FILE [--password PW] [--max-tokens N] [-m MODEL]");
+	p.password = o.password;
+	if (!o.password && isatty(0))
+		p.ask_password = app_ask_password;
+	if (extract_file(o.args[0], &p, &x, err, sizeof err) || app_load(&o, &m, &tk, err, sizeof err) ||
+	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk,
+			       err, sizeof err)) {
+		fail("count", err);
+		goto out;
+	}
+	int n_ctx = model_hparams(m)->n_ctx_train;
+	if (app_plan(&pl, &ct, tk, x.text, x.len, n_ctx, o.max_tokens, 1, err, sizeof err)) {
+		fail("count", err);
+		goto out;
+	}
+	if (x.n_page)
+		snprintf(line, sizeof line, "%d tokens, %d pages: %s\n", pl.n_tok, x.n_page, o.args[0]);
+	else
+		snprintf(line, sizeof line, "%d tokens: %s\n", pl.n_tok, o.args[0]);
+	app_print_inert(stdout, line, strlen(line));
+	if (!o.quiet) {
+		app_extract_describe(o.args[0], &x, line, sizeof line - 1);
+		strcat(line, "\n");
+		app_print_inert(stdout, line, strlen(line));
+		if (pl.n_part > 1)
+			print_plan(o.args[0], &pl, n_ctx);
+	}
+	rc = 0;
+out:
+	app_plan_free(&pl);
+	extract_doc_free(&x);
+	tok_close(tk);
+	model_close(m);
+	return rc;
 }
 
 int cmd_ls(int argc, char **argv)

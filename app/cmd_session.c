@@ -1,6 +1,7 @@
 /* cmd_session.c - `sekv sessions` (the stored conversations, one line
  * each) and `sekv export SESSION` (one as Markdown: every question, its
- * answer and its evidence passages quoted from the document). Turns are
+ * answer and its evidence passages quoted from the document, with their
+ * page numbers when it came from a PDF). Turns are
  * stored by app/session.c (session_record_turn) as `ask` and `chat`
  * answer. Outside text (titles, questions, answers, the document) reaches
  * stdout only through app_print_inert.
@@ -100,10 +101,12 @@ int cmd_sessions(int argc, char **argv)
 	return 0;
 }
 
-/* One turn as Markdown; passages quoted from text [text_len]. */
-static void export_turn(const struct store_turn *t, const char *text, size_t text_len)
+/* One turn as Markdown; passages quoted from text [text_len], with their
+ * pages when pg has a map (a PDF). */
+static void export_turn(const struct store_turn *t, const char *text, size_t text_len,
+			const struct app_pages *pg)
 {
-	char head[64], snip[512];
+	char head[64], snip[512], page[48];
 
 	snprintf(head, sizeof head, "## %d. ", t->idx + 1);
 	fputs(head, stdout);
@@ -122,8 +125,11 @@ static void export_turn(const struct store_turn *t, const char *text, size_t tex
 	fputs("):\n\n", stdout);
 	for (int i = 0; i < t->n_ev; i++) {
 		const struct store_evidence_row *r = &t->ev[i];
-		printf("%d. bytes [%lld, %lld) (%.0f%% into the document), score %+.1f%%", r->rank,
-		       (long long)r->start, (long long)r->end,
+		app_pages_text(pg, r->start, r->end, page, sizeof page - 2);
+		if (page[0])
+			strcat(page, ", ");
+		printf("%d. %sbytes [%lld, %lld) (%.0f%% into the document), score %+.1f%%", r->rank,
+		       page, (long long)r->start, (long long)r->end,
 		       text_len ? 100.0 * (double)r->start / (double)text_len : 0.0, 100.0 * r->score);
 		if (r->end > (int64_t)text_len) {
 			fputs(" (outside the stored text)\n", stdout);
@@ -143,6 +149,7 @@ int cmd_export(int argc, char **argv)
 	struct store *st;
 	struct store_session ss;
 	struct store_turn *t = NULL;
+	struct app_pages pg = { 0 };
 	char err[512], when[32], *text = NULL;
 	size_t text_len = 0;
 	int64_t id;
@@ -163,8 +170,10 @@ int cmd_export(int argc, char **argv)
 		snprintf(err, sizeof err, "session %lld is not in %.400s (see 'sekv sessions')",
 			 (long long)id, o.db);
 	if (rc || store_session_turns_dup(st, id, &t, &n, err, sizeof err) ||
-	    store_doc_text_dup(st, ss.doc, &text, &text_len, err, sizeof err)) {
+	    store_doc_text_dup(st, ss.doc, &text, &text_len, err, sizeof err) ||
+	    app_pages_load(&pg, st, ss.doc, err, sizeof err)) {
 		app_errorf("sekv export: %s\n", err);
+		free(text);
 		store_turns_free(t, n);
 		store_close(st);
 		return 1;
@@ -176,7 +185,8 @@ int cmd_export(int argc, char **argv)
 	       n, n == 1 ? "" : "s", !strcmp(ss.kv, "full") ? "the full KV cache" : "the SeKV memory",
 	       when);
 	for (int i = 0; i < n; i++)
-		export_turn(&t[i], text, text_len);
+		export_turn(&t[i], text, text_len, &pg);
+	app_pages_free(&pg);
 	free(text);
 	store_turns_free(t, n);
 	store_close(st);

@@ -163,10 +163,10 @@ static const struct opt_row opt_table[] = {
 	{ .name = "-m", .alias = "--model", .arg = "FILE", .kind = OPT_PATH, .off = F(model),
 	  .set_off = NO_SET, .def = DEF_MODEL, .env = "SEKV_MODEL",
 	  .def_text = "assets/models/gemma-3-270m-q4_k_m.gguf", .help = "GGUF model",
-	  .cmds = USES_MODEL | APP_CMD_TOKENIZE | APP_CMD_INSPECT },
+	  .cmds = USES_MODEL | APP_CMD_TOKENIZE | APP_CMD_INSPECT | APP_CMD_COUNT },
 	{ .name = "--tokenizer", .arg = "FILE", .kind = OPT_TEXT, .off = F(tokenizer), .set_off = NO_SET,
 	  .help = "SentencePiece tokenizer.model instead of the GGUF vocabulary",
-	  .cmds = USES_MODEL | APP_CMD_TOKENIZE },
+	  .cmds = USES_MODEL | APP_CMD_TOKENIZE | APP_CMD_COUNT },
 	{ .name = "--db", .arg = "FILE", .kind = OPT_PATH, .off = F(db), .set_off = NO_SET,
 	  .def = DEF_LIBRARY, .env = "SEKV_DB",
 	  .def_text = "$XDG_DATA_HOME/sekv/library.db, else ~/.local/share/sekv/library.db",
@@ -215,7 +215,8 @@ static const struct opt_row opt_table[] = {
 	  .set_off = F(n_predict_set), .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,
 	  .help = "most answer tokens", .cmds = ANSWERS },
 	{ .name = "--json", .kind = OPT_FLAG, .off = F(json), .set_off = NO_SET,
-	  .help = "one JSON object: answer, metrics, zoomed spans", .cmds = APP_CMD_ASK },
+	  .help = "one JSON object: answer, metrics, zoomed spans, evidence (with page_first and "
+		  "page_last for a PDF)", .cmds = APP_CMD_ASK },
 	{ .name = "--evidence-heads", .arg = "L:H,...", .kind = OPT_TEXT, .off = F(evidence_heads),
 	  .set_off = NO_SET, .def_text = "calibrated once per model, stored in the library",
 	  .help = "retrieval heads (model layer:query head) whose attention ranks the evidence",
@@ -256,6 +257,21 @@ static const struct opt_row opt_table[] = {
 	  .help = "continue the interrupted ingest of document DOC (shown 'incomplete' by 'sekv ls') "
 		  "from its last committed chunk, with the settings it was started with; the stored "
 		  "memory is the one an uninterrupted ingest stores", .cmds = APP_CMD_INGEST },
+	{ .name = "--password", .arg = "PW", .kind = OPT_TEXT, .off = F(password), .set_off = NO_SET,
+	  .def_text = "asked for on a terminal when the PDF needs one",
+	  .help = "user password of an encrypted PDF (a PDF with only an owner password needs none)",
+	  .cmds = APP_CMD_INGEST | APP_CMD_COUNT },
+	{ .name = "--max-tokens", .arg = "N", .kind = OPT_INT, .off = F(max_tokens), .set_off = NO_SET,
+	  .imin = 1, .imax = 1 << 30, .what = "a number of tokens", .def_text = "the model's context",
+	  .help = "most tokens a document may have: a longer one is refused, or with this option "
+		  "only its first N tokens are stored (said so), or with --split it is cut in parts "
+		  "of at most N",
+	  .cmds = APP_CMD_INGEST | APP_CMD_COUNT },
+	{ .name = "--split", .kind = OPT_FLAG, .off = F(split), .set_off = NO_SET,
+	  .help = "store a document longer than the model's context (or --max-tokens) as "
+		  "consecutive parts, each its own document titled \"TITLE (part i/n)\", cut at "
+		  "paragraph ends where one is near; ask them one by one",
+	  .cmds = APP_CMD_INGEST },
 	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",
 	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
@@ -311,7 +327,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
 	  .help = "no progress output",
 	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL |
-		  APP_CMD_CHECK },
+		  APP_CMD_CHECK | APP_CMD_COUNT },
 	{ .name = "-h", .alias = "--help", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
 	  .help = "this help", .cmds = APP_CMD_ALL },
 };

@@ -31,7 +31,8 @@ enum {
 	APP_CMD_EXPORT = 1 << 9,
 	APP_CMD_EVAL = 1 << 10,
 	APP_CMD_CHECK = 1 << 11,
-	APP_CMD_ALL = (1 << 12) - 1,
+	APP_CMD_COUNT = 1 << 12,
+	APP_CMD_ALL = (1 << 13) - 1,
 };
 
 /* The memory an answer is decoded from (--kv): SeKV, the reference, and
@@ -83,6 +84,9 @@ struct app_opts {
 	const char *title;     /* --title TEXT (ingest) */
 	const char *conversation; /* --conversation N|TITLE (ingest of a chat history), NULL = all */
 	const char *resume;    /* --resume DOC (ingest): the incomplete document to continue */
+	const char *password;  /* --password PW: a PDF's user password (ingest, count) */
+	int max_tokens;        /* --max-tokens N: most tokens a document (or a part) may have, 0 = the model's context */
+	int split;             /* --split: a longer document is stored as consecutive parts */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */
 	int help;              /* -h / --help */

@@ -13,8 +13,11 @@
 #include "engine/model.h"
 #include "store/store.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "app/extract.h"
 
 #include <cjson/cJSON.h>
 
@@ -95,6 +98,47 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 	return 0;
 }
 
+int app_pages_load(struct app_pages *pg, struct store *st, int64_t doc, char *err, size_t errlen)
+{
+	int64_t text_len;
+	int rc = store_doc_get_pages(st, doc, &pg->page0, &pg->n_page, &pg->start, &text_len,
+				     err, errlen);
+
+	if (rc == SEKV_ENOTFOUND) {
+		memset(pg, 0, sizeof *pg);
+		return 0;
+	}
+	return rc;
+}
+
+void app_pages_free(struct app_pages *pg)
+{
+	free(pg->start);
+	memset(pg, 0, sizeof *pg);
+}
+
+int app_pages_of(const struct app_pages *pg, int64_t a, int64_t b, int *first, int *last)
+{
+	if (pg->n_page <= 0)
+		return 0;
+	*first = pg->page0 + extract_page_of(pg->start, pg->n_page, a);
+	*last = pg->page0 + extract_page_of(pg->start, pg->n_page, b > a ? b - 1 : a);
+	return 1;
+}
+
+void app_pages_text(const struct app_pages *pg, int64_t a, int64_t b, char *buf, size_t cap)
+{
+	int p0, p1;
+
+	buf[0] = 0;
+	if (!app_pages_of(pg, a, b, &p0, &p1))
+		return;
+	if (p0 == p1)
+		snprintf(buf, cap, "p. %d", p0);
+	else
+		snprintf(buf, cap, "pp. %d-%d", p0, p1);
+}
+
 int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
 		     char *err, size_t errlen)
 {
@@ -106,8 +150,10 @@ int app_evidence_end(struct app_evidence *ev, struct session *s, const struct to
 		return 0;
 	conv_set_probe(session_conv(s), NULL, NULL);
 	session_get_info(s, &in);
+	app_pages_free(&ev->pages);
 	if ((rc = store_doc_text_dup(session_store(s), in.doc_id, &ev->text, &ev->text_len,
-				     err, errlen)))
+				     err, errlen)) ||
+	    (rc = app_pages_load(&ev->pages, session_store(s), in.doc_id, err, errlen)))
 		return rc;
 	int n_want = ev->top < in.n_tok ? ev->top : in.n_tok;
 	free(ev->pas);
@@ -159,7 +205,7 @@ void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, siz
 void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap)
 {
 	const struct evidence_passage *p = &ev->pas[i];
-	char line[160];
+	char line[160], page[48];
 
 	/* the snippet starts a little before the passage's best token, on a
 	 * word, so what drew the attention is in view */
@@ -172,7 +218,10 @@ void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t c
 	} else {
 		app_evidence_snippet(ev->text, a, p->end, line, 100);
 	}
-	snprintf(buf, cap, "%d. [%lld, %lld) %+.1f%%  %s", p->rank, (long long)p->start,
+	app_pages_text(&ev->pages, p->start, p->end, page, sizeof page - 1);
+	if (page[0])
+		strcat(page, " ");
+	snprintf(buf, cap, "%d. %s[%lld, %lld) %+.1f%%  %s", p->rank, page, (long long)p->start,
 		 (long long)p->end, 100.0 * p->score, line);
 }
 
@@ -203,6 +252,11 @@ cJSON *app_evidence_json(const struct app_evidence *ev)
 		cJSON_AddNumberToObject(o, "start", (double)p->start);
 		cJSON_AddNumberToObject(o, "end", (double)p->end);
 		cJSON_AddNumberToObject(o, "position", ev->text_len ? (double)p->start / (double)ev->text_len : 0);
+		int p0, p1;
+		if (app_pages_of(&ev->pages, p->start, p->end, &p0, &p1)) {
+			cJSON_AddNumberToObject(o, "page_first", p0);
+			cJSON_AddNumberToObject(o, "page_last", p1);
+		}
 		if (t) {
 			memcpy(t, ev->text + p->start, (size_t)(p->end - p->start));
 			t[p->end - p->start] = 0;
@@ -221,5 +275,6 @@ void app_evidence_free(struct app_evidence *ev)
 	free(ev->base);
 	free(ev->pas);
 	free(ev->text);
+	app_pages_free(&ev->pages);
 	memset(ev, 0, sizeof *ev);
 }

@@ -201,21 +201,21 @@ int import_conv_reload(const char *path, int index, const char *title, struct hi
 		       struct import_conv *ic, char *err, size_t errlen)
 {
 	enum history_kind kind = HISTORY_NONE;
-	char *text = NULL;
-	size_t len = 0, n_bad;
+	struct extract_params p = { 0 };
+	struct extract_doc x = { 0 };
 	int rc;
 
 	memset(h, 0, sizeof *h);
 	memset(ic, 0, sizeof *ic);
-	if (!(rc = extract_text_file(path, &text, &len, &n_bad, err, errlen)) &&
-	    (kind = history_detect(path, text, len)) == HISTORY_NONE)
+	if (!(rc = extract_file(path, &p, &x, err, errlen)) &&
+	    (x.n_page || (kind = history_detect(path, x.text, x.len)) == HISTORY_NONE))
 		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: no longer a chat history", path);
-	if (!rc && !(rc = history_parse(h, kind, path, text, len, err, errlen)) && index > h->n_conv)
+	if (!rc && !(rc = history_parse(h, kind, path, x.text, x.len, err, errlen)) && index > h->n_conv)
 		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %d conversations, no longer %d", path,
 			       h->n_conv, index);
 	if (!rc && (rc = import_conv_of(&h->conv[index - 1], title, ic)))
 		sekv_errf(err, errlen, rc, "%s: out of memory", path);
-	free(text);
+	extract_doc_free(&x);
 	return rc;
 }
 

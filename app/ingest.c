@@ -1,21 +1,23 @@
 /* ingest.c - one document from file to durable SeKV memory, in stages.
  *
- * Flow (DESIGN.md section 2), one function per stage: extract (by input
- * kind) -> count (refuse a document longer than the model's context before
- * any long work) -> tokenize (the one turn builder: BOS, user turn,
- * preamble, text) -> create the document -> prefill in chunks, each chunk
- * committed in its own transaction with the sliding-window rows and what
- * a resume needs, the global layers' attention probed for H2O's scores ->
- * SeKV build -> memory and scores persisted together, document marked
- * ready. A chat history (app/history.h) becomes one such document per
- * conversation, its turns rendered by app/import.c, and a session of them
- * stored with the memory. A crash leaves a document in state "prefill"
- * that `sekv ls` shows as incomplete and app_ingest_resume continues
- * exactly. Progress goes through a callback (struct app_ingest_progress);
- * nothing here keeps static state.
+ * Flow (DESIGN.md section 2), one function per stage: extract (PDF or
+ * text, app/extract.h) -> count (refuse a document longer than the model's
+ * context before any long work) -> plan (the whole text, its first
+ * --max-tokens, or --split parts: app/ingest_plan.c) -> per part, each its
+ * own document: tokenize (the one turn builder: BOS, user turn, preamble,
+ * text) -> create the document with its resume state and page map in one
+ * transaction -> prefill in chunks, each chunk committed in its own
+ * transaction with the sliding-window rows and what a resume needs, the
+ * global layers' attention probed for H2O's scores -> SeKV build ->
+ * memory and scores persisted together, document marked ready. A crash
+ * leaves the part being written in state "prefill" that `sekv ls` shows
+ * as incomplete and app_ingest_resume continues exactly. Progress goes
+ * through a callback (struct app_ingest_progress); nothing here keeps
+ * static state.
  */
 #include "app/app.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 #include "app/import.h"
 #include "engine/clock.h"
 #include "engine/err.h"
+#include "engine/evidence.h"
 #include "engine/fmt.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
@@ -63,38 +66,6 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	return 0;
 }
 
-/* ---- input kinds ---------------------------------------------------- */
-
-/* An extractor: detect says whether path is of its kind (the last entry
- * takes anything); extract fills a malloc'ed UTF-8 text as
- * extract_text_file does. PDF plugs in here; chat histories are read
- * from the extracted text (app_ingest, ingest_history). */
-struct ingest_kind {
-	const char *name;
-	int (*detect)(const char *path);
-	int (*extract)(const char *path, char **text, size_t *len, size_t *n_replaced,
-		       char *err, size_t errlen);
-};
-
-static int detect_any(const char *path)
-{
-	(void)path;
-	return 1;
-}
-
-static const struct ingest_kind ingest_kinds[] = {
-	{ "text", detect_any, extract_text_file }, /* plain text and Markdown */
-};
-
-static const struct ingest_kind *kind_of(const char *path)
-{
-	size_t n = sizeof ingest_kinds / sizeof ingest_kinds[0];
-	for (size_t i = 0; i + 1 < n; i++)
-		if (ingest_kinds[i].detect(path))
-			return &ingest_kinds[i];
-	return &ingest_kinds[n - 1];
-}
-
 /* ---- one ingest ------------------------------------------------------ */
 
 struct ingest {
@@ -106,13 +77,24 @@ struct ingest {
 	struct tok *tk;
 	const struct model_hparams *hp;
 	struct chat_template ct;
+	struct extract_doc x;       /* the whole document (resume: the stored one's
+	                               text and page map) */
+	int page_base;              /* pages before x's first: 0, or a resumed
+	                               part's first page number - 1 */
+	struct app_plan plan;
+	int part;                   /* the part being stored, 0..plan.n_part-1 */
+	int64_t *ids;               /* [plan.n_part] documents stored so far */
+	double t_pages;             /* clk_now when extraction started */
 	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
 	int64_t session;            /* chat: the session holding its turns */
-	char *text;
+	char *chat_text;            /* chat: its rendering, the document's text (owned) */
+	const char *text;           /* the part's text (in x.text, or chat_text), text_len bytes */
 	size_t text_len;
+	int32_t *tok_byte;          /* [tv.n] byte of each token in text, -1 outside
+	                               (a PDF's, for the page in prefill progress) */
 	struct chat_tokvec tv;      /* document tokens */
 	struct store *st;
-	struct store_doc doc;
+	struct store_doc doc;       /* the part's document; id 0 before it exists */
 	struct model_state *ms;
 	float *surprisal;           /* [n_tok] nats */
 	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
@@ -141,8 +123,18 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 	/* a resumed prefill's rate counts only this run's tokens */
 	long long base = strcmp(stage, "prefill") ? 0 : g->pos_start;
 	double el = clk_now() - t0, rate = el > 0 && done > base ? (done - base) / el : 0;
-	struct app_ingest_progress p = { stage, g->path, done, total, rate,
-					 rate > 0 ? (total - done) / rate : -1, final, g->doc.id };
+	struct app_ingest_progress p = {
+		.stage = stage, .path = g->path, .done = done, .total = total, .rate = rate,
+		.eta_s = rate > 0 ? (total - done) / rate : -1, .final = final, .doc = g->doc.id,
+	};
+	if (g->tok_byte && !strcmp(stage, "prefill") && done > 0) {
+		long long i = done - 1;
+		while (i > 0 && g->tok_byte[i] < 0)
+			i--;
+		int64_t at = (int64_t)(g->text - g->x.text) + (g->tok_byte[i] > 0 ? g->tok_byte[i] : 0);
+		p.page = g->page_base + extract_page_of(g->x.page_start, g->x.n_page, at) + 1;
+		p.n_page = g->page_base + g->x.n_page;
+	}
 	g->fn(g->ud, &p);
 }
 
@@ -152,15 +144,27 @@ static const char *base_name(const char *p)
 	return s ? s + 1 : p;
 }
 
+static void on_page(void *ud, int page, int n_page)
+{
+	struct ingest *g = ud;
+	report(g, "pages", page, n_page, g->t_pages, page == n_page);
+}
+
 static int stage_extract(struct ingest *g, char *err, size_t errlen)
 {
-	size_t n_bad = 0;
-	int rc = kind_of(g->path)->extract(g->path, &g->text, &g->text_len, &n_bad, err, errlen);
+	struct extract_params p = { .password = g->o->password, .on_page = on_page, .ud = g };
+	char line[1024];
+
+	if (!g->o->password && isatty(0))
+		p.ask_password = app_ask_password;
+	g->t_pages = clk_now();
+	int rc = extract_file(g->path, &p, &g->x, err, errlen);
 	if (rc)
 		return rc;
-	if (n_bad && !g->o->quiet)
-		app_errorf("ingest: %s: %zu invalid UTF-8 bytes replaced by U+FFFD\n", g->path, n_bad);
-	report(g, "extract", (long long)g->text_len, (long long)g->text_len, clk_now(), 1);
+	app_extract_describe(g->path, &g->x, line, sizeof line);
+	if (!g->o->quiet && (g->x.n_page || g->x.n_replaced || g->x.bom || strcmp(g->x.encoding, "UTF-8")))
+		app_errorf("ingest: %s\n", line);
+	report(g, "extract", (long long)g->x.len, (long long)g->x.len, clk_now(), 1);
 	return 0;
 }
 
@@ -171,34 +175,64 @@ static int stage_extract(struct ingest *g, char *err, size_t errlen)
 static int stage_count(struct ingest *g, char *err, size_t errlen)
 {
 	long long n_ctx = g->hp->n_ctx_train, count = 0;
-	size_t pos = 0;
+	const char *text = g->x.text;
+	size_t pos = 0, len = g->x.len;
 	double t0 = clk_now();
 
-	if (n_ctx <= 0 || g->text_len <= INGEST_COUNT_PIECE)
+	/* --max-tokens and --split count the whole text anyway (app_plan) */
+	if (n_ctx <= 0 || len <= INGEST_COUNT_PIECE || g->o->max_tokens || g->o->split)
 		return 0;
-	while (pos < g->text_len && count <= n_ctx) {
-		size_t end = pos + INGEST_COUNT_PIECE < g->text_len ? pos + INGEST_COUNT_PIECE : g->text_len;
-		const char *nl = end < g->text_len ? memrchr(g->text + pos, '\n', end - pos) : NULL;
+	while (pos < len && count <= n_ctx) {
+		size_t end = pos + INGEST_COUNT_PIECE < len ? pos + INGEST_COUNT_PIECE : len;
+		const char *nl = end < len ? memrchr(text + pos, '\n', end - pos) : NULL;
 		if (nl)
-			end = (size_t)(nl - g->text) + 1;
-		report(g, "count", (long long)pos, (long long)g->text_len, t0, 0);
-		int n = tok_encode(g->tk, g->text + pos, end - pos, 0, NULL, 0, err, errlen);
+			end = (size_t)(nl - text) + 1;
+		report(g, "count", (long long)pos, (long long)len, t0, 0);
+		int n = tok_encode(g->tk, text + pos, end - pos, 0, NULL, 0, err, errlen);
 		if (n < 0)
 			return n;
 		count += n;
 		pos = end;
 	}
-	report(g, "count", (long long)pos, (long long)g->text_len, t0, 1);
+	report(g, "count", (long long)pos, (long long)len, t0, 1);
 	if (count <= n_ctx)
 		return 0;
 	char seen[32], all[32];
-	fmt_bytes((size_t)pos, seen, sizeof seen);
-	fmt_bytes((size_t)g->text_len, all, sizeof all);
+	fmt_bytes(pos, seen, sizeof seen);
+	fmt_bytes(len, all, sizeof all);
 	return sekv_errf(err, errlen, SEKV_EINVAL,
 			 "%s: document is longer than the model's context: more than %lld tokens "
-			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens "
-			 "(splitting a long document, --max-tokens/--split, comes with the library)",
-			 g->path, n_ctx, seen, all, (double)count * (double)g->text_len / (double)pos, n_ctx);
+			 "in the first %s of %s (about %.0f tokens in all); context %lld tokens: "
+			 "--max-tokens %lld stores its first %lld tokens, --split stores it in parts",
+			 g->path, n_ctx, seen, all, (double)count * (double)len / (double)pos, n_ctx,
+			 n_ctx, n_ctx);
+}
+
+/* What is stored: the whole text, its first --max-tokens, or parts. */
+static int stage_plan(struct ingest *g, char *err, size_t errlen)
+{
+	const struct app_plan *pl = &g->plan;
+	char e2[768];
+	int rc = app_plan(&g->plan, &g->ct, g->tk, g->x.text, g->x.len, g->hp->n_ctx_train,
+			  g->o->max_tokens, g->o->split, e2, sizeof e2);
+
+	if (rc)
+		return sekv_errf(err, errlen, rc, "%s: %s", g->path, e2);
+	if (!(g->ids = calloc((size_t)pl->n_part, sizeof *g->ids)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	if (pl->cut && !g->o->quiet) {
+		const struct app_part *p = &pl->part[0];
+		app_errorf("ingest: %s: --max-tokens %d: storing only the first %d of %d tokens "
+			   "(bytes 0-%zu of %zu", g->path, pl->limit, p->n_tok, pl->n_tok, p->end, g->x.len);
+		if (g->x.n_page)
+			app_errorf(", pages 1-%d of %d", extract_page_of(g->x.page_start, g->x.n_page,
+					(int64_t)(p->end ? p->end - 1 : 0)) + 1, g->x.n_page);
+		app_errorf("); the rest is left out\n");
+	} else if (pl->n_part > 1 && !g->o->quiet) {
+		app_errorf("ingest: %s: %d tokens, more than %d: storing %d parts (--split)\n", g->path,
+			   pl->n_tok, pl->limit, pl->n_part);
+	}
+	return 0;
 }
 
 /* The document's tokens: its text as a document turn, or a chat
@@ -206,12 +240,18 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
  * becomes the text). */
 static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 {
+	const struct app_part *pt = g->chat ? NULL : &g->plan.part[g->part];
 	int rc;
 
 	if (g->chat) {
-		free(g->text);
-		rc = import_render(g->chat, &g->ct, g->tk, &g->tv, &g->text, &g->text_len, err, errlen);
+		free(g->chat_text);
+		g->chat_text = NULL;
+		rc = import_render(g->chat, &g->ct, g->tk, &g->tv, &g->chat_text, &g->text_len, err,
+				   errlen);
+		g->text = g->chat_text;
 	} else {
+		g->text = g->x.text + pt->start;
+		g->text_len = pt->end - pt->start;
 		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
 				     g->text, g->text_len, 0, NULL, err, errlen);
 	}
@@ -221,26 +261,43 @@ static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
 	if (n_ctx > 0 && g->tv.n > n_ctx)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "%s: document is longer than the model's context: %d tokens; "
-				 "context %d tokens (splitting a long document, --max-tokens/--split, "
-				 "comes with the library)", g->path, g->tv.n, n_ctx);
-	if (!g->o->quiet)
+				 "context %d tokens", g->path, g->tv.n, n_ctx);
+	if (g->x.n_page && g->fn) {
+		if (!(g->tok_byte = malloc(((size_t)g->tv.n + 1) * sizeof *g->tok_byte)))
+			return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+		int exact;
+		if ((rc = evidence_offsets(g->tk, g->tv.ids, g->tv.n, g->text, g->text_len, g->tok_byte,
+					   &exact, err, errlen)))
+			return rc;
+	}
+	if (!g->o->quiet && pt && g->plan.n_part > 1)
+		app_errorf("ingest: %s: part %d/%d: bytes %zu-%zu, %d tokens, model %s\n", g->path,
+			   g->part + 1, g->plan.n_part, pt->start, pt->end, g->tv.n, g->hp->arch);
+	else if (!g->o->quiet)
 		app_errorf("ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
 			g->tv.n, g->hp->arch);
 	return 0;
 }
 
+/* The part's document with its resume state and, for a PDF, its page
+ * map, in one transaction: a crash leaves all three or none. */
 static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 {
 	const struct app_opts *o = g->o;
 	const struct model_hparams *hp = g->hp;
+	const struct app_part *pt = g->chat ? NULL : &g->plan.part[g->part];
 	struct store_doc *d = &g->doc;
-	int rc;
+	int64_t *start = NULL;
+	int page0 = 0, n_page = 0, rc;
 
-	if ((rc = store_open(&g->st, o->db, err, errlen)))
+	if (!g->st && (rc = store_open(&g->st, o->db, err, errlen)))
 		return rc;
 	memset(d, 0, sizeof *d);
-	snprintf(d->title, sizeof d->title, "%s", g->chat ? g->chat->title :
-		 o->title ? o->title : base_name(g->path));
+	const char *title = g->chat ? g->chat->title : o->title ? o->title : base_name(g->path);
+	if (g->plan.n_part > 1)
+		snprintf(d->title, sizeof d->title, "%.200s (part %d/%d)", title, g->part + 1, g->plan.n_part);
+	else
+		snprintf(d->title, sizeof d->title, "%s", title);
 	if (g->chat) {
 		import_source(g->path, g->chat->index, d->source, sizeof d->source);
 	} else {
@@ -264,14 +321,20 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 		.static_share = o->static_share, .n_recent = o->n_recent,
 		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
 	};
+	if (pt && app_part_pages(&g->x, pt->start, pt->end, &page0, &n_page, &start))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 	if ((rc = store_tx_begin(g->st, err, errlen)))
-		return rc;
+		goto out;
 	if ((rc = store_doc_create(g->st, d, g->text, g->text_len, err, errlen)) ||
 	    (rc = store_ingest_begin(g->st, d->id, &in, err, errlen)) ||
+	    (n_page && (rc = store_doc_put_pages(g->st, d->id, page0, n_page, start,
+						 (int64_t)g->text_len, err, errlen))) ||
 	    (rc = store_tx_commit(g->st, err, errlen))) {
 		store_tx_rollback(g->st);
 		d->id = 0;
 	}
+out:
+	free(start);
 	return rc;
 }
 
@@ -564,24 +627,46 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 	return 0;
 }
 
-static void ingest_free(struct ingest *g)
+/* What one part holds; the model, tokenizer, library and text stay. */
+static void part_free(struct ingest *g)
 {
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
 		free(g->glob_k[l]);
 		free(g->glob_v[l]);
 		free(g->swa_k[l]);
 		free(g->swa_v[l]);
+		g->glob_k[l] = g->glob_v[l] = g->swa_k[l] = g->swa_v[l] = NULL;
 	}
 	free(g->surprisal);
 	free(g->h2o_probe.mass);
 	free(g->h2o);
+	free(g->tok_byte);
+	free(g->chat_text);
+	g->chat_text = NULL;
 	sekv_mem_free(g->mem);
 	model_state_free(g->ms);
-	store_close(g->st);
 	chat_tokvec_free(&g->tv);
+	g->tok_byte = NULL;
+	g->surprisal = NULL;
+	g->h2o = NULL;
+	g->mem = NULL;
+	g->ms = NULL;
+	memset(&g->h2o_probe, 0, sizeof g->h2o_probe);
+	memset(&g->tv, 0, sizeof g->tv);
+	memset(&g->doc, 0, sizeof g->doc);
+	g->n_swa = 0;
+	g->prefill_s = g->commit_s = g->build_s = 0;
+}
+
+static void ingest_free(struct ingest *g)
+{
+	part_free(g);
+	store_close(g->st);
 	tok_close(g->tk);
 	model_close(g->m);
-	free(g->text);
+	extract_doc_free(&g->x);
+	app_plan_free(&g->plan);
+	free(g->ids);
 }
 
 /* Loads the model, its tokenizer and the prompt format. */
@@ -621,17 +706,51 @@ static int committed(struct ingest *g)
 	return store_doc_get(g->st, g->doc.id, &d, NULL, 0) ? 0 : (int)d.n_tok;
 }
 
-/* After a failure: says in err how to continue or delete the document
- * the ingest left incomplete, if it created one. */
-static void note_incomplete(struct ingest *g, char *err, size_t errlen)
+/* Appends printf-style text to the message in err [errlen]. */
+static void __attribute__((format(printf, 3, 4))) err_append(char *err, size_t errlen,
+							     const char *fmt, ...)
 {
-	if (g->doc.id <= 0 || !g->st || !err || !errlen)
-		return;
 	size_t len = strnlen(err, errlen);
-	snprintf(err + len, errlen - len, "; document %lld is incomplete (%d of %d tokens "
-		 "stored): continue with 'sekv ingest --resume %lld' or delete it with "
-		 "'sekv rm %lld'", (long long)g->doc.id, committed(g), g->tv.n,
-		 (long long)g->doc.id, (long long)g->doc.id);
+	va_list ap;
+
+	if (len + 1 >= errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(err + len, errlen - len, fmt, ap);
+	va_end(ap);
+}
+
+/* What a failed ingest left in the library, appended to err: the part
+ * being written once its document exists (incomplete: resume or delete
+ * it), and of a split document the parts stored before it and those
+ * never started. */
+static void note_left(struct ingest *g, char *err, size_t errlen)
+{
+	long long id = (long long)g->doc.id;
+	int n_part = g->plan.n_part, done = g->part, next = done + (id > 0);
+
+	if (!err || !errlen || !g->st)
+		return;
+	if (id > 0) {
+		char of[32] = "";
+		if (n_part > 1)
+			snprintf(of, sizeof of, " (part %d/%d)", done + 1, n_part);
+		err_append(err, errlen, "; document %lld%s is incomplete (%d of %d tokens stored): "
+			   "continue with 'sekv ingest --resume %lld' or delete it with 'sekv rm %lld'",
+			   id, of, committed(g), g->tv.n, id, id);
+	}
+	if (n_part <= 1 || next == 0)
+		return;
+	if (done == 1)
+		err_append(err, errlen, "; part 1 of %d is stored: document", n_part);
+	else if (done > 1)
+		err_append(err, errlen, "; parts 1-%d of %d are stored: documents", done, n_part);
+	for (int i = 0; i < done; i++)
+		err_append(err, errlen, " %lld%s", (long long)g->ids[i], i + 1 < done ? "," : "");
+	if (next + 1 == n_part)
+		err_append(err, errlen, "; part %d of %d was not started", n_part, n_part);
+	else if (next < n_part)
+		err_append(err, errlen, "; parts %d-%d of %d were not started", next + 1, n_part, n_part);
 }
 
 /* ---- chat histories ---------------------------------------------------- */
@@ -647,7 +766,7 @@ static int ingest_conv(const struct ingest *g, struct import_conv *ic, int64_t *
 
 	if ((rc = stage_tokenize(&c, err, errlen)) || (rc = stage_create_doc(&c, err, errlen)) ||
 	    (rc = prefill_alloc(&c, err, errlen)) || (rc = ingest_finish(&c, err, errlen)))
-		note_incomplete(&c, err, errlen);
+		note_left(&c, err, errlen);
 	*doc = c.doc.id;
 	*session = c.session;
 	*n_tok = c.tv.n;
@@ -675,9 +794,9 @@ static int list_add(char ***lines, int *n, const struct import_conv *ic, int64_t
 	return 0;
 }
 
-/* A chat history, read into g->text: every conversation --conversation
- * picks becomes a document and a session, listed at the end (*doc_id:
- * the last document). A conversation with no answer is left out. */
+/* A chat history, read into g->x: every conversation --conversation picks
+ * becomes a document and a session, listed at the end (*doc_id: the last
+ * document). A conversation with no answer is left out. */
 static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc_id,
 			  char *err, size_t errlen)
 {
@@ -685,7 +804,7 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 	char **lines = NULL;
 	int first = 0, last = -1, n_line = 0, rc;
 
-	if (!(rc = history_parse(&h, kind, g->path, g->text, g->text_len, err, errlen)) &&
+	if (!(rc = history_parse(&h, kind, g->path, g->x.text, g->x.len, err, errlen)) &&
 	    !(rc = history_select(&h, g->o->conversation, &first, &last, err, errlen)))
 		rc = stage_load(g, err, errlen);
 	for (int i = first; !rc && i <= last; i++) {
@@ -722,32 +841,118 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 	return rc;
 }
 
-int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
-	       int64_t *doc_id, char *err, size_t errlen)
+/* Every part, each its own document: tokenize, create it (with its
+ * resume state and pages), prefill with a commit per chunk, build,
+ * persist; then what the part held is freed for the next. */
+static int ingest_parts(struct ingest *g, char *err, size_t errlen)
+{
+	int rc;
+
+	for (g->part = 0; g->part < g->plan.n_part; g->part++) {
+		if ((rc = stage_tokenize(g, err, errlen)) || (rc = stage_create_doc(g, err, errlen)) ||
+		    (rc = prefill_alloc(g, err, errlen)) || (rc = ingest_finish(g, err, errlen)))
+			return rc;
+		g->ids[g->part] = g->doc.id;
+		part_free(g);
+	}
+	return 0;
+}
+
+int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
+		     void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen)
 {
 	struct ingest g = { .o = o, .path = path, .fn = fn, .ud = ud };
 	enum history_kind kind = HISTORY_NONE;
 	int rc;
 
-	if (!(rc = stage_extract(&g, err, errlen)))
-		kind = history_detect(path, g.text, g.text_len);
-	if (!rc && kind != HISTORY_NONE)
-		rc = ingest_history(&g, kind, doc_id, err, errlen);
-	else if (!rc && o->conversation)
+	*ids = NULL;
+	*n_ids = 0;
+	if ((rc = stage_extract(&g, err, errlen)))
+		goto out;
+	kind = g.x.n_page ? HISTORY_NONE : history_detect(path, g.x.text, g.x.len);
+	if (kind != HISTORY_NONE) {
+		int64_t last = 0;
+		if ((rc = ingest_history(&g, kind, &last, err, errlen)))
+			goto out;
+		if (!(*ids = malloc(sizeof **ids))) {
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+			goto out;
+		}
+		**ids = last;
+		*n_ids = 1;
+		goto out;
+	}
+	if (o->conversation) {
 		rc = sekv_errf(err, errlen, SEKV_EINVAL, "ingest: %s: --conversation: not a chat "
 			       "history (ChatGPT conversations.json, JSONL of {role, content}, or a "
 			       "'user:'/'assistant:' transcript)", path);
-	else if (!rc && !(rc = stage_load(&g, err, errlen)) && !(rc = stage_count(&g, err, errlen)) &&
-		 !(rc = stage_tokenize(&g, err, errlen)) && !(rc = stage_create_doc(&g, err, errlen)) &&
-		 !(rc = prefill_alloc(&g, err, errlen)) && !(rc = ingest_finish(&g, err, errlen)))
-		*doc_id = g.doc.id;
+		goto out;
+	}
+	if ((rc = stage_load(&g, err, errlen)) || (rc = stage_count(&g, err, errlen)) ||
+	    (rc = stage_plan(&g, err, errlen)) || (rc = ingest_parts(&g, err, errlen)))
+		goto out;
+	*ids = g.ids;
+	*n_ids = g.plan.n_part;
+	g.ids = NULL;
+out:
 	if (rc)
-		note_incomplete(&g, err, errlen);
+		note_left(&g, err, errlen);
 	ingest_free(&g);
 	return rc;
 }
 
+int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_fn fn, void *ud,
+	       int64_t *doc_id, char *err, size_t errlen)
+{
+	int64_t *ids = NULL;
+	int n = 0;
+	int rc = app_ingest_parts(o, path, fn, ud, &ids, &n, err, errlen);
+
+	if (!rc)
+		*doc_id = ids[0];
+	free(ids);
+	return rc;
+}
+
 /* ---- resume ---------------------------------------------------------- */
+
+/* The stored document's text as the whole of g->x, planned as one part,
+ * with its page map when it has one (page_base puts the map's first page
+ * at its number, for prefill progress). */
+static int resume_text(struct ingest *g, char *err, size_t errlen)
+{
+	int64_t *start = NULL, text_len = 0;
+	int page0 = 0, n_page = 0;
+	int rc = store_doc_text_dup(g->st, g->doc.id, &g->x.text, &g->x.len, err, errlen);
+
+	if (rc)
+		return rc;
+	g->x.encoding = "UTF-8";
+	if (!(g->plan.part = calloc(1, sizeof *g->plan.part)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	g->plan.n_part = 1;
+	g->plan.part[0].end = g->x.len;
+	rc = store_doc_get_pages(g->st, g->doc.id, &page0, &n_page, &start, &text_len, err, errlen);
+	if (rc == SEKV_ENOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	int64_t *s = text_len == (int64_t)g->x.len ? realloc(start, ((size_t)n_page + 1) * sizeof *s) : NULL;
+	if (!s) {
+		free(start);
+		return text_len == (int64_t)g->x.len ?
+			sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory") :
+			sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: page map "
+				  "of %lld bytes, text of %zu", (long long)g->doc.id, (long long)text_len,
+				  g->x.len);
+	}
+	s[n_page] = (int64_t)g->x.len;
+	g->x.page_start = s;
+	g->x.n_page = n_page;
+	g->page_base = page0 - 1;
+	return 0;
+}
+
 
 /* The incomplete document doc, its resume state (the settings it was
  * started with go into *ro, which g->o points at) and its text. */
@@ -784,7 +989,7 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	if (!ro->quiet)
 		app_errorf("ingest: resuming document %lld (%s) at %lld of %lld tokens\n", (long long)doc,
 			   d->title, (long long)in->pos_end, (long long)in->n_tok_total);
-	return store_doc_text_dup(g->st, doc, &g->text, &g->text_len, err, errlen);
+	return resume_text(g, err, errlen);
 }
 
 /* The document must be tokenized as before, by the same model. */
@@ -935,62 +1140,4 @@ out:
 	import_conv_free(&ic);
 	history_free(&h);
 	return rc;
-}
-
-void app_ingest_meter_init(struct app_ingest_meter *mt)
-{
-	memset(mt, 0, sizeof *mt);
-	mt->last_tenth = -1;
-	mt->tty = isatty(2);
-}
-
-/* "ETA 12s", "ETA 3m05s", "ETA -" (no rate yet) into buf. */
-static void fmt_eta(double s, char *buf, size_t cap)
-{
-	if (s < 0)
-		snprintf(buf, cap, "ETA -");
-	else if (s < 100)
-		snprintf(buf, cap, "ETA %.0fs", s);
-	else
-		snprintf(buf, cap, "ETA %dm%02ds", (int)(s / 60), (int)s % 60);
-}
-
-void app_ingest_print(void *ud, const struct app_ingest_progress *p)
-{
-	struct app_ingest_meter *mt = ud;
-	double now = clk_now();
-	long long total = p->total > 0 ? p->total : 1;
-	int tenth = (int)(p->done * 10 / total), prefill = !strcmp(p->stage, "prefill");
-	char eta[32];
-
-	if (strcmp(p->stage, "extract") == 0) {
-		char sz[32];
-		fmt_bytes((size_t)p->done, sz, sizeof sz);
-		app_errorf("ingest: %s: %s of text\n", p->path, sz);
-		return;
-	}
-	if (strcmp(p->stage, mt->stage) != 0) {
-		snprintf(mt->stage, sizeof mt->stage, "%s", p->stage);
-		mt->last_tenth = -1;
-		mt->last = -1e9;
-	}
-	/* a terminal gets a live line; a log a line per chunk (at most one a
-	 * second) while prefilling, per tenth while counting */
-	if (!p->final && (mt->tty ? now - mt->last < 0.25 :
-			  prefill ? now - mt->last < 1.0 : tenth == mt->last_tenth))
-		return;
-	mt->last_tenth = tenth;
-	mt->last = now;
-	fmt_eta(p->eta_s, eta, sizeof eta);
-	if (prefill) {
-		char rate[32] = "- tokens/s";
-		if (p->rate > 0)
-			snprintf(rate, sizeof rate, "%.1f tokens/s", p->rate);
-		fprintf(stderr, "%sprefill %lld/%lld tokens (%lld%%)  %s  %s%s",
-			mt->tty ? "\r\033[K" : "", p->done, p->total, p->done * 100 / total, rate,
-			eta, mt->tty && !p->final ? "" : "\n");
-	} else {
-		fprintf(stderr, "%scounting tokens %lld/%lld KiB%s", mt->tty ? "\r\033[K" : "",
-			p->done >> 10, p->total >> 10, mt->tty && !p->final ? "" : "\n");
-	}
 }

@@ -22,12 +22,16 @@ static const struct cmd cmds[] = {
 	  "session; --session ID goes on with a stored one (its transcript shown, its turns "
 	  "remembered, no forward pass over earlier tokens)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
-	  "prefill a text/Markdown file once, store its SeKV memory; prints the new document id. "
+	  "prefill a PDF or text/Markdown file once, store its SeKV memory (and a PDF's page "
+	  "numbers); prints the new document id (one per part with --split). "
 	  "A chat history (ChatGPT conversations.json, JSONL of {role, content}, a 'user:'/"
 	  "'assistant:' transcript) becomes a document and a session per conversation, its turns "
 	  "rendered in the model's prompt format (--conversation picks one). "
 	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
 	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it" },
+	{ "count", cmd_count, APP_CMD_COUNT, "FILE",
+	  "print the tokens a document would take (and a PDF's pages) without prefilling it; "
+	  "how --split would cut it when it is too long" },
 	{ "ask", cmd_ask, APP_CMD_ASK, "DOC QUESTION",
 	  "answer from the stored memory, no prefill of the document (a new session); "
 	  "'sekv ask --session ID QUESTION' goes on with a stored session" },

@@ -192,6 +192,17 @@ static const char *const store_migration[] = {
 	 * session stored before, or answered without SeKV) */
 	"ALTER TABLE sessions ADD COLUMN n_tok INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE sessions ADD COLUMN kv_turns INTEGER NOT NULL DEFAULT 0;",
+	/* 10 -> 11: doc_pages: the page map of a document read from a PDF
+	 * (app/extract.h): start int64 [n_page], the byte offset in doc_text
+	 * where page page0 + i starts (page numbers 1-based, as printed by
+	 * the PDF's reader; a part of a split document starts at its first
+	 * page, start[0] = 0); a page ends where the next starts, the last at
+	 * text_len. Pages without text share the next page's start. Documents
+	 * from text files have no row. */
+	"CREATE TABLE doc_pages ("
+	" doc INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
+	" page0 INTEGER NOT NULL, n_page INTEGER NOT NULL, text_len INTEGER NOT NULL,"
+	" start BLOB NOT NULL);",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -89,6 +89,9 @@ static const char *const store_sql[ST_COUNT] = {
 		" VALUES (?1, (SELECT n_turn FROM sessions WHERE id = ?1), ?3, ?4, ?5, ?6)",
 	[ST_TEV_GET] = "SELECT idx, rank, start, end, score FROM turn_evidence"
 		" WHERE session = ? ORDER BY idx, rank",
+	[ST_PAGES_PUT] = "INSERT OR REPLACE INTO doc_pages (doc, page0, n_page, text_len, start)"
+		" VALUES (?, ?, ?, ?, ?)",
+	[ST_PAGES_GET] = "SELECT page0, n_page, text_len, start FROM doc_pages WHERE doc = ?",
 	[ST_TEXT_GET] = "SELECT text FROM doc_text WHERE doc = ?",
 	/* length() of a blob reads its size from the record header, not its
 	 * overflow pages */

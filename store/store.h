@@ -163,6 +163,20 @@ int store_doc_put_h2o(struct store *s, int64_t doc, const float *score, int n_la
 int store_doc_get_h2o(struct store *s, int64_t doc, float **score, int *n_tok,
 		      char *err, size_t errlen);
 
+/* The page map of a document read from a PDF (table doc_pages): page
+ * page0 + i (1-based numbers) starts at byte start[i] of the document's
+ * text [text_len bytes], i < n_page; a page ends where the next starts,
+ * the last at text_len. start is borrowed, ascending, start[0] == 0, all
+ * <= text_len (else SEKV_EINVAL). Replaces an earlier map; joins an open
+ * transaction. 0, SEKV_EINVAL, SEKV_ENOTFOUND (no such document), SEKV_EDB. */
+int store_doc_put_pages(struct store *s, int64_t doc, int page0, int n_page,
+			const int64_t *start, int64_t text_len, char *err, size_t errlen);
+/* Reads it: *start malloc'ed [*n_page] (caller frees), *page0, *text_len.
+ * SEKV_ENOTFOUND: no map (a text document, or no such document);
+ * SEKV_EFORMAT: the row disagrees with itself; SEKV_ENOMEM, SEKV_EDB. */
+int store_doc_get_pages(struct store *s, int64_t doc, int *page0, int *n_page,
+			int64_t **start, int64_t *text_len, char *err, size_t errlen);
+
 /* ---- resuming an interrupted ingest (app/ingest.c) ------------------ */
 
 /* What an ingest needs to continue after a crash exactly where its last
@@ -209,7 +223,8 @@ int store_ingest_get(struct store *s, int64_t doc, struct store_ingest *out, flo
  * the call). */
 typedef void (*store_check_fn)(void *ud, const char *problem);
 /* Checks the whole library: SQLite's integrity and foreign-key checks,
- * then ours: every document's text present, its tok_chunk and kv_chunk
+ * then ours: every document's text present (and a PDF's page map over
+ * the whole of it), its tok_chunk and kv_chunk
  * rows tiling 0..n_tok per global layer at the right blob lengths, its
  * sliding-window rows ending at n_tok; a ready document's SeKV memory
  * loading (every span's factors present at the sizes its ranks say,

@@ -2,9 +2,9 @@
  * then the library's own invariants, each broken one reported as a line
  * "where: what" through a callback (store.h, store_check).
  * The chunk tables are checked from their small columns and blob lengths
- * (length() reads a record header, not the blob); memories, SWA rows and
- * resume states are read through the same loaders the app uses, so a
- * library that passes here loads. Nothing here writes.
+ * (length() reads a record header, not the blob); memories, SWA rows,
+ * resume states and page maps are read through the same loaders the app
+ * uses, so a library that passes here loads. Nothing here writes.
  */
 #include "store/store_int.h"
 #include "engine/err.h"
@@ -189,12 +189,30 @@ static void check_tiling(struct check *c, int kv)
 	free(t.groups);
 }
 
-/* What the loaders say of one document: its text, SWA rows, memory and
- * H2O's scores (ready), or its resume state (incomplete). */
+/* A PDF document's page map (none for a text document): a row that loads
+ * and maps the whole stored text of text_len bytes. */
+static void check_pages(struct check *c, int64_t doc, size_t text_len)
+{
+	char err[512];
+	int64_t *start = NULL, len = 0;
+	int page0 = 0, n_page = 0;
+	int rc = store_doc_get_pages(c->s, doc, &page0, &n_page, &start, &len, err, sizeof err);
+
+	if (rc && rc != SEKV_ENOTFOUND)
+		problem(c, "%s", err);
+	else if (rc == 0 && len != (int64_t)text_len)
+		problem(c, "doc %lld: doc_pages: maps %lld bytes, the text has %zu", (long long)doc,
+			(long long)len, text_len);
+	free(start);
+}
+
+/* What the loaders say of one document: its text and page map, SWA rows,
+ * memory and H2O's scores (ready), or its resume state (incomplete). */
 static void check_doc(struct check *c, const struct store_doc *d)
 {
 	char err[512];
 	char *text = NULL;
+	size_t text_len = 0;
 	int n_swa = 0, n_row = 0, rc, h2o_n = 0;
 	int32_t *lid = NULL;
 	uint16_t **k = NULL, **v = NULL;
@@ -203,8 +221,10 @@ static void check_doc(struct check *c, const struct store_doc *d)
 	float *score = NULL;
 	int ready = d->state == STORE_DOC_READY;
 
-	if (store_doc_text_dup(c->s, d->id, &text, NULL, err, sizeof err))
+	if (store_doc_text_dup(c->s, d->id, &text, &text_len, err, sizeof err))
 		problem(c, "%s", err);
+	else
+		check_pages(c, d->id, text_len);
 	free(text);
 	rc = store_ingest_get(c->s, d->id, &in, NULL, err, sizeof err);
 	if (ready && rc != SEKV_ENOTFOUND)

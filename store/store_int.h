@@ -7,7 +7,7 @@
  * SWA rows in store_chunk.c, the SeKV memory in store_mem.c, H2O's scores
  * in store_score.c, sessions and their turns in store_session.c, the
  * resume state of an ingest in store_ingest.c, `sekv check` in
- * store_check.c.
+ * store_check.c, PDF page maps in store_pages.c.
  */
 #ifndef SEKV_STORE_INT_H
 #define SEKV_STORE_INT_H
@@ -35,6 +35,7 @@ enum store_st {
 	ST_ING_INSERT, ST_ING_ADVANCE, ST_ING_GET, ST_ING_DELETE, ST_CHECKPOINT,
 	ST_PART_INSERT, ST_PARTL_INSERT, ST_PART_DELETE_OPEN, ST_PART_GET, ST_PARTL_GET,
 	ST_SSWA_INSERT, ST_SSWA_PRUNE, ST_SSWA_COUNT, ST_SSWA_GET, ST_SES_SET_KV,
+	ST_PAGES_PUT, ST_PAGES_GET,
 	ST_COUNT
 };
 

@@ -376,40 +376,43 @@ static void app_json_inert_escapes_del_and_c1(struct test_ctx *t)
 
 static void extract_repairs_utf8_and_crlf(struct test_ctx *t)
 {
-	char path[512], err[256], *text = NULL;
-	size_t len = 0, bad = 0;
+	char path[512], err[256];
+	struct extract_doc d;
 	const char in[] = "caf\xc3\xa9\r\nbad \xff byte\rend \xe2\x82"; /* truncated euro sign */
 
 	snprintf(path, sizeof path, "%s/utf8.txt", test_tmpdir());
 	T_CHECK(t, test_write_file(path, in, sizeof in - 1) == 0);
-	T_CHECKF(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == 0, "%s", err);
-	int ok = !strcmp(text, "caf\xc3\xa9\nbad \xef\xbf\xbd byte\nend \xef\xbf\xbd\xef\xbf\xbd") && bad == 3 &&
-		 len == strlen(text);
-	free(text);
+	T_CHECKF(t, extract_file(path, NULL, &d, err, sizeof err) == 0, "%s", err);
+	int ok = !strcmp(d.text, "caf\xc3\xa9\nbad \xef\xbf\xbd byte\nend \xef\xbf\xbd\xef\xbf\xbd") &&
+		 d.n_replaced == 3 && d.len == strlen(d.text) && !strcmp(d.encoding, "UTF-8") && !d.n_page;
+	extract_doc_free(&d);
 	T_CHECK(t, ok);
 }
 
 static void extract_rejects_binary_pdf_empty_missing(struct test_ctx *t)
 {
-	char path[512], err[256], *text = NULL;
-	size_t len, bad;
+	char path[512], err[256];
+	struct extract_doc d;
 
 	snprintf(path, sizeof path, "%s/bin.dat", test_tmpdir());
 	T_CHECK(t, test_write_file(path, "ab\0cd", 5) == 0);
-	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EFORMAT && !text);
+	T_CHECK(t, extract_file(path, NULL, &d, err, sizeof err) == SEKV_EFORMAT && !d.text);
 	T_CHECK(t, strstr(err, "bin.dat") && strstr(err, "NUL"));
 	snprintf(path, sizeof path, "%s/doc.pdf", test_tmpdir());
 	T_CHECK(t, test_write_file(path, "%PDF-1.7\n", 9) == 0);
-	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EUNSUP);
+	T_CHECKF(t, extract_file(path, NULL, &d, err, sizeof err) == SEKV_EFORMAT && !d.text, "%s", err);
+	T_CHECKF(t, strstr(err, "doc.pdf") && strstr(err, "not a readable PDF"), "%s", err);
 	snprintf(path, sizeof path, "%s/empty.txt", test_tmpdir());
 	T_CHECK(t, test_write_file(path, "", 0) == 0);
-	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EINVAL);
+	T_CHECK(t, extract_file(path, NULL, &d, err, sizeof err) == SEKV_EINVAL);
+	extract_doc_free(&d);
 	snprintf(path, sizeof path, "%s/blank.txt", test_tmpdir());
 	T_CHECK(t, test_write_file(path, "\n\n  \r\n\t\n", 8) == 0);
-	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EINVAL && !text);
+	T_CHECK(t, extract_file(path, NULL, &d, err, sizeof err) == SEKV_EINVAL);
+	extract_doc_free(&d);
 	T_CHECK(t, strstr(err, "blank.txt") && strstr(err, "white space"));
 	snprintf(path, sizeof path, "%s/none.txt", test_tmpdir());
-	T_CHECK(t, extract_text_file(path, &text, &len, &bad, err, sizeof err) == SEKV_EIO);
+	T_CHECK(t, extract_file(path, NULL, &d, err, sizeof err) == SEKV_EIO);
 	T_CHECK(t, strstr(err, "none.txt") != NULL);
 }
 

@@ -5,8 +5,10 @@
  * scores) at -t 1; two processes share a library, one ingesting while the
  * other answers, and the ingest's progress reaches a log (not a terminal)
  * as plain lines, the first within 2 s; an ingest that fills the disk
- * leaves an incomplete document that `sekv rm` deletes. Short documents
- * (~650 and ~1,300 tokens) keep it to about 40 s.
+ * leaves an incomplete document that `sekv rm` deletes; a --split ingest
+ * killed in its second part leaves that part resumable on its own, page
+ * map kept. Short documents (~650 to ~1,300 tokens) keep it to about a
+ * minute.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +27,7 @@
 #include "app/app.h"
 #include "engine/clock.h"
 #include "store/store.h"
+#include "tests/pdf_fixture.h"
 #include "tests/test.h"
 
 #define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
@@ -323,9 +326,93 @@ static void durable_disk_full_ingest_then_rm(struct test_ctx *t)
 	free(rm);
 }
 
+/* A PDF of 6 pages, 12 lines each (about 1,000 tokens), to path; every
+ * line names its own town, so none reads as a running header. */
+static int write_pdf(const char *path, char *err, size_t errlen)
+{
+	static char text[6][1024];
+	struct fx_page pages[6];
+
+	for (int p = 0; p < 6; p++) {
+		size_t at = 0;
+		for (int i = 0, k = p * 12; i < 12 && at < sizeof text[p]; i++, k++)
+			at += (size_t)snprintf(text[p] + at, sizeof text[p] - at, "%sThe harbor of %c%c%cton "
+					       "opened in %d.", i ? "\n" : "", 'A' + k % 26, 'a' + k / 26,
+					       'a' + k * 7 % 26, 1800 + k);
+		pages[p] = (struct fx_page){ text[p], NULL, 0 };
+	}
+	return fx_pdf_write(path, pages, 6, NULL, 0, err, errlen);
+}
+
+/* A --split ingest of a PDF killed in its second part: the first part is
+ * ready, the second incomplete with its resume state and page map (made
+ * in one transaction), no third; --resume continues that part alone,
+ * naming its pages, and the library checks clean. */
+static void durable_split_part_killed_then_resumed(struct test_ctx *t)
+{
+	char pdf[512], db[512], cmd[2048], err[512];
+	struct store *st = NULL;
+	struct store_ingest in;
+	int status = 0, killed = 0, page0 = 0, n_page = 0, page0_after = 0;
+	int64_t *start = NULL, text_len = 0;
+
+	if (access(test_model_path(), R_OK) != 0)
+		T_SKIP(t, "model %s missing (make model)", test_model_path());
+	snprintf(pdf, sizeof pdf, "%s/durable_split.pdf", test_tmpdir());
+	snprintf(db, sizeof db, "%s/durable_split.db", test_tmpdir());
+	T_CHECKF(t, write_pdf(pdf, err, sizeof err) == 0, "%s", err);
+	char *argv[] = { (char *)test_sekv_bin(), "ingest", pdf, "--split", "--max-tokens", "400",
+			 "--db", db, "-t", "1", "--batch", "64", "-m", (char *)test_model_path(), "-q",
+			 NULL };
+	pid_t pid = spawn(argv, NULL);
+	T_CHECK(t, pid > 0);
+	int running = wait_tokens(db, 2, 64, pid);
+	if (running && kill(pid, SIGKILL) == 0)
+		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
+	else
+		waitpid(pid, &status, 0);
+	T_CHECKF(t, killed, "the ingest was not killed in part 2 (running %d, %lld tokens)", running,
+		 stored_tokens(db, 2));
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
+	char *ls = test_run_cmd(cmd, &status);
+	int listed = ls && status == 0 && !strncmp(ls, "1\tready\t", 8) &&
+		     strstr(ls, "\n2\tincomplete\t") && strstr(ls, "durable_split.pdf (part 2/3)\n") &&
+		     !strstr(ls, "\n3\t");
+	T_CHECKF(t, listed, "ls after the kill: %.400s", ls ? ls : "");
+	free(ls);
+	T_CHECKF(t, store_open(&st, db, err, sizeof err) == 0, "%s", err);
+	int state = store_ingest_get(st, 2, &in, NULL, err, sizeof err);
+	int pages = store_doc_get_pages(st, 2, &page0, &n_page, &start, &text_len, err, sizeof err);
+	store_close(st);
+	free(start);
+	T_CHECKF(t, state == 0 && pages == 0 && page0 > 1 && n_page >= 1, "part 2: resume state %d, "
+		 "page map %d (pages %d+%d)", state, pages, page0, n_page);
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 2 --db %s -t 1 -m %s 2>&1", test_sekv_bin(), db,
+		 test_model_path());
+	char *out = test_run_cmd(cmd, &status);
+	int resumed = out && status == 0 && strstr(out, "resuming document 2") && strstr(out, ", page ") &&
+		      strstr(out, "\n2\n");
+	T_CHECKF(t, resumed, "resume failed (%d): %.600s", status, out ? out : "");
+	free(out);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s && %s check --db %s 2>&1", test_sekv_bin(), db,
+		 test_sekv_bin(), db);
+	out = test_run_cmd(cmd, &status);
+	int ok = out && status == 0 && strstr(out, "\n2\tready\t") && !strstr(out, "\n3\t") &&
+		 strstr(out, ": ok");
+	T_CHECKF(t, ok, "ls and check after resume (%d): %.400s", status, out ? out : "");
+	free(out);
+	T_CHECKF(t, store_open(&st, db, err, sizeof err) == 0, "%s", err);
+	pages = store_doc_get_pages(st, 2, &page0_after, &n_page, &start, &text_len, err, sizeof err);
+	store_close(st);
+	free(start);
+	T_CHECKF(t, pages == 0 && page0_after == page0, "page map after resume: %d, first page %d", pages,
+		 page0_after);
+}
+
 const struct test_case test_durable[] = {
 	{ "durable_sigkill_then_resume_bit_identical", durable_sigkill_then_resume_bit_identical },
 	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
 	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
+	{ "durable_split_part_killed_then_resumed", durable_split_part_killed_then_resumed },
 	{ NULL, NULL },
 };

@@ -39,10 +39,9 @@ static const char *fifo_path(void)
 /* The three opens under test; each returns its code and fills err. */
 static int open_extract(const char *path, char *err, size_t errlen)
 {
-	char *text = NULL;
-	size_t len, bad;
-	int rc = extract_text_file(path, &text, &len, &bad, err, errlen);
-	free(text);
+	struct extract_doc d;
+	int rc = extract_file(path, NULL, &d, err, errlen);
+	extract_doc_free(&d);
 	return rc;
 }
 

@@ -72,7 +72,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 10);
+	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 11);
 	T_CHECK(t, fixture_raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());
@@ -458,6 +458,44 @@ static void store_tx_groups_chunk_and_swa(struct test_ctx *t)
 	}
 }
 
+/* A page map round-trips; a bad one is refused on write; a row that
+ * disagrees with itself is SEKV_EFORMAT on read; a document without one
+ * is SEKV_ENOTFOUND; deleting the document deletes its map. */
+static void store_pages_round_trip_and_bad_rows(struct test_ctx *t)
+{
+	const char *path = fixture_db_path("pages");
+	const int64_t start[4] = { 0, 120, 120, 400 }, bad[3] = { 0, 50, 40 };
+	struct store *s = NULL;
+	struct store_doc d = { .n_layer_global = 1, .n_head_kv = 1, .d_h = 8 }, e = d;
+	int64_t *got = NULL, len = 0;
+	int page0 = 0, n = 0, rc;
+	char err[512];
+
+	T_CHECKF(t, store_open(&s, path, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, store_doc_create(s, &d, "x", 1, err, sizeof err) == 0);
+	T_CHECK(t, store_doc_create(s, &e, "y", 1, err, sizeof err) == 0);
+	rc = store_doc_put_pages(s, d.id, 7, 4, start, 500, err, sizeof err);
+	if (rc == 0)
+		rc = store_doc_get_pages(s, d.id, &page0, &n, &got, &len, err, sizeof err);
+	int ok = rc == 0 && page0 == 7 && n == 4 && len == 500 && got && !memcmp(got, start, sizeof start);
+	free(got);
+	got = NULL;
+	int r_none = store_doc_get_pages(s, e.id, &page0, &n, &got, &len, NULL, 0);
+	int r_order = store_doc_put_pages(s, e.id, 1, 3, bad, 100, NULL, 0);
+	int r_past = store_doc_put_pages(s, e.id, 1, 4, start, 300, NULL, 0);
+	int r_page0 = store_doc_put_pages(s, e.id, 0, 4, start, 500, NULL, 0);
+	int r_nodoc = store_doc_put_pages(s, e.id + 9, 1, 4, start, 500, NULL, 0);
+	T_CHECK(t, fixture_raw_exec(path, "UPDATE doc_pages SET n_page = 5") == 0);
+	int r_short = store_doc_get_pages(s, d.id, &page0, &n, &got, &len, err, sizeof err);
+	int r_del = store_doc_delete(s, d.id, NULL, 0);
+	store_close(s);
+	T_CHECKF(t, ok, "rc %d: %s", rc, err);
+	T_CHECK(t, r_none == SEKV_ENOTFOUND && r_order == SEKV_EINVAL && r_past == SEKV_EINVAL &&
+		r_page0 == SEKV_EINVAL && r_nodoc == SEKV_ENOTFOUND);
+	T_CHECKF(t, r_short == SEKV_EFORMAT && !got, "rc %d: %s", r_short, err);
+	T_CHECK(t, r_del == 0 && fixture_raw_int(path, "SELECT count(*) FROM doc_pages") == 0);
+}
+
 const struct test_case test_store_doc[] = {
 	{ "store_default_path_xdg_and_home", store_default_path_xdg_and_home },
 	{ "store_open_creates_parent_dirs", store_open_creates_parent_dirs },
@@ -469,5 +507,6 @@ const struct test_case test_store_doc[] = {
 	{ "store_disk_bytes_is_sum_of_blobs", store_disk_bytes_is_sum_of_blobs },
 	{ "store_reopen_keeps_everything", store_reopen_keeps_everything },
 	{ "store_tx_groups_chunk_and_swa", store_tx_groups_chunk_and_swa },
+	{ "store_pages_round_trip_and_bad_rows", store_pages_round_trip_and_bad_rows },
 	{ NULL, NULL },
 };

@@ -23,8 +23,8 @@
 #define CHECK_TITLE "a sample library document text"
 
 /* A library at path with one ready document (memory, SWA rows), one
- * incomplete one with a resume state, and a session of two turns with
- * evidence. 0 or the failing code. */
+ * incomplete one with a resume state and a page map of two pages, and a
+ * session of two turns with evidence. 0 or the failing code. */
 static int make_library(const char *path, struct fixture *ready, struct fixture *part,
 			char *err, size_t errlen)
 {
@@ -33,6 +33,7 @@ static int make_library(const char *path, struct fixture *ready, struct fixture 
 	struct store_turn turn = { .question = "Who?", .answer = "Mira", .stopped = "stop",
 				   .n_gen = 2, .n_ev = 1, .ev = ev };
 	struct store_ingest in = { .n_tok_total = 900, .n_batch = 64, .alpha = 1, .n_probe = 2 };
+	const int64_t page_start[2] = { 0, 9 }; /* its text is CHECK_TITLE */
 	float probe[2 * 900] = { 0 };
 	struct store *s = NULL;
 	int64_t ses = 0;
@@ -50,6 +51,9 @@ static int make_library(const char *path, struct fixture *ready, struct fixture 
 		rc = fixture_swa(s, part, 74, 16, err, errlen);
 	if (rc == 0)
 		rc = store_ingest_begin(s, part->doc.id, &in, err, errlen);
+	if (rc == 0)
+		rc = store_doc_put_pages(s, part->doc.id, 3, 2, page_start, (int64_t)strlen(CHECK_TITLE),
+					 err, errlen);
 	for (int i = 0; i < 2 * 900; i++)
 		probe[i] = (float)i;
 	if (rc == 0)
@@ -142,6 +146,8 @@ static void store_check_names_planted_corruption(struct test_ctx *t)
 		{ "DELETE FROM doc_text", "doc_text" },
 		{ "UPDATE ingest_state SET pos_end = 3", "pos_end" },
 		{ "UPDATE ingest_state SET probe = x'00'", "probe" },
+		{ "UPDATE doc_pages SET text_len = text_len + 4", "doc_pages" },
+		{ "UPDATE doc_pages SET start = x'00'", "doc_pages" },
 		{ "UPDATE turns SET idx = 7 WHERE idx = 1", "session" },
 		{ "UPDATE turns SET created = 0 WHERE idx = 1", "before the turn" },
 		{ "UPDATE sessions SET last_used = 1", "last used" },

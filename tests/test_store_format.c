@@ -242,7 +242,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
 			 " DROP TABLE session_part_layer; DROP TABLE session_part; DROP TABLE session_swa;"
-			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE turns; DROP TABLE sessions;"
+			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE doc_pages; DROP TABLE turns; DROP TABLE sessions;"
 			 " DROP TABLE ingest_state;"
 			 " PRAGMA user_version = 1") == SQLITE_OK &&
 		fixture_raw_bars_to_f32(path) == SQLITE_OK &&
@@ -265,7 +265,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 10, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 11, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
 	sekv_mem_free(m);
