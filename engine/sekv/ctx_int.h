@@ -1,0 +1,123 @@
+/* ctx_int.h - the decode context of a SeKV memory (struct sekv_ctx),
+ * shared by attend.c (zoom, rebuild, the mixed attention) and route.c
+ * (routing and the exact-mass measurements); not for other modules.
+ */
+#ifndef SEKV_CTX_INT_H
+#define SEKV_CTX_INT_H
+
+#include "engine/sekv/sekv_int.h"
+#include "engine/backend.h"
+#include "engine/model.h"
+
+/* Rows of a layer's region holding span comp's window r0 .. r0 + n - 1
+ * rebuilt for KV head kv (id = kv * n_comp + comp), from row `row` on. */
+struct zent {
+	int32_t id, r0, n, row;
+};
+
+/* A span wanted by a KV head: the best alpha over its query heads. */
+struct cand {
+	int32_t kv, comp, head;
+	float alpha;
+	int32_t r0, n;              /* the zoom window: rows r0 .. r0 + n - 1 of the span */
+};
+
+struct sekv_ctx {
+	const struct sekv_mem *m;   /* borrowed */
+	struct backend *be;         /* borrowed (params) or own_be */
+	struct backend *own_be;     /* opened here when params had none */
+	struct backend_ws *ws;      /* mixed attention and rebuild scratch */
+	int tail_cap;               /* question + generated rows per layer */
+	float q_scale;
+	int r_use;                  /* <= 0: stored rank */
+	int recon_f32;              /* reconstructed rows fp32 (1) or fp16 (0) */
+	int group;                  /* query heads per KV head */
+	int comp_tok;               /* tokens in compressed spans */
+	int n_row;                  /* rows per KV head at most: exact + tail +
+	                               coarse + comp_tok */
+	int n_blk;                  /* blocks per KV head: 2 + 2 * n_comp (two calls) */
+	size_t row_bytes;           /* one fp16 K+V row of one layer, all KV heads */
+	int last_pos;               /* position of the current step, -1 none */
+
+	float *kappa;               /* [n_layer][n_head][n_comp][SEKV_D_ROUTE] */
+	struct backend_buf *tail_k; /* [n_layer][tail_cap][n_head_kv][d_h] fp16 */
+	struct backend_buf *tail_v; /* same */
+	struct backend_buf *exact_k, *exact_v; /* mem->exact_k/v, wrapped */
+	struct backend_buf *bar_k, *bar_v;     /* mem->k_bar/v_bar, wrapped */
+	struct backend_buf *lm_kb, *lm_sb;     /* mem->lm_k/lm_s, wrapped (NULL: no
+	                                          landmarks) */
+	int *n_tail;                /* [n_layer] tail index after the last row */
+	int tail_first;             /* tail index of the first row still held
+	                               (earlier rows were evicted); row of tail
+	                               index i sits at slot i - tail_first */
+	size_t *recon_layer;        /* [n_layer] reconstructed bytes this step */
+	int *distinct_layer;        /* [n_layer] distinct zoomed spans this step */
+
+	float *qr;                  /* [SEKV_D_ROUTE] routed query */
+	float *alpha;               /* [n_head][n_comp] logit of alpha_S (ranked
+	                               in logit space: the sigmoid saturates in
+	                               float for large scores) */
+	struct cand *cand;          /* [n_head_kv * n_comp] */
+	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
+	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] zoomed window of the span:
+	                               first row r0 and rows n (n = |S|: all of it) */
+	float *lm_sc;               /* [n_head][n_lm] this layer's landmark block
+	                               scores q . lm * q_scale + log|b| */
+	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
+	                               whole spans) */
+	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
+	struct backend_buf *recon_k; /* [sum of rec_cap][d_h] fp16 or fp32: each layer's
+	                               reconstructed rows (rows rec_base[l] ..
+	                               + rec_cap[l]), kept between steps */
+	struct backend_buf *recon_v; /* same */
+	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
+	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
+	float *lse_exact;           /* [n_head] log-mass of the exact and tail rows
+	                               this step (the first softmax call's) */
+	float *lse_all;             /* [n_head] log-mass of every row this step */
+	float *out_exact;           /* [n_head][d_h] attention over the exact and
+	                               tail rows alone, carried into the second call */
+	float *rope_cs, *rope_sn;   /* [max rec_cap][n_rot/2] RoPE of the rows being
+	                               rebuilt in a layer's region (pre-RoPE keys) */
+	float *share;               /* [n_layer] share of the zoom budget per layer */
+	int32_t *rec_base;          /* [n_layer] first row of each layer's region */
+	int32_t *rec_cap;           /* [n_layer] its rows: n_head_kv * comp_tok, at
+	                               most its share of the largest zoom budget */
+	struct zent *zlist;         /* [n_layer][n_head_kv * n_comp] the rows each layer
+	                               holds: what was rebuilt where (kept between steps) */
+	struct zent *znew;          /* [n_head_kv * n_comp] this step's, being placed */
+	struct zent *zocc;          /* [n_head_kv * n_comp] rows taken, by row */
+	int *n_zlist;               /* [n_layer] entries in zlist */
+	struct backend_mix_block *blk; /* [n_head_kv][2] exact and tail rows (the
+	                               first softmax call), then [n_head_kv][n_blk - 2]
+	                               per compressed span its coarse and rebuilt rows
+	                               (the second) */
+	int router;                 /* enum sekv_router */
+	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
+	float *xrow;                /* [d_h] one exact key in fp32 */
+	float *lrow;                /* [d_h] one landmark key in fp32 */
+	float *xs;                  /* [n_head][n_tok] exact scores of this layer */
+	double *xmass;              /* [n_head][n_comp] exact mass per compressed span,
+	                               relative to the head's largest score */
+	double *xtotal;             /* [n_head] exact mass over the document, same scale */
+
+	const struct model_probe *probe; /* borrowed, NULL: none */
+	float *probe_row;           /* [n_head][n_row] mass per mixed row, one step */
+	struct backend_probe pr;    /* this layer's probed heads (pr.n 0: none) */
+
+	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
+	void *arena;
+};
+
+/* Routes every query head of global layer l (route.c): the spans wanted
+ * per KV head, best first, into c->cand; *n_out their count. 0 or the
+ * backend's code. */
+int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out);
+/* Exact attention mass of layer l's query heads per compressed span (for
+ * the oracle router and mass_recall; needs sekv_ctx_set_exact_keys). */
+void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q);
+/* Adds this step's mass_recall of layer l (after sekv_exact_mass and the
+ * zooms) to the statistics. */
+void sekv_add_mass_recall(struct sekv_ctx *c, int l);
+
+#endif

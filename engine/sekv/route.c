@@ -1,0 +1,259 @@
+/* route.c - SeKV's routing at decode (DESIGN.md section 3 steps 1-2):
+ * per global layer and query head, each compressed span's alpha_S from
+ * the landmarks (or the span summaries, or the exact mass for the oracle
+ * router), the zoom windows inside spans, and the candidates per KV head
+ * best first; also the exact attention mass that the oracle router and
+ * mass_recall measure against. Zooming, rebuilding and the mixed
+ * attention live in attend.c.
+ */
+#include "engine/sekv/ctx_int.h"
+#include "engine/err.h"
+#include "engine/quant.h"
+#include "engine/vec.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cand_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->alpha != y->alpha)
+		return x->alpha < y->alpha ? 1 : -1;
+	if (x->kv != y->kv)
+		return x->kv < y->kv ? -1 : 1;
+	return (x->comp > y->comp) - (x->comp < y->comp);
+}
+
+/* sigmoid(x) > tau, decided in logit space. */
+static int above_tau(float x, float tau)
+{
+	if (tau <= 0.0f)
+		return 1;
+	if (tau >= 1.0f)
+		return 0;
+	return x > logf(tau / (1.0f - tau));
+}
+
+/* Exact attention of every query head of layer l over the document:
+ * scores into xs, mass per compressed span into xmass and over the
+ * document into xtotal (both relative to the head's largest score). */
+void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, n = m->n_tok;
+
+	for (int j = 0; j < n; j++)
+		for (int kv = 0; kv < m->n_head_kv; kv++) {
+			quant_f16_to_f32_row(c->xk[l] + ((size_t)j * m->n_head_kv + kv) * d, c->xrow,
+					     (size_t)d);
+			for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+				c->xs[(size_t)h * n + j] = vec_dot8(q + (size_t)h * d, c->xrow, d) * c->q_scale;
+		}
+	for (int h = 0; h < m->n_head; h++) {
+		float *x = c->xs + (size_t)h * n, mx = -INFINITY;
+		double total = 0;
+		for (int j = 0; j < n; j++)
+			mx = x[j] > mx ? x[j] : mx;
+		for (int j = 0; j < n; j++) {
+			x[j] = expf(x[j] - mx);
+			total += x[j];
+		}
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			double sum = 0;
+			for (int j = sp->start; j < sp->start + sp->len && j < n; j++)
+				sum += x[j];
+			c->xmass[(size_t)h * m->n_comp + s] = sum;
+		}
+		c->xtotal[h] = total;
+	}
+}
+
+/* mass_recall of this step's zooms of layer l (exact_mass computed). */
+void sekv_add_mass_recall(struct sekv_ctx *c, int l)
+{
+	const struct sekv_mem *m = c->m;
+
+	for (int h = 0; h < m->n_head; h++) {
+		const int32_t *zr = c->zoom_row + (size_t)(h / c->group) * m->n_comp;
+		const int32_t *zw = c->zoom_win + (size_t)(h / c->group) * m->n_comp * 2;
+		const float *x = c->xs + (size_t)h * m->n_tok;
+		double lost = 0;
+		for (int s = 0; s < m->n_comp; s++) {
+			double got = 0;
+			int t0 = m->span[m->comp_span[s]].start + zw[2 * s];
+			for (int t = t0; zr[s] >= 0 && t < t0 + zw[2 * s + 1]; t++)
+				got += x[t];
+			lost += c->xmass[(size_t)h * m->n_comp + s] - got;
+		}
+		double r = c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
+		c->st.mass_recall_sum += r;
+		c->st.mass_recall_lh[(size_t)l * m->n_head + h] += r;
+		c->st.mass_recall_n++;
+	}
+}
+
+/* Landmark routing of global layer l: per query head, the log-mass estimate
+ * of compressed span S is logsumexp over its blocks b of
+ * q . lm_b * q_scale + log|b| (each block's rows taken at their mean key),
+ * and alpha_S = its estimated share of the head's whole attention: that
+ * mass over the exact and tail rows' (exactly: the log-denominator of the
+ * step's first softmax call, lse_exact) plus every
+ * compressed span's, kept in c->alpha as logit(alpha_S). Unlike the span
+ * mean (k_bar), a block that holds the answer keeps its own score instead
+ * of being averaged over the whole span; and a head that looks at the
+ * question or the recent rows has small alpha_S everywhere, so the zoom
+ * budget goes to the heads that retrieve (issue 9: mass_recall and
+ * needles measured). */
+static int route_landmark(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	struct backend_score sa = { q, m->n_head, m->n_head_kv, m->d_h, c->lm_kb,
+		(size_t)l * m->n_lm * m->n_head_kv * m->d_h, (size_t)m->n_head_kv * m->d_h, c->lm_sb,
+		(size_t)l * m->n_lm * m->n_head_kv, m->n_lm, c->q_scale, c->lm_sc, (size_t)m->n_lm };
+	int rc;
+
+	if ((rc = c->be->ops->score_i8(c->be, c->ws, &sa)))
+		return rc;
+	for (int s = 0; s < m->n_comp; s++) {
+		const struct sekv_span *sp = &m->span[m->comp_span[s]];
+		for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++) {
+			int off = (b - m->lm_first[s]) * m->lm_len;
+			float lb = logf((float)(sp->len - off < m->lm_len ? sp->len - off : m->lm_len));
+			for (int h = 0; h < m->n_head; h++)
+				c->lm_sc[(size_t)h * m->n_lm + b] += lb;
+		}
+	}
+	for (int h = 0; h < m->n_head; h++) {
+		float *a = c->alpha + (size_t)h * m->n_comp, mx = c->lse_exact[h];
+		const float *x = c->lm_sc + (size_t)h * m->n_lm;
+		double tot;
+		for (int s = 0; s < m->n_comp; s++) {
+			float bm = -INFINITY;
+			double sum = 0;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++)
+				bm = x[b] > bm ? x[b] : bm;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++)
+				sum += expf(x[b] - bm);
+			a[s] = bm + logf((float)sum);
+			mx = a[s] > mx ? a[s] : mx;
+		}
+		tot = exp(c->lse_exact[h] - mx);
+		for (int s = 0; s < m->n_comp; s++)
+			tot += exp(a[s] - mx);
+		for (int s = 0; s < m->n_comp; s++) {
+			float ls = a[s] - (mx + (float)log(tot));   /* log alpha_S <= 0 */
+			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
+		}
+	}
+	return SEKV_OK;
+}
+
+/* The rows of candidate cd's span to rebuild: all of them, or with
+ * zoom_blocks and landmarks the best block of the routing head and its
+ * neighbours, grown one block at a time towards the higher-scoring side
+ * while that block holds at least 1/8 of the best block's estimated mass,
+ * up to zoom_blocks blocks (issue 9: the zoom budget holds a few spans'
+ * worth of rows; the answer lies in a block or two of a span). */
+static void zoom_window(const struct sekv_ctx *c, struct cand *cd)
+{
+	const struct sekv_mem *m = c->m;
+	int len = m->span[m->comp_span[cd->comp]].len, b0, b1, bb;
+	const float *sc;
+
+	cd->r0 = 0;
+	cd->n = len;
+	if (!c->zoom_blocks || c->router != SEKV_ROUTER_LANDMARK || m->lm_len < 1)
+		return;
+	b0 = m->lm_first[cd->comp];
+	b1 = m->lm_first[cd->comp + 1];
+	if (b1 - b0 <= c->zoom_blocks)
+		return;
+	sc = c->lm_sc + (size_t)cd->head * m->n_lm;
+	bb = b0;
+	for (int b = b0 + 1; b < b1; b++)
+		bb = sc[b] > sc[bb] ? b : bb;
+	int lo = bb, hi = bb + 1;   /* blocks [lo, hi) */
+	while (hi - lo < c->zoom_blocks) {
+		float l_sc = lo > b0 ? sc[lo - 1] : -INFINITY, r_sc = hi < b1 ? sc[hi] : -INFINITY;
+		if (fmaxf(l_sc, r_sc) < sc[bb] - 2.0794415f)   /* ln 8 */
+			break;
+		if (l_sc > r_sc)
+			lo--;
+		else
+			hi++;
+	}
+	cd->r0 = (lo - b0) * m->lm_len;
+	cd->n = (hi - b0) * m->lm_len < len ? (hi - lo) * m->lm_len : len - cd->r0;
+}
+
+/* Routes every query head of global layer l and collects the spans wanted
+ * per KV head (alpha_S > tau) into c->cand, best first; *n_out = their
+ * count. 0 or the backend's code.
+ * The oracle router's alpha_S is log(the span's share of the exact mass). */
+int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, D = SEKV_D_ROUTE, n_cand = 0;
+	float inv = 1.0f / sqrtf((float)D);
+
+	if (c->router == SEKV_ROUTER_ORACLE && c->xk[l]) {
+		for (int h = 0; h < m->n_head; h++)
+			for (int s = 0; s < m->n_comp; s++) {
+				double x = c->xmass[(size_t)h * m->n_comp + s];
+				c->alpha[(size_t)h * m->n_comp + s] =
+					x > 0 && c->xtotal[h] > 0 ? (float)log(x / c->xtotal[h]) : -1e30f;
+			}
+		for (int kv = 0; kv < m->n_head_kv; kv++)
+			for (int s = 0; s < m->n_comp; s++) {
+				struct cand best = { kv, s, kv * c->group, -INFINITY, 0,
+						     m->span[m->comp_span[s]].len };
+				for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
+					if (c->alpha[(size_t)h * m->n_comp + s] > best.alpha) {
+						best.head = h;
+						best.alpha = c->alpha[(size_t)h * m->n_comp + s];
+					}
+				c->cand[n_cand++] = best;
+			}
+		qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
+		*n_out = n_cand;
+		return SEKV_OK;
+	}
+	if (c->router == SEKV_ROUTER_LANDMARK) {
+		int rc = route_landmark(c, l, q);
+		if (rc)
+			return rc;
+	}
+	for (int h = 0; c->router != SEKV_ROUTER_LANDMARK && h < m->n_head; h++) {
+		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
+		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
+		for (int i = 0; i < D; i++)
+			c->qr[i] = vec_dot8(w + (size_t)i * d, q + (size_t)h * d, d);
+		for (int s = 0; s < m->n_comp; s++) {
+			float x = vec_dot8(c->qr, kp + (size_t)s * D, D) * inv +
+				  logf((float)m->span[m->comp_span[s]].len);
+			c->alpha[(size_t)h * m->n_comp + s] = x;
+		}
+	}
+	for (int kv = 0; kv < m->n_head_kv; kv++)
+		for (int s = 0; s < m->n_comp; s++) {
+			struct cand best = { kv, s, -1, 0, 0, 0 };
+			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
+				float a = c->alpha[(size_t)h * m->n_comp + s];
+				if (above_tau(a, m->tau[(size_t)l * m->n_head + h]) &&
+				    (best.head < 0 || a > best.alpha)) {
+					best.head = h;
+					best.alpha = a;
+				}
+			}
+			if (best.head >= 0) {
+				zoom_window(c, &best);
+				c->cand[n_cand++] = best;
+			}
+		}
+	qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
+	*n_out = n_cand;
+	return SEKV_OK;
+}
+
