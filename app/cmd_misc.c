@@ -11,6 +11,8 @@
 
 #include "app/app.h"
 #include "app/extract.h"
+#include "app/history.h"
+#include "app/import.h"
 #include "engine/chat.h"
 #include "engine/conv.h"
 #include "engine/err.h"
@@ -279,6 +281,46 @@ static void print_plan(const char *path, const struct app_plan *pl, int n_ctx)
 	app_print_inert(stdout, line, strlen(line));
 }
 
+/* count of a chat history: each conversation --conversation picks, as
+ * ingest renders and stores it (its own document). 0, or 1 on an error
+ * (printed). */
+static int count_history(const struct app_opts *o, enum history_kind kind, const struct extract_doc *x,
+			 const struct chat_template *ct, const struct tok *tk)
+{
+	struct history h;
+	char err[1024], line[1024];
+	int first = 0, last = -1, rc;
+
+	if ((rc = history_parse(&h, kind, o->args[0], x->text, x->len, err, sizeof err)) ||
+	    (rc = history_select(&h, o->conversation, &first, &last, err, sizeof err))) {
+		history_free(&h);
+		return fail("count", err);
+	}
+	snprintf(line, sizeof line, "%s: a chat history (%s), %d conversation%s; each is stored as "
+		 "its own document:\n", o->args[0], history_kind_name(h.kind), h.n_conv,
+		 h.n_conv == 1 ? "" : "s");
+	app_print_inert(stdout, line, strlen(line));
+	for (int i = first; !rc && i <= last; i++) {
+		struct import_conv ic;
+		struct chat_tokvec tv = { 0 };
+		char *text = NULL;
+		size_t len = 0;
+		if ((rc = import_conv_of(&h.conv[i], NULL, &ic)) == 0 && ic.n_turn == 0)
+			snprintf(line, sizeof line, "  %d. %s: no answered message (left out)\n", ic.index,
+				 ic.title);
+		else if (!rc && !(rc = import_render(&ic, ct, tk, &tv, &text, &len, err, sizeof err)))
+			snprintf(line, sizeof line, "  %d. %s: %d tokens, %d turns\n", ic.index, ic.title,
+				 tv.n, ic.n_turn);
+		if (!rc)
+			app_print_inert(stdout, line, strlen(line));
+		free(text);
+		chat_tokvec_free(&tv);
+		import_conv_free(&ic);
+	}
+	history_free(&h);
+	return rc ? fail("count", err) : 0;
+}
+
 /* sekv count FILE: the tokens ingest would store (and a PDF's pages),
  * from the tokenizer alone: no prefill. */
 int cmd_count(int argc, char **argv)
@@ -304,6 +346,11 @@ int cmd_count(int argc, char **argv)
 	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk,
 			       err, sizeof err)) {
 		fail("count", err);
+		goto out;
+	}
+	enum history_kind kind = x.n_page ? HISTORY_NONE : history_detect(o.args[0], x.text, x.len);
+	if (kind != HISTORY_NONE) {
+		rc = count_history(&o, kind, &x, &ct, tk);
 		goto out;
 	}
 	int n_ctx = model_hparams(m)->n_ctx_train;

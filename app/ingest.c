@@ -962,8 +962,13 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	struct store_doc *d = &g->doc;
 	int rc;
 
-	if ((rc = store_open(&g->st, ro->db, err, errlen)) ||
-	    (rc = store_doc_get(g->st, doc, d, err, errlen)))
+	if ((rc = store_open(&g->st, ro->db, err, errlen)))
+		return rc;
+	rc = store_doc_get(g->st, doc, d, err, errlen);
+	if (rc == SEKV_ENOTFOUND)
+		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld is not in %s (see "
+				 "'sekv ls')", (long long)doc, ro->db);
+	if (rc)
 		return rc;
 	g->path = d->source;
 	if (d->state == STORE_DOC_READY)

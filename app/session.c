@@ -966,8 +966,17 @@ void session_span_text(const struct session *s, int32_t start, int32_t len,
 		return;
 	if (len > n_tok - start)
 		len = n_tok - start;
+	/* a continuous excerpt: it stops at the first token that does not fit,
+	 * marked with an ellipsis (3 bytes kept for it) */
 	for (int32_t i = 0; i < len && o + 1 < cap; i++) {
-		int n = tok_token_text(s->tk, tokens[start + i], buf + o, (int)(cap - 1 - o));
+		size_t room = cap - 1 - o, keep = i + 1 < len && room > 3 ? 3 : 0;
+		int n = tok_token_text(s->tk, tokens[start + i], buf + o, (int)(room - keep));
+		if (n == SEKV_EINVAL && i + 1 < len && room >= 3) {
+			o = utf8_complete(buf, o);
+			memcpy(buf + o, "\xe2\x80\xa6", 3);
+			o += 3;
+			break;
+		}
 		if (n > 0)
 			o += (size_t)n;
 	}

@@ -110,8 +110,9 @@ struct session_info {
 void session_get_info(const struct session *s, struct session_info *info);
 
 /* Text of tokens [start, start+len) of the document and the turns the
- * memory took in into buf (NUL-terminated,
- * truncated to cap-1 bytes on a UTF-8 boundary). */
+ * memory took in into buf (NUL-terminated): a continuous excerpt that,
+ * when it does not fit in cap-1 bytes, stops at a token boundary and
+ * ends with an ellipsis (U+2026). */
 void session_span_text(const struct session *s, int32_t start, int32_t len,
 		       char *buf, size_t cap);
 
