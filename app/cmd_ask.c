@@ -227,6 +227,9 @@ int cmd_ask(int argc, char **argv)
 		if (a.repeats_example)
 			app_errorf("ask: note: the answer repeats the worked example (the document's first "
 				   "words): the model likely found no answer\n");
+		if (a.stopped != CONV_STOP_LENGTH && (!a.text || !a.text[strspn(a.text, " \t\n")]))
+			app_errorf("ask: note: the answer is empty: the model ended its answer at once "
+				   "(it likely found no answer)\n");
 		if (a.stopped == CONV_STOP_LENGTH)
 			app_errorf("ask: answer cut at %d tokens (%s)\n", a.n_gen,
 				   a.n_cap < o.n_predict ? "the model's context ends there" : "-n");

@@ -332,6 +332,10 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	    (rc = store_tx_commit(g->st, err, errlen))) {
 		store_tx_rollback(g->st);
 		d->id = 0;
+	} else if (!o->quiet) {
+		/* said now, so an interrupted ingest's id is known */
+		app_errorf("ingest: %s: document %lld (if interrupted: 'sekv ingest --resume %lld')\n",
+			   g->path, (long long)d->id, (long long)d->id);
 	}
 out:
 	free(start);

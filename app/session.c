@@ -536,6 +536,9 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 		rc = open_sekv(s, err, errlen);
 		break;
 	}
+	if (!rc && s->o.zoom_shares && !s->sc && !s->note[0])
+		snprintf(s->note, sizeof s->note, "--zoom-shares applies to --kv sekv only: ignored "
+			 "with --kv %s", app_kv_name(s->o.kv));
 	/* every method but full attends through its provider: no exact rows */
 	if (!rc && !s->ms)
 		rc = model_state_new(&s->ms, s->m, SESSION_BATCH, SESSION_BATCH, 0, err, errlen);
