@@ -593,9 +593,12 @@ static void print_summary(const struct ingest *g)
 		   "built in %.1fs\n", g->prefill_s,
 		   (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
 		   g->pos_start ? " in this run" : "", g->commit_s, g->build_s);
-	app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f%s%s\n",
-		mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used,
-		mem->note[0] ? ": " : "", mem->note);
+	/* the segmentation's note, when it has one, already names the spans */
+	if (mem->note[0])
+		app_errorf("ingest: segmentation: %s\n", mem->note);
+	else
+		app_errorf("ingest: %d spans (%d compressed), %d exact rows, alpha %.2f\n",
+			   mem->n_span, mem->n_comp, mem->n_exact, mem->alpha_used);
 	app_errorf("ingest: full KV %.1f MiB, device static %.1f MiB (%.1f%%), host factors %.1f MiB"
 		" (%.2fx full KV), peak RSS %.0f MiB\n",
 		mem->full_kv_bytes / 1048576.0, mem->static_bytes / 1048576.0,

@@ -198,7 +198,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	*n_span = ns;
 	snprintf(note, note_len, "%salpha raised %.2f -> %.2f and spans merged: "
 		 "%d spans (%d compressed), %d exact rows, static %.1f%% of full "
-		 "KV (share %.1f%%)", bytes > cap ? "budget not met: " : "",
+		 "KV (they may take %.1f%%: --static-share of the budget)", bytes > cap ? "budget not met: " : "",
 		 p->alpha, hi, ns, n_comp, n_exact, 100.0 * bytes / full,
 		 100.0 * p->static_share * b);
 	return SEKV_OK;
