@@ -16,6 +16,7 @@
  * static state.
  */
 #include "app/app.h"
+#include "app/ingest_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,52 +69,6 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 
 /* ---- one ingest ------------------------------------------------------ */
 
-struct ingest {
-	const struct app_opts *o;
-	const char *path;
-	app_ingest_progress_fn fn;
-	void *ud;
-	struct model *m;
-	struct tok *tk;
-	const struct model_hparams *hp;
-	struct chat_template ct;
-	struct extract_doc x;       /* the whole document (resume: the stored one's
-	                               text and page map) */
-	int page_base;              /* pages before x's first: 0, or a resumed
-	                               part's first page number - 1 */
-	struct app_plan plan;
-	int part;                   /* the part being stored, 0..plan.n_part-1 */
-	int64_t *ids;               /* [plan.n_part] documents stored so far */
-	double t_pages;             /* clk_now when extraction started */
-	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
-	int64_t session;            /* chat: the session holding its turns */
-	char *chat_text;            /* chat: its rendering, the document's text (owned) */
-	const char *text;           /* the part's text (in x.text, or chat_text), text_len bytes */
-	size_t text_len;
-	int32_t *tok_byte;          /* [tv.n] byte of each token in text, -1 outside
-	                               (a PDF's, for the page in prefill progress) */
-	struct chat_tokvec tv;      /* document tokens */
-	struct store *st;
-	struct store_doc doc;       /* the part's document; id 0 before it exists */
-	struct model_state *ms;
-	float *surprisal;           /* [n_tok] nats */
-	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
-	uint16_t *glob_v[MODEL_MAX_LAYER];
-	double prefill_s;
-	double commit_s;            /* seconds spent committing chunks */
-	double build_s;
-	struct sekv_mem *mem;
-	struct model_probe h2o_probe; /* every (global layer, query head) pair of the
-	                                 prefill, mass [n][n_tok]; n = 0: none */
-	float *h2o;                 /* [n_global][n_head_kv][n_tok] H2O's scores, or NULL */
-	int pos_start;              /* first position this run prefills (resume: > 0) */
-	float h_start;              /* surprisal of token pos_start, stored by the run
-	                               that committed the chunk before it */
-	int n_swa;                  /* sliding-window layers */
-	int32_t swa_id[MODEL_MAX_LAYER];  /* [n_swa] their model layer ids */
-	uint16_t *swa_k[MODEL_MAX_LAYER]; /* [n_swa] -> [swa_window][n_head_kv][d_h] fp16 */
-	uint16_t *swa_v[MODEL_MAX_LAYER]; /* scratch: the rows each chunk commits */
-};
 
 static void report(struct ingest *g, const char *stage, long long done, long long total,
 		   double t0, int final)
@@ -171,7 +126,7 @@ static int stage_extract(struct ingest *g, char *err, size_t errlen)
 /* Counts tokens piece by piece (cut after a newline) and stops as soon as
  * the count passes the model's context, so a document far too long is
  * refused in seconds. The count of a text cut in pieces can differ from
- * the whole text's by a few tokens per cut: stage_tokenize checks again. */
+ * the whole text's by a few tokens per cut: app_ingest_tokenize checks again. */
 static int stage_count(struct ingest *g, char *err, size_t errlen)
 {
 	long long n_ctx = g->hp->n_ctx_train, count = 0;
@@ -238,7 +193,7 @@ static int stage_plan(struct ingest *g, char *err, size_t errlen)
 /* The document's tokens: its text as a document turn, or a chat
  * history's conversation rendered as turns (whose decoded rendering
  * becomes the text). */
-static int stage_tokenize(struct ingest *g, char *err, size_t errlen)
+int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen)
 {
 	const struct app_part *pt = g->chat ? NULL : &g->plan.part[g->part];
 	int rc;
@@ -395,7 +350,7 @@ static int h2o_scores(struct ingest *g, char *err, size_t errlen)
 /* Buffers of the prefill: surprisal, host copies of the global layers'
  * rows (persisted per chunk, then the SeKV build's input), the sliding-
  * window rows each chunk commits, H2O's probe. */
-static int prefill_alloc(struct ingest *g, char *err, size_t errlen)
+int app_ingest_prefill_alloc(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
 	int n_tok = g->tv.n, rc;
@@ -665,7 +620,7 @@ static void part_free(struct ingest *g)
 	g->prefill_s = g->commit_s = g->build_s = 0;
 }
 
-static void ingest_free(struct ingest *g)
+void app_ingest_free(struct ingest *g)
 {
 	part_free(g);
 	store_close(g->st);
@@ -677,7 +632,7 @@ static void ingest_free(struct ingest *g)
 }
 
 /* Loads the model, its tokenizer and the prompt format. */
-static int stage_load(struct ingest *g, char *err, size_t errlen)
+int app_ingest_load(struct ingest *g, char *err, size_t errlen)
 {
 	int rc;
 
@@ -694,7 +649,7 @@ static int stage_load(struct ingest *g, char *err, size_t errlen)
 }
 
 /* From the document row on: prefill (from pos_start), build, persist. */
-static int ingest_finish(struct ingest *g, char *err, size_t errlen)
+int app_ingest_finish(struct ingest *g, char *err, size_t errlen)
 {
 	int rc;
 
@@ -771,15 +726,15 @@ static int ingest_conv(const struct ingest *g, struct import_conv *ic, int64_t *
 			    .tk = g->tk, .hp = g->hp, .ct = g->ct, .chat = ic };
 	int rc;
 
-	if ((rc = stage_tokenize(&c, err, errlen)) || (rc = stage_create_doc(&c, err, errlen)) ||
-	    (rc = prefill_alloc(&c, err, errlen)) || (rc = ingest_finish(&c, err, errlen)))
+	if ((rc = app_ingest_tokenize(&c, err, errlen)) || (rc = stage_create_doc(&c, err, errlen)) ||
+	    (rc = app_ingest_prefill_alloc(&c, err, errlen)) || (rc = app_ingest_finish(&c, err, errlen)))
 		note_left(&c, err, errlen);
 	*doc = c.doc.id;
 	*session = c.session;
 	*n_tok = c.tv.n;
 	c.m = NULL;
 	c.tk = NULL;
-	ingest_free(&c);
+	app_ingest_free(&c);
 	return rc;
 }
 
@@ -813,7 +768,7 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 
 	if (!(rc = history_parse(&h, kind, g->path, g->x.text, g->x.len, err, errlen)) &&
 	    !(rc = history_select(&h, g->o->conversation, &first, &last, err, errlen)))
-		rc = stage_load(g, err, errlen);
+		rc = app_ingest_load(g, err, errlen);
 	for (int i = first; !rc && i <= last; i++) {
 		struct import_conv ic;
 		int64_t doc = 0, ses = 0;
@@ -856,8 +811,8 @@ static int ingest_parts(struct ingest *g, char *err, size_t errlen)
 	int rc;
 
 	for (g->part = 0; g->part < g->plan.n_part; g->part++) {
-		if ((rc = stage_tokenize(g, err, errlen)) || (rc = stage_create_doc(g, err, errlen)) ||
-		    (rc = prefill_alloc(g, err, errlen)) || (rc = ingest_finish(g, err, errlen)))
+		if ((rc = app_ingest_tokenize(g, err, errlen)) || (rc = stage_create_doc(g, err, errlen)) ||
+		    (rc = app_ingest_prefill_alloc(g, err, errlen)) || (rc = app_ingest_finish(g, err, errlen)))
 			return rc;
 		g->ids[g->part] = g->doc.id;
 		part_free(g);
@@ -895,7 +850,7 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 			       "'user:'/'assistant:' transcript)", path);
 		goto out;
 	}
-	if ((rc = stage_load(&g, err, errlen)) || (rc = stage_count(&g, err, errlen)) ||
+	if ((rc = app_ingest_load(&g, err, errlen)) || (rc = stage_count(&g, err, errlen)) ||
 	    (rc = stage_plan(&g, err, errlen)) || (rc = ingest_parts(&g, err, errlen)))
 		goto out;
 	*ids = g.ids;
@@ -904,7 +859,7 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 out:
 	if (rc)
 		note_left(&g, err, errlen);
-	ingest_free(&g);
+	app_ingest_free(&g);
 	return rc;
 }
 
@@ -918,238 +873,5 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
 	if (!rc)
 		*doc_id = ids[0];
 	free(ids);
-	return rc;
-}
-
-/* ---- resume ---------------------------------------------------------- */
-
-/* The stored document's text as the whole of g->x, planned as one part,
- * with its page map when it has one (page_base puts the map's first page
- * at its number, for prefill progress). */
-static int resume_text(struct ingest *g, char *err, size_t errlen)
-{
-	int64_t *start = NULL, text_len = 0;
-	int page0 = 0, n_page = 0;
-	int rc = store_doc_text_dup(g->st, g->doc.id, &g->x.text, &g->x.len, err, errlen);
-
-	if (rc)
-		return rc;
-	g->x.encoding = "UTF-8";
-	if (!(g->plan.part = calloc(1, sizeof *g->plan.part)))
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-	g->plan.n_part = 1;
-	g->plan.part[0].end = g->x.len;
-	rc = store_doc_get_pages(g->st, g->doc.id, &page0, &n_page, &start, &text_len, err, errlen);
-	if (rc == SEKV_ENOTFOUND)
-		return 0;
-	if (rc)
-		return rc;
-	int64_t *s = text_len == (int64_t)g->x.len ? realloc(start, ((size_t)n_page + 1) * sizeof *s) : NULL;
-	if (!s) {
-		free(start);
-		return text_len == (int64_t)g->x.len ?
-			sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory") :
-			sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: page map "
-				  "of %lld bytes, text of %zu", (long long)g->doc.id, (long long)text_len,
-				  g->x.len);
-	}
-	s[n_page] = (int64_t)g->x.len;
-	g->x.page_start = s;
-	g->x.n_page = n_page;
-	g->page_base = page0 - 1;
-	return 0;
-}
-
-
-/* The incomplete document doc, its resume state (the settings it was
- * started with go into *ro, which g->o points at) and its text. */
-static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struct store_ingest *in,
-		       float **probe, char *err, size_t errlen)
-{
-	struct store_doc *d = &g->doc;
-	int rc;
-
-	if ((rc = store_open(&g->st, ro->db, err, errlen)))
-		return rc;
-	rc = store_doc_get(g->st, doc, d, err, errlen);
-	if (rc == SEKV_ENOTFOUND)
-		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld is not in %s (see "
-				 "'sekv ls')", (long long)doc, ro->db);
-	if (rc)
-		return rc;
-	g->path = d->source;
-	if (d->state == STORE_DOC_READY)
-		return sekv_errf(err, errlen, SEKV_EINVAL, "ingest --resume: document %lld is complete: "
-				 "nothing to resume", (long long)doc);
-	rc = store_ingest_get(g->st, doc, in, probe, err, errlen);
-	if (rc == SEKV_ENOTFOUND)
-		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld has no resume state "
-				 "(its ingest began before sekv kept one): delete it ('sekv rm %lld') "
-				 "and ingest the file again", (long long)doc, (long long)doc);
-	if (rc)
-		return rc;
-	ro->n_batch = in->n_batch;
-	ro->alpha = in->alpha;
-	ro->rank_energy = in->rank_energy;
-	ro->key_pre_rope = in->key_pre_rope;
-	ro->static_share = in->static_share;
-	ro->n_recent = in->n_recent;
-	ro->budget = d->budget;
-	ro->r_max = d->r_max;
-	g->pos_start = (int)in->pos_end;
-	g->h_start = in->h_next;
-	if (!ro->quiet)
-		app_errorf("ingest: resuming document %lld (%s) at %lld of %lld tokens\n", (long long)doc,
-			   d->title, (long long)in->pos_end, (long long)in->n_tok_total);
-	return resume_text(g, err, errlen);
-}
-
-/* The document must be tokenized as before, by the same model. */
-static int resume_check(struct ingest *g, const struct store_ingest *in, char *err, size_t errlen)
-{
-	const struct store_doc *d = &g->doc;
-
-	if (strcmp(d->model_fp, g->hp->fingerprint) || d->n_layer_global != g->hp->n_global ||
-	    d->n_head_kv != g->hp->n_head_kv || d->d_h != g->hp->d_head)
-		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld was "
-				 "begun with model %s, not %s: give it with -m", (long long)d->id,
-				 d->model_name, g->o->model);
-	if (d->prompt_format[0] && strcmp(d->prompt_format, chat_format_name(g->ct.fmt)))
-		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: prompt "
-				 "format %s, the model gives %s", (long long)d->id, d->prompt_format,
-				 chat_format_name(g->ct.fmt));
-	if (g->tv.n != in->n_tok_total)
-		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: its text "
-				 "now makes %d tokens, it made %lld (another tokenizer?)",
-				 (long long)d->id, g->tv.n, (long long)in->n_tok_total);
-	return 0;
-}
-
-/* The sliding-window rows at pos_start into the state's rings. */
-static int restore_swa(struct ingest *g, char *err, size_t errlen)
-{
-	int n_layer = 0, n_row = 0, rc;
-	int32_t *lid = NULL;
-	uint16_t **k = NULL, **v = NULL;
-
-	if ((rc = store_doc_get_swa(g->st, g->doc.id, &n_layer, &lid, &n_row, &k, &v, err, errlen)))
-		return rc;
-	int want = g->hp->swa_window < g->pos_start ? g->hp->swa_window : g->pos_start;
-	if (n_layer != g->n_swa || n_row != want)
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d "
-			       "sliding-window layers of %d rows stored, expected %d of %d",
-			       (long long)g->doc.id, n_layer, n_row, g->n_swa, want);
-	for (int i = 0; !rc && i < n_layer; i++) {
-		if (lid[i] != g->swa_id[i])
-			rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: "
-				       "sliding-window row %d is of layer %d, expected %d",
-				       (long long)g->doc.id, i, lid[i], g->swa_id[i]);
-		else if ((rc = model_state_set_rows(g->ms, lid[i], g->pos_start - n_row, n_row, k[i], v[i])))
-			sekv_errf(err, errlen, rc, "ingest --resume: sliding-window layer %d: rows not "
-				  "restored", lid[i]);
-	}
-	store_swa_free(n_layer, lid, k, v);
-	return rc;
-}
-
-/* Puts the state where the interrupted run was after its last committed
- * chunk: the stored tokens (checked), surprisal, global rows, sliding-
- * window rows and H2O's probe mass [n_probe][pos_start]. */
-static int restore_state(struct ingest *g, const float *probe, char *err, size_t errlen)
-{
-	const struct model_hparams *hp = g->hp;
-	int32_t *tokens = NULL;
-	float *h = NULL;
-	int64_t n = 0;
-	int R = g->pos_start, rc;
-
-	if (R == 0)
-		return 0;
-	if ((rc = store_doc_get_tokens(g->st, g->doc.id, &tokens, &h, &n, err, errlen)))
-		return rc;
-	if (n != R || memcmp(tokens, g->tv.ids, (size_t)R * sizeof *tokens))
-		rc = sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld: the stored "
-			       "tokens differ from its text's", (long long)g->doc.id);
-	else
-		memcpy(g->surprisal, h, (size_t)R * sizeof *h);
-	for (int l = 0; !rc && l < hp->n_global; l++)
-		if (!(rc = store_doc_get_full_kv(g->st, g->doc.id, l, g->glob_k[l], g->glob_v[l],
-						 err, errlen)) &&
-		    (rc = model_state_set_rows(g->ms, hp->global_layer[l], 0, R, g->glob_k[l],
-					       g->glob_v[l])))
-			sekv_errf(err, errlen, rc, "ingest --resume: global layer %d: rows not restored",
-				  hp->global_layer[l]);
-	if (!rc)
-		rc = restore_swa(g, err, errlen);
-	for (int i = 0; !rc && probe && i < g->h2o_probe.n; i++)
-		memcpy(g->h2o_probe.mass + (size_t)i * g->tv.n, probe + (size_t)i * R,
-		       (size_t)R * sizeof *probe);
-	if (!rc && (rc = model_state_resume(g->ms, R)))
-		sekv_errf(err, errlen, rc, "ingest --resume: state not resumed at %d", R);
-	free(tokens);
-	free(h);
-	return rc;
-}
-
-/* A conversation imported from a chat history (its source says which)
- * renders again from its file into *ic (g->chat then points at it, g->path
- * at the file in path [cap]); the token check of restore_state catches a
- * file changed since. 0 also for any other document. */
-static int resume_chat(struct ingest *g, struct history *h, struct import_conv *ic, char *path,
-		       size_t cap, char *err, size_t errlen)
-{
-	int index, rc;
-
-	if (!import_source_parse(g->doc.source, path, cap, &index))
-		return 0;
-	rc = import_conv_reload(path, index, g->doc.title, h, ic, err, errlen);
-	if (rc) {
-		size_t n = strnlen(err, errlen);
-		snprintf(err + n, errlen - n, " (ingest --resume: document %lld is conversation %d of "
-			 "this chat history: delete it with 'sekv rm %lld' and ingest the file again)",
-			 (long long)g->doc.id, index, (long long)g->doc.id);
-		return rc;
-	}
-	g->chat = ic;
-	g->path = path;
-	return 0;
-}
-
-int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
-		      void *ud, char *err, size_t errlen)
-{
-	struct app_opts ro = *o;
-	struct ingest g = { .o = &ro, .fn = fn, .ud = ud };
-	struct store_ingest in;
-	struct history h = { 0 };
-	struct import_conv ic = { 0 };
-	char path[sizeof g.doc.source];
-	float *probe = NULL;
-	double t0;
-	int rc;
-
-	if ((rc = resume_open(&g, &ro, doc_id, &in, &probe, err, errlen)) ||
-	    (rc = resume_chat(&g, &h, &ic, path, sizeof path, err, errlen)) ||
-	    (rc = stage_load(&g, err, errlen)) || (rc = stage_tokenize(&g, err, errlen)) ||
-	    (rc = resume_check(&g, &in, err, errlen)) || (rc = prefill_alloc(&g, err, errlen)))
-		goto out;
-	if (in.n_probe != g.h2o_probe.n) {
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d probe "
-			       "rows stored, the model has %d", (long long)doc_id, in.n_probe,
-			       g.h2o_probe.n);
-		goto out;
-	}
-	t0 = clk_now();
-	if ((rc = restore_state(&g, probe, err, errlen)))
-		goto out;
-	if (!ro.quiet)
-		app_errorf("ingest: state at token %d restored in %.3fs (model loading apart)\n",
-			   g.pos_start, clk_now() - t0);
-	rc = ingest_finish(&g, err, errlen);
-out:
-	free(probe);
-	ingest_free(&g);
-	import_conv_free(&ic);
-	history_free(&h);
 	return rc;
 }

@@ -1,0 +1,78 @@
+/* ingest_int.h - the state of one ingest, shared by ingest.c (the stages
+ * of a new document, its parts, chat histories) and ingest_resume.c
+ * (continuing an interrupted one); not for other modules.
+ */
+#ifndef SEKV_APP_INGEST_INT_H
+#define SEKV_APP_INGEST_INT_H
+
+#include "app/app.h"
+#include "app/extract.h"
+#include "engine/chat.h"
+#include "engine/model.h"
+#include "store/store.h"
+
+struct import_conv;
+
+struct ingest {
+	const struct app_opts *o;
+	const char *path;
+	app_ingest_progress_fn fn;
+	void *ud;
+	struct model *m;
+	struct tok *tk;
+	const struct model_hparams *hp;
+	struct chat_template ct;
+	struct extract_doc x;       /* the whole document (resume: the stored one's
+	                               text and page map) */
+	int page_base;              /* pages before x's first: 0, or a resumed
+	                               part's first page number - 1 */
+	struct app_plan plan;
+	int part;                   /* the part being stored, 0..plan.n_part-1 */
+	int64_t *ids;               /* [plan.n_part] documents stored so far */
+	double t_pages;             /* clk_now when extraction started */
+	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
+	int64_t session;            /* chat: the session holding its turns */
+	char *chat_text;            /* chat: its rendering, the document's text (owned) */
+	const char *text;           /* the part's text (in x.text, or chat_text), text_len bytes */
+	size_t text_len;
+	int32_t *tok_byte;          /* [tv.n] byte of each token in text, -1 outside
+	                               (a PDF's, for the page in prefill progress) */
+	struct chat_tokvec tv;      /* document tokens */
+	struct store *st;
+	struct store_doc doc;       /* the part's document; id 0 before it exists */
+	struct model_state *ms;
+	float *surprisal;           /* [n_tok] nats */
+	uint16_t *glob_k[MODEL_MAX_LAYER]; /* [n_global][n_tok][n_head_kv][d_h] fp16 */
+	uint16_t *glob_v[MODEL_MAX_LAYER];
+	double prefill_s;
+	double commit_s;            /* seconds spent committing chunks */
+	double build_s;
+	struct sekv_mem *mem;
+	struct model_probe h2o_probe; /* every (global layer, query head) pair of the
+	                                 prefill, mass [n][n_tok]; n = 0: none */
+	float *h2o;                 /* [n_global][n_head_kv][n_tok] H2O's scores, or NULL */
+	int pos_start;              /* first position this run prefills (resume: > 0) */
+	float h_start;              /* surprisal of token pos_start, stored by the run
+	                               that committed the chunk before it */
+	int n_swa;                  /* sliding-window layers */
+	int32_t swa_id[MODEL_MAX_LAYER];  /* [n_swa] their model layer ids */
+	uint16_t *swa_k[MODEL_MAX_LAYER]; /* [n_swa] -> [swa_window][n_head_kv][d_h] fp16 */
+	uint16_t *swa_v[MODEL_MAX_LAYER]; /* scratch: the rows each chunk commits */
+};
+
+/* The stages ingest_resume.c runs again (ingest.c): each 0 or a negative
+ * code with err filled. */
+/* Loads the model, its tokenizer and the prompt format. */
+int app_ingest_load(struct ingest *g, char *err, size_t errlen);
+/* The document's tokens: its part's text as a document turn, or a chat
+ * history's conversation rendered as turns. */
+int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen);
+/* Buffers of the prefill: surprisal, host copies of the global rows, the
+ * sliding-window rows each chunk commits, H2O's probe. */
+int app_ingest_prefill_alloc(struct ingest *g, char *err, size_t errlen);
+/* From the document row on: prefill (from pos_start), build, persist. */
+int app_ingest_finish(struct ingest *g, char *err, size_t errlen);
+/* Frees everything g holds (model, tokenizer and library included). */
+void app_ingest_free(struct ingest *g);
+
+#endif
