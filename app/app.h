@@ -123,9 +123,24 @@ void app_extract_describe(const char *path, const struct extract_doc *x, char *b
  * stdin with echo off. -1 when stdin is not a terminal or at its end. */
 int app_ask_password(void *ud, const char *path, int wrong, char *buf, size_t cap);
 
+struct store_doc;
+/* The exact KV of every global layer of stored document d (read with
+ * store_doc_get) into the caller's buffers k[l], v[l] [n_tok][n_head_kv]
+ * [d_h] fp16, l < the model's n_global (v[l] may all be one scratch buffer
+ * when only keys are wanted): read from the library when the document
+ * kept them (--keep-full-kv), else prefilled again from its stored tokens
+ * in batches of n_batch, in a model state of its own (about the time its
+ * ingest's prefill took; *prefill_s, when not NULL, gets the seconds, 0
+ * when read). m and st are borrowed; m must be the model the document was
+ * ingested with (else SEKV_EMISMATCH). 0 or a negative code. */
+int app_full_kv_load(const struct model *m, struct store *st, const struct store_doc *d,
+		     int n_batch, uint16_t *const *k, uint16_t *const *v, double *prefill_s,
+		     char *err, size_t errlen);
+
 /* Rebuilds document doc_id's SeKV memory in library o->db for another
  * budget (a fraction of its full KV) from what the library stores: tokens,
- * surprisal and the global layers' exact KV; no forward pass. The new
+ * surprisal and the global layers' exact KV (app_full_kv_load: a forward
+ * pass only when the document did not keep them). The new
  * memory (o's --alpha, --rmax, --recent, as ingest builds it) replaces
  * the stored one and its budget (store_doc_put_mem). m is the loaded
  * model (borrowed; its backend runs the SVD). 0 or a negative code

@@ -483,11 +483,19 @@ int cmd_rm(int argc, char **argv)
 			rc = 2;
 			continue;
 		}
-		int drc = store_doc_delete(st, id, err, sizeof err);
+		int64_t before = o.only_full_kv ? store_doc_disk_bytes(st, id) : 0;
+		int drc = o.only_full_kv ? store_doc_drop_full_kv(st, id, err, sizeof err) :
+			  store_doc_delete(st, id, err, sizeof err);
 		if (drc == SEKV_ENOTFOUND)
 			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o.db);
+		else if (drc == SEKV_EINVAL && o.only_full_kv)
+			snprintf(err, sizeof err, "document %lld is incomplete: its exact KV is what "
+				 "'sekv ingest --resume %lld' continues from", (long long)id, (long long)id);
 		if (drc)
 			rc = fail("rm", err);
+		else if (o.only_full_kv && !o.quiet)
+			app_errorf("sekv rm: document %lld: exact KV deleted (%.1f MiB freed)\n", (long long)id,
+				   (double)(before - store_doc_disk_bytes(st, id)) / 1048576.0);
 		else if (!o.quiet)
 			app_errorf("sekv rm: document %lld deleted\n", (long long)id);
 	}

@@ -231,6 +231,10 @@ static const struct opt_row opt_table[] = {
 	  .help = "chat, ask: continue this stored session (its document, transcript and the KV "
 		  "of its turns; no forward pass over earlier tokens); rm: delete it",
 	  .cmds = APP_CMD_RM | APP_CMD_CHAT | APP_CMD_ASK },
+	{ .name = "--only-full-kv", .kind = OPT_FLAG, .off = F(only_full_kv), .set_off = NO_SET,
+	  .help = "delete only the documents' exact KV (kept with --keep-full-kv, or by an older "
+		  "sekv): their memory, sessions and answers stay",
+	  .cmds = APP_CMD_RM },
 	{ .name = "--no-evidence", .kind = OPT_FLAG, .off = F(no_evidence), .set_off = NO_SET,
 	  .help = "no evidence passages after the answer", .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--temp", .arg = "T", .kind = OPT_FLOAT, .off = F(temperature), .set_off = NO_SET,
@@ -271,6 +275,11 @@ static const struct opt_row opt_table[] = {
 	  .help = "store a document longer than the model's context (or --max-tokens) as "
 		  "consecutive parts, each its own document titled \"TITLE (part i/n)\", cut at "
 		  "paragraph ends where one is near; ask them one by one",
+	  .cmds = APP_CMD_INGEST },
+	{ .name = "--keep-full-kv", .kind = OPT_FLAG, .off = F(keep_full_kv), .set_off = NO_SET,
+	  .help = "also keep the document's exact KV in the library (about as much again as "
+		  "everything else): --kv full and the rivals then read it instead of prefilling "
+		  "the document again; SeKV never needs it",
 	  .cmds = APP_CMD_INGEST },
 	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",

@@ -87,6 +87,8 @@ struct app_opts {
 	const char *password;  /* --password PW: a PDF's user password (ingest, count) */
 	int max_tokens;        /* --max-tokens N: most tokens a document (or a part) may have, 0 = the model's context */
 	int split;             /* --split: a longer document is stored as consecutive parts */
+	int keep_full_kv;      /* --keep-full-kv: the exact global KV stays in the library */
+	int only_full_kv;      /* rm --only-full-kv: delete the documents' exact KV only */
 	int n_batch;           /* --batch N: prefill tokens per forward (256) */
 	int quiet;             /* -q: no progress */
 	int help;              /* -h / --help */

@@ -274,6 +274,7 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 		.n_tok_total = g->tv.n, .n_batch = o->n_batch, .alpha = o->alpha,
 		.rank_energy = o->rank_energy, .key_pre_rope = o->key_pre_rope,
 		.static_share = o->static_share, .n_recent = o->n_recent,
+		.keep_full_kv = o->keep_full_kv,
 		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
 	};
 	if (pt && app_part_pages(&g->x, pt->start, pt->end, &page0, &n_page, &start))
@@ -514,12 +515,11 @@ int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc
 	if ((rc = store_doc_get_tokens(st, doc_id, &tokens, &surprisal, &n_tok, err, errlen)))
 		goto out;
 	size_t n = (size_t)n_tok * hp->n_head_kv * hp->d_head;
-	for (int l = 0; !rc && l < hp->n_global; l++) {
+	for (int l = 0; !rc && l < hp->n_global; l++)
 		if (!(k[l] = malloc(n * sizeof *k[l])) || !(v[l] = malloc(n * sizeof *v[l])))
 			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "rebuild: out of memory");
-		else
-			rc = store_doc_get_full_kv(st, doc_id, l, k[l], v[l], err, errlen);
-	}
+	if (!rc)
+		rc = app_full_kv_load(m, st, &d, o->n_batch, k, v, NULL, err, errlen);
 	mem_params(o, m, budget, &sp);
 	if (!rc)
 		rc = sekv_build(&mem, &sp, (int)n_tok, tokens, surprisal, hp->n_global, hp->global_layer,
@@ -569,7 +569,8 @@ static void print_summary(const struct ingest *g)
 }
 
 /* The memory and H2O's scores (and a chat history's session) in one
- * transaction: the document turns READY with all or with none. */
+ * transaction, the exact global KV dropped in it unless --keep-full-kv:
+ * the document turns READY with all or with none. */
 static int stage_persist(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
@@ -580,12 +581,14 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 	if ((g->h2o && (rc = store_doc_put_h2o(g->st, g->doc.id, g->h2o, hp->n_global, hp->n_head_kv,
 					       g->tv.n, err, errlen))) ||
 	    (rc = store_doc_put_mem(g->st, g->doc.id, g->mem, g->o->budget, err, errlen)) ||
+	    (!g->o->keep_full_kv && (rc = store_doc_drop_full_kv(g->st, g->doc.id, err, errlen))) ||
 	    (g->chat && (rc = import_store_session(g->st, g->doc.id, app_kv_name(g->o->kv), g->chat,
 						   &g->session, err, errlen))) ||
 	    (rc = store_tx_commit(g->st, err, errlen))) {
 		store_tx_rollback(g->st);
 		return rc;
 	}
+	store_give_back(g->st);
 	return 0;
 }
 

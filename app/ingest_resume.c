@@ -89,6 +89,7 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	ro->key_pre_rope = in->key_pre_rope;
 	ro->static_share = in->static_share;
 	ro->n_recent = in->n_recent;
+	ro->keep_full_kv |= in->keep_full_kv;
 	ro->budget = d->budget;
 	ro->r_max = d->r_max;
 	g->pos_start = (int)in->pos_end;

@@ -40,7 +40,8 @@ static const struct cmd cmds[] = {
 	  "tokens (done/all while incomplete), size on disk, date, model, title" },
 	{ "rm", cmd_rm, APP_CMD_RM, "DOC...",
 	  "delete stored documents (and their sessions); --session ID deletes one session; "
-	  "their blobs' space goes back to the file system" },
+	  "--only-full-kv deletes only the documents' exact KV; the blobs' space goes back to the "
+	  "file system" },
 	{ "check", cmd_check, APP_CMD_CHECK, "",
 	  "check the library: SQLite's integrity check, then every document's chunks, factors and "
 	  "resume state, every session's turns; prints each problem, exits 1 on any" },

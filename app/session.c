@@ -12,6 +12,7 @@
 #include "app/session.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,8 @@ struct session {
 	struct model_state *ms;
 	struct conv *conv;
 	double resume_s;
-	char note[256];            /* why the budget does not apply, or "" */
+	char note[512];            /* what the user should know of this memory (why the
+	                              budget does not apply, ...), notes joined by "; ", or "" */
 	size_t swa_bytes;
 	size_t full_kv_bytes;
 };
@@ -180,26 +182,54 @@ static int check_budget(struct session *s, char *err, size_t errlen)
 			 "ask with --budget %.4f or more", b, (long long)s->doc.id, 100 * fixed, fit);
 }
 
-/* The exact rows of every global layer from the library: k[l], v[l]
- * malloc'ed [n_tok][n_head_kv][d_h] fp16 for l < n_global (free_rows
- * frees them, also after a failure). v NULL: keys only. */
+/* Appends one note to s->note, after "; " when it holds one already (cut
+ * to fit). */
+static void __attribute__((format(printf, 2, 3))) note_add(struct session *s, const char *fmt, ...)
+{
+	size_t n = strlen(s->note);
+	va_list ap;
+
+	if (n && n + 2 < sizeof s->note) {
+		memcpy(s->note + n, "; ", 3);
+		n += 2;
+	}
+	va_start(ap, fmt);
+	vsnprintf(s->note + n, sizeof s->note - n, fmt, ap);
+	va_end(ap);
+}
+
+/* The exact rows of every global layer (app_full_kv_load: from the
+ * library, or prefilled again when the document did not keep them, said
+ * on stderr unless quiet and in the note): k[l], v[l] malloc'ed
+ * [n_tok][n_head_kv][d_h] fp16 for l < n_global (free_rows frees them,
+ * also after a failure). v NULL: keys only. */
 static int load_rows(struct session *s, uint16_t **k, uint16_t **v, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = s->hp;
 	size_t n = (size_t)s->n_tok * hp->n_head_kv * hp->d_head;
-	uint16_t *scratch = v ? NULL : malloc(n * sizeof *scratch);
+	uint16_t *scratch = v ? NULL : malloc(n * sizeof *scratch), *vs[MODEL_MAX_LAYER];
+	double sec = 0;
 	int rc = 0;
 
 	if (hp->n_global > SESSION_MAX_GLOBAL)
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "session: %d global layers: at most %d",
 				 hp->n_global, SESSION_MAX_GLOBAL);
 	for (int l = 0; !rc && l < hp->n_global; l++) {
-		uint16_t *vl = v ? (v[l] = malloc(n * sizeof *v[l])) : scratch;
-		if (!(k[l] = malloc(n * sizeof *k[l])) || !vl)
+		vs[l] = v ? (v[l] = malloc(n * sizeof *v[l])) : scratch;
+		if (!(k[l] = malloc(n * sizeof *k[l])) || !vs[l])
 			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "session: exact rows: out of memory");
-		else
-			rc = store_doc_get_full_kv(s->st, s->doc.id, l, k[l], vl, err, errlen);
 	}
+	if (!rc && !s->doc.full_kv && !s->o.quiet)
+		app_errorf("sekv: document %lld keeps no exact KV (ingest --keep-full-kv keeps it): "
+			   "prefilling its %d tokens again for --kv %s%s (its ingest took %.0fs)...\n",
+			   (long long)s->doc.id, s->n_tok, app_kv_name(s->o.kv),
+			   s->o.kv == APP_KV_SEKV ? " measurements" : "", s->doc.prefill_s);
+	if (!rc)
+		rc = app_full_kv_load(s->m, s->st, &s->doc, s->o.n_batch, k, vs, &sec, err, errlen);
+	if (!rc && !s->doc.full_kv)
+		note_add(s, "document %lld keeps no exact KV: its %d tokens were prefilled again for "
+			 "this reference (%.1fs; ingest --keep-full-kv keeps them)", (long long)s->doc.id,
+			 s->n_tok, sec);
 	free(scratch);
 	return rc;
 }
@@ -341,9 +371,8 @@ static int open_snapkv(struct session *s, char *err, size_t errlen)
 		rc = open_subset(s, pos, s->n_tok, keep, k, v, err, errlen);
 	free_rows(k, v);
 	free(pos);
-	if (!rc && !s->note[0])
-		snprintf(s->note, sizeof s->note,
-			 "snapkv: the question is read over all %d exact rows (SnapKV's prefill); the answer "
+	if (!rc)
+		note_add(s, "snapkv: the question is read over all %d exact rows (SnapKV's prefill); the answer "
 			 "over the %d rows each layer and KV head keeps (resident bytes)", s->n_tok, keep);
 	return rc;
 }

@@ -89,7 +89,7 @@ def main():
         print(f"== decode speed: ingest {os.path.getsize(doc)} bytes (about {a.tokens} tokens) "
               f"into {db}", flush=True)
         doc_id = run([a.sekv, "ingest", doc, "--db", db, "-m", a.model, "-t", a.threads,
-                      "-q"]).split()[-1]
+                      "-q", "--keep-full-kv"]).split()[-1]
 
     tot = {"full": [0, 0.0], "sekv": [0, 0.0]}
     ques = {"full": [0, 0.0], "sekv": [0, 0.0]}

@@ -203,6 +203,15 @@ static const char *const store_migration[] = {
 	" doc INTEGER PRIMARY KEY REFERENCES documents(id) ON DELETE CASCADE,"
 	" page0 INTEGER NOT NULL, n_page INTEGER NOT NULL, text_len INTEGER NOT NULL,"
 	" start BLOB NOT NULL);",
+	/* 11 -> 12: documents.full_kv: 1 while the document's kv_chunk rows
+	 * (its exact global KV) are kept, 0 once they were dropped
+	 * (store_doc_drop_full_kv: a ready document keeps its SeKV memory,
+	 * and the exact rows are prefilled again when a reference needs
+	 * them). Documents stored before kept them all. */
+	"ALTER TABLE documents ADD COLUMN full_kv INTEGER NOT NULL DEFAULT 1;"
+	/* and ingest_state.keep_full_kv: 1 when the ingest keeps them at the
+	 * end (--keep-full-kv), so that a resume does as it would have */
+	"ALTER TABLE ingest_state ADD COLUMN keep_full_kv INTEGER NOT NULL DEFAULT 1;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -33,10 +33,10 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_TEXT_INSERT] = "INSERT INTO doc_text (doc, text) VALUES (?, ?)",
 	[ST_DOC_GET] = "SELECT id, title, source, model_fp, model_name, state, n_tok,"
 		" n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window, prefill_s,"
-		" created, budget, r_max, alpha_used, prompt_format FROM documents WHERE id = ?",
+		" created, budget, r_max, alpha_used, prompt_format, full_kv FROM documents WHERE id = ?",
 	[ST_DOC_LIST] = "SELECT id, title, source, model_fp, model_name, state, n_tok,"
 		" n_layer_global, n_layer_swa, n_head_kv, d_h, swa_window, prefill_s,"
-		" created, budget, r_max, alpha_used, prompt_format FROM documents ORDER BY id",
+		" created, budget, r_max, alpha_used, prompt_format, full_kv FROM documents ORDER BY id",
 	[ST_DOC_DELETE] = "DELETE FROM documents WHERE id = ?",
 	[ST_EVH_GET] = "SELECT heads FROM evidence_heads WHERE model_fp = ?",
 	[ST_EVH_PUT] = "INSERT OR REPLACE INTO evidence_heads (model_fp, heads, scores, created)"
@@ -109,6 +109,8 @@ static const char *const store_sql[ST_COUNT] = {
 		"  + IFNULL(length(lm_s), 0)), 0) FROM mem_layer WHERE doc = ?1)"
 		" + (SELECT IFNULL(SUM(length(score)), 0) FROM h2o_score WHERE doc = ?1)",
 	[ST_VACUUM] = "PRAGMA incremental_vacuum",
+	[ST_KV_DELETE] = "DELETE FROM kv_chunk WHERE doc = ?",
+	[ST_DOC_FULL_KV_OFF] = "UPDATE documents SET full_kv = 0 WHERE id = ?",
 	[ST_TOK_INSERT] = "INSERT INTO tok_chunk (doc, pos0, n, tokens, surprisal)"
 		" VALUES (?, ?, ?, ?, ?)",
 	[ST_KV_INSERT] = "INSERT INTO kv_chunk (doc, layer, pos0, n, k, v)"
@@ -141,12 +143,12 @@ static const char *const store_sql[ST_COUNT] = {
 		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16, rank_energy,"
 		" key_rope_base, n_rot FROM mem WHERE doc = ?",
 	[ST_ING_INSERT] = "INSERT OR REPLACE INTO ingest_state (doc, n_tok_total, n_batch, alpha,"
-		" rank_energy, key_pre_rope, static_share, n_recent, pos_end, h_next, n_probe, probe)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'')",
+		" rank_energy, key_pre_rope, static_share, n_recent, pos_end, h_next, n_probe, probe,"
+		" keep_full_kv) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'', ?)",
 	[ST_ING_ADVANCE] = "UPDATE ingest_state SET pos_end = ?2, h_next = ?3, probe = ?4"
 		" WHERE doc = ?1",
 	[ST_ING_GET] = "SELECT n_tok_total, n_batch, alpha, rank_energy, key_pre_rope,"
-		" static_share, n_recent, pos_end, h_next, n_probe, probe FROM ingest_state"
+		" static_share, n_recent, pos_end, h_next, n_probe, probe, keep_full_kv FROM ingest_state"
 		" WHERE doc = ?",
 	[ST_ING_DELETE] = "DELETE FROM ingest_state WHERE doc = ?",
 	/* gives the file system back what a delete and vacuum freed */
@@ -481,6 +483,7 @@ static int doc_from_row(sqlite3_stmt *st, struct store_doc *d, const char *what,
 	d->alpha_used = (float)sqlite3_column_double(st, 16);
 	/* NULL: ingested before formats were stored, with the chat template */
 	copy_str(d->prompt_format, sizeof d->prompt_format, sqlite3_column_text(st, 17));
+	d->full_kv = sqlite3_column_int64(st, 18) != 0;
 	for (int c = 7; c <= 11; c++)
 		if (!in_range(sqlite3_column_int64(st, c), 0, c == 11 ? INT32_MAX : STORE_MAX_DIM))
 			return sekv_errf(err, errlen, SEKV_EFORMAT,
@@ -696,6 +699,17 @@ out:
 	return rc;
 }
 
+void store_give_back(struct store *s)
+{
+	/* Housekeeping after a committed delete: whatever it says, the delete
+	 * stands, so its result is not reported. Inside a transaction it waits
+	 * for the next delete. */
+	if (s->tx_depth == 0) {
+		store_exec_st(s, ST_VACUUM, NULL, 0);
+		store_exec_st(s, ST_CHECKPOINT, NULL, 0);
+	}
+}
+
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
@@ -720,12 +734,7 @@ int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
 	}
 	if ((rc = store_tx_commit(s, err, errlen)))
 		goto out;
-	/* Giving the freed pages back to the file system is housekeeping: the
-	 * delete is committed whatever it says, so its result is not reported. */
-	if (s->tx_depth == 0) {
-		store_exec_st(s, ST_VACUUM, NULL, 0);
-		store_exec_st(s, ST_CHECKPOINT, NULL, 0);
-	}
+	store_give_back(s);
 	goto out;
 fail:
 	store_tx_rollback(s);

@@ -56,6 +56,8 @@ struct store_doc {
 	char prompt_format[16];   /* chat_format_name of the turns it was
 	                             ingested with; "" (NULL in the file, rows
 	                             from before formats were stored): "template" */
+	int full_kv;              /* 1: its exact global KV (kv_chunk) is kept;
+	                             0: dropped (store_doc_drop_full_kv) */
 };
 
 /* Creates a document row in state PREFILL and stores its text (UTF-8).
@@ -125,9 +127,25 @@ int store_doc_get_tokens(struct store *s, int64_t doc, int32_t **tokens,
 /* Exact KV of global layer l (0..n_layer_global-1) for all stored positions
  * into caller buffers k, v [n_tok][n_head_kv][d_h] fp16 (only for --kv full
  * and for building the memory; never read by the SeKV decode path).
- * SEKV_EFORMAT when the stored chunks do not tile 0..n_tok-1 exactly. */
+ * SEKV_EFORMAT when the stored chunks do not tile 0..n_tok-1 exactly;
+ * SEKV_ENOTFOUND when they were dropped (store_doc_drop_full_kv). */
 int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
 			  uint16_t *k, uint16_t *v, char *err, size_t errlen);
+/* Drops a ready document's exact global KV (its kv_chunk rows, the
+ * largest part of it: full_kv_bytes) and sets its full_kv to 0; its SeKV
+ * memory, tokens and sliding-window rows stay, so it answers as before,
+ * and a reference that needs the exact rows (--kv full, the rivals, the
+ * oracle router) prefills them again from its tokens (app/full_kv.h).
+ * Joins an open transaction; else commits and gives the freed pages back
+ * (store_give_back). 0; SEKV_ENOTFOUND (no such document); SEKV_EINVAL
+ * (incomplete: its resume needs the rows); SEKV_EDB. A document whose rows
+ * were already dropped is not an error. */
+int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen);
+/* Gives the file system back the pages committed deletes freed (SQLite's
+ * incremental vacuum, then a WAL checkpoint). Housekeeping: the deletes
+ * stand whatever it meets, so it reports nothing; inside a transaction it
+ * does nothing (call it after the outermost commit). */
+void store_give_back(struct store *s);
 /* SWA rows as stored by store_doc_put_swa; arrays malloc'ed [n_layer]
  * pointers each to [n_row][n_head_kv][d_h], freed with store_swa_free.
  * A document without SWA layers gives *n_layer = 0 and NULL arrays.
@@ -194,6 +212,7 @@ struct store_ingest {
 	float h_next;         /* surprisal (nats) of token pos_end under the logits
 	                         after token pos_end - 1 (0 when pos_end = 0) */
 	int n_probe;          /* H2O probe pairs (model_probe.n), 0: none */
+	int keep_full_kv;     /* 1: the exact global KV stays when it completes */
 };
 
 /* Records the resume state of document doc (in state PREFILL) at pos_end 0:

@@ -180,11 +180,12 @@ static void check_tiling(struct check *c, int kv)
 	if (t.doc)
 		tiling_end(c, &t);
 	for (int i = 0; i < c->n_doc; i++) {
-		int want = c->doc[i].n_tok == 0 ? 0 : kv ? c->doc[i].n_layer_global : 1;
+		const struct store_doc *d = &c->doc[i];
+		int want = d->n_tok == 0 ? 0 : !kv ? 1 : d->full_kv ? d->n_layer_global : 0;
 		if (t.groups[i] != want)
-			problem(c, "doc %lld: %s: rows for %d layers, expected %d (%lld tokens)",
-				(long long)c->doc[i].id, t.table, t.groups[i], want,
-				(long long)c->doc[i].n_tok);
+			problem(c, "doc %lld: %s: rows for %d layers, expected %d (%lld tokens%s)",
+				(long long)d->id, t.table, t.groups[i], want, (long long)d->n_tok,
+				kv && !d->full_kv ? ", exact KV dropped" : "");
 	}
 	free(t.groups);
 }
@@ -239,8 +240,12 @@ static void check_doc(struct check *c, const struct store_doc *d)
 			problem(c, "%s", err);
 		store_swa_free(n_swa, lid, k, v);
 	}
-	if (!ready)
+	if (!ready) {
+		if (!d->full_kv)
+			problem(c, "doc %lld: incomplete, yet its exact KV (which its resume needs) is "
+				"marked dropped", (long long)d->id);
 		return;
+	}
 	if ((rc = store_doc_get_mem(c->s, d->id, &m, err, sizeof err)))
 		problem(c, "%s", err);
 	else if (m->n_tok > d->n_tok)

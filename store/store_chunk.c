@@ -211,6 +211,11 @@ int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
 			       what, obj, l, d.n_layer_global);
 		goto fail;
 	}
+	if (!d.full_kv) {
+		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND, "%s: %s: its exact KV was not kept",
+			       what, obj);
+		goto fail;
+	}
 	row = (size_t)d.n_head_kv * d.d_h * sizeof(uint16_t);
 	if ((rc = store_stmt(s, ST_KV_GET, &st, err, errlen)))
 		goto fail;
@@ -242,6 +247,45 @@ int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
 	return rc;
 fail:
 	store_tx_rollback(s);
+	store_stmt_reset_all(s);
+	return rc;
+}
+
+int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen)
+{
+	static const char what[] = "store_doc_drop_full_kv";
+	struct store_doc d;
+	sqlite3_stmt *st;
+	char obj[48];
+	int rc;
+
+	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
+	if ((rc = store_tx_begin(s, err, errlen)))
+		return rc;
+	if ((rc = store_doc_read(s, doc, &d, what, err, errlen)))
+		goto fail;
+	/* an incomplete ingest resumes from these rows */
+	if (d.state != STORE_DOC_READY) {
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: incomplete: its ingest resumes "
+			       "from its exact KV", what, obj);
+		goto fail;
+	}
+	for (int i = 0; i < 2; i++) {
+		if ((rc = store_stmt(s, i ? ST_DOC_FULL_KV_OFF : ST_KV_DELETE, &st, err, errlen)))
+			goto fail;
+		sqlite3_bind_int64(st, 1, doc);
+		if ((rc = store_step(s, st)) != SQLITE_DONE) {
+			rc = store_dberr(s, rc, err, errlen, what, i ? "documents" : "kv_chunk");
+			goto fail;
+		}
+	}
+	if ((rc = store_tx_commit(s, err, errlen)))
+		goto out;
+	store_give_back(s);
+	goto out;
+fail:
+	store_tx_rollback(s);
+out:
 	store_stmt_reset_all(s);
 	return rc;
 }

@@ -35,6 +35,7 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 	sqlite3_bind_double(st, 7, in->static_share);
 	sqlite3_bind_int(st, 8, in->n_recent);
 	sqlite3_bind_int(st, 9, in->n_probe);
+	sqlite3_bind_int(st, 10, in->keep_full_kv != 0);
 	rc = store_step(s, st);
 	rc = rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, "store_ingest_begin", obj);
 	store_stmt_reset_all(s);
@@ -134,6 +135,7 @@ static int ingest_row(sqlite3_stmt *st, const struct store_doc *d, struct store_
 	out->pos_end = sqlite3_column_int64(st, 7);
 	out->h_next = (float)sqlite3_column_double(st, 8);
 	out->n_probe = sqlite3_column_int(st, 9);
+	out->keep_full_kv = sqlite3_column_int(st, 11) != 0;
 	if (out->pos_end != d->n_tok || out->n_tok_total < d->n_tok ||
 	    out->n_tok_total > INT32_MAX || out->n_batch < 1 || out->n_probe < 0 ||
 	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0)

@@ -342,12 +342,8 @@ int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen)
 	else
 		rc = 0;
 	sqlite3_reset(st);
-	/* its blobs' pages back to the file system (housekeeping: the delete
-	 * is committed whatever it says) */
-	if (!rc && s->tx_depth == 0) {
-		store_exec_st(s, ST_VACUUM, NULL, 0);
-		store_exec_st(s, ST_CHECKPOINT, NULL, 0);
-	}
+	if (!rc)
+		store_give_back(s);
 	return rc;
 }
 

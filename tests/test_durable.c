@@ -7,8 +7,10 @@
  * as plain lines, the first within 2 s; an ingest that fills the disk
  * leaves an incomplete document that `sekv rm` deletes; a --split ingest
  * killed in its second part leaves that part resumable on its own, page
- * map kept. Short documents (~650 to ~1,300 tokens) keep it to about a
- * minute.
+ * map kept; a document whose exact KV was dropped at the end of its
+ * ingest (the default) gets it back, bit for bit, by a prefill of its
+ * stored tokens. Short documents (~650 to ~1,300 tokens) keep it to about
+ * a minute.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,10 +24,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <sqlite3.h>
 
 #include "app/app.h"
 #include "engine/clock.h"
+#include "engine/model.h"
 #include "store/store.h"
 #include "tests/pdf_fixture.h"
 #include "tests/test.h"
@@ -52,7 +56,8 @@ static int write_prefix(const char *path, size_t bytes)
 }
 
 /* The reference: the document ingested without interruption, in process,
- * one thread, chunks of 64. 1 when it is there. */
+ * one thread, chunks of 64, its exact KV kept (so that the resumed
+ * ingest's kv_chunk rows are compared too). 1 when it is there. */
 static int reference(struct test_ctx *t)
 {
 	struct app_opts o;
@@ -76,6 +81,7 @@ static int reference(struct test_ctx *t)
 	o.quiet = 1;
 	o.n_threads = 1;
 	o.n_batch = 64;
+	o.keep_full_kv = 1;
 	if (app_ingest(&o, g_doc_path, NULL, NULL, &id, err, sizeof err) || id != 1) {
 		T_FAIL(t, "reference ingest: %s", err);
 		return 0;
@@ -182,7 +188,8 @@ static const char *memory_differs(const char *path)
 	return bad;
 }
 
-/* kill -9 after two of eleven chunks are committed, then --resume. */
+/* kill -9 after two of eleven chunks are committed, then --resume (which
+ * keeps the exact KV as the ingest it continues was told to). */
 static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
 {
 	char db[512], cmd[2048];
@@ -191,7 +198,7 @@ static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
 	T_CHECK(t, reference(t));
 	snprintf(db, sizeof db, "%s/durable_killed.db", test_tmpdir());
 	char *argv[] = { (char *)test_sekv_bin(), "ingest", g_doc_path, "--db", db, "-t", "1",
-			 "--batch", "64", "-m", (char *)test_model_path(), "-q", NULL };
+			 "--batch", "64", "-m", (char *)test_model_path(), "-q", "--keep-full-kv", NULL };
 	pid_t pid = spawn(argv, NULL);
 	T_CHECK(t, pid > 0);
 	int running = wait_tokens(db, 1, 128, pid);
@@ -221,6 +228,137 @@ static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
 	int ok = out && status == 0;
 	T_CHECKF(t, ok, "check after resume (%d): %.300s", status, out ? out : "");
 	free(out);
+	/* the kept exact KV can go later; the memory stays as it was */
+	snprintf(cmd, sizeof cmd, "%s rm --only-full-kv 1 --db %s 2>&1 && %s check --db %s 2>&1",
+		 test_sekv_bin(), db, test_sekv_bin(), db);
+	out = test_run_cmd(cmd, &status);
+	ok = out && status == 0 && strstr(out, "document 1: exact KV deleted") && strstr(out, ": ok");
+	T_CHECKF(t, ok, "rm --only-full-kv (%d): %.300s", status, out ? out : "");
+	free(out);
+	bad = memory_differs(db);
+	T_CHECKF(t, bad && !strcmp(bad, "kv_chunk"), "after rm --only-full-kv: table %s differs "
+		 "(kv_chunk alone should)", bad ? bad : "none");
+}
+
+/* Without --keep-full-kv the same ingest stores the same memory (every
+ * table but kv_chunk byte for byte), drops the exact KV at the end, and
+ * app_full_kv_load prefills it again into the bits the kept rows hold. */
+static void durable_dropped_full_kv_prefilled_again(struct test_ctx *t)
+{
+	static const char *const tables[] = { "mem", "mem_layer", "tok_chunk", "swa", "h2o_score" };
+	struct app_opts o;
+	struct model *m = NULL;
+	struct store *st = NULL, *ref = NULL;
+	struct store_doc d, dr;
+	uint16_t *k[MODEL_MAX_LAYER] = { 0 }, *v[MODEL_MAX_LAYER] = { 0 };
+	uint16_t *rk = NULL, *rv = NULL;
+	char err[1024] = "", db[512], sql[600];
+	const char *bad = NULL;
+	sqlite3 *raw = NULL;
+	sqlite3_stmt *q = NULL;
+	int64_t id = 0, kv_rows = -1;
+	long long differ = 0;
+	double sec = 0;
+	size_t n;
+	int rc;
+
+	T_CHECK(t, reference(t));
+	app_opts_parse(&o, 0, NULL, err, sizeof err);
+	snprintf(o.model, sizeof o.model, "%s", test_model_path());
+	snprintf(db, sizeof db, "%s/durable_dropped.db", test_tmpdir());
+	snprintf(o.db, sizeof o.db, "%s", db);
+	o.quiet = 1;
+	o.n_threads = 1;
+	o.n_batch = 64;
+	rc = app_ingest(&o, g_doc_path, NULL, NULL, &id, err, sizeof err);
+	T_CHECKF(t, rc == 0 && id == 1, "ingest: %s", err);
+	snprintf(sql, sizeof sql, "ATTACH '%s' AS ref", g_ref_db);
+	if (sqlite3_open_v2(db, &raw, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
+	    sqlite3_exec(raw, sql, NULL, NULL, NULL) != SQLITE_OK)
+		bad = "(cannot open)";
+	for (size_t i = 0; !bad && i < sizeof tables / sizeof tables[0]; i++)
+		if (rows_differing(raw, tables[i]) != 0)
+			bad = tables[i];
+	if (sqlite3_prepare_v2(raw, "SELECT count(*) FROM main.kv_chunk", -1, &q, NULL) == SQLITE_OK &&
+	    sqlite3_step(q) == SQLITE_ROW)
+		kv_rows = sqlite3_column_int64(q, 0);
+	sqlite3_finalize(q);
+	sqlite3_close(raw);
+	T_CHECKF(t, bad == NULL, "table %s differs from the ingest that kept its exact KV", bad);
+	T_CHECKF(t, kv_rows == 0, "%lld kv_chunk rows left", (long long)kv_rows);
+
+	if ((rc = app_load(&o, &m, NULL, err, sizeof err)) ||
+	    (rc = store_open(&st, db, err, sizeof err)) ||
+	    (rc = store_open(&ref, g_ref_db, err, sizeof err)) ||
+	    (rc = store_doc_get(st, 1, &d, err, sizeof err)) ||
+	    (rc = store_doc_get(ref, 1, &dr, err, sizeof err)))
+		goto out;
+	T_CHECKF(t, d.full_kv == 0 && dr.full_kv == 1, "full_kv %d, reference %d", d.full_kv,
+		 dr.full_kv);
+	/* smaller than the kept one by exactly the exact KV: layers x tokens
+	 * x (K, V) x row of fp16 */
+	int64_t kv_bytes = (int64_t)d.n_layer_global * d.n_tok * 2 * d.n_head_kv * d.d_h * 2;
+	T_CHECKF(t, dr.disk_bytes - d.disk_bytes == kv_bytes, "disk bytes %lld vs %lld kept "
+		 "(exact KV %lld)", (long long)d.disk_bytes, (long long)dr.disk_bytes,
+		 (long long)kv_bytes);
+	n = (size_t)d.n_tok * d.n_head_kv * d.d_h;
+	rk = malloc(n * sizeof *rk);
+	rv = malloc(n * sizeof *rv);
+	for (int l = 0; l < d.n_layer_global; l++) {
+		k[l] = malloc(n * sizeof *k[l]);
+		v[l] = malloc(n * sizeof *v[l]);
+		if (!k[l] || !v[l] || !rk || !rv) {
+			rc = -1;
+			snprintf(err, sizeof err, "out of memory");
+			goto out;
+		}
+	}
+	if ((rc = app_full_kv_load(m, st, &d, 64, k, v, &sec, err, sizeof err)))
+		goto out;
+	for (int l = 0; !rc && l < d.n_layer_global; l++) {
+		if ((rc = store_doc_get_full_kv(ref, 1, l, rk, rv, err, sizeof err)))
+			break;
+		for (size_t i = 0; i < n; i++)
+			differ += (k[l][i] != rk[i]) + (v[l][i] != rv[i]);
+	}
+	T_CHECKF(t, sec > 0, "no prefill timed (%.3fs)", sec);
+	T_CHECKF(t, differ == 0, "%lld of %zu halves differ from the kept exact KV", differ,
+		 2 * n * d.n_layer_global);
+	/* through the CLI: --kv full says what it does and answers as the kept rows do */
+	char *out[2] = { NULL, NULL }, *said = NULL, cmd[2048];
+	cJSON *j[2] = { NULL, NULL };
+	int status[2] = { -1, -1 }, st_said = -1;
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof cmd, "%s ask 1 'Who may convey copies?' --kv full -n 12 --temp 0 "
+			 "--no-evidence --json -t 1 --batch 64 -m %s --db %s 2>%s/full%d.err",
+			 test_sekv_bin(), test_model_path(), i ? g_ref_db : db, test_tmpdir(), i);
+		out[i] = test_run_cmd(cmd, &status[i]);
+		j[i] = out[i] && status[i] == 0 ? cJSON_Parse(out[i]) : NULL;
+	}
+	snprintf(cmd, sizeof cmd, "cat %s/full0.err", test_tmpdir());
+	said = test_run_cmd(cmd, &st_said);
+	const cJSON *a0 = cJSON_GetObjectItem(j[0], "answer"), *a1 = cJSON_GetObjectItem(j[1], "answer");
+	int same = cJSON_IsString(a0) && cJSON_IsString(a1) && a0->valuestring[0] &&
+		   !strcmp(a0->valuestring, a1->valuestring);
+	int told = said && strstr(said, "keeps no exact KV") && strstr(said, "prefilling its");
+	T_CHECKF(t, same && told, "ask --kv full (%d, %d): %.200s | %.200s | stderr %.300s",
+		 status[0], status[1], out[0] ? out[0] : "", out[1] ? out[1] : "", said ? said : "");
+	for (int i = 0; i < 2; i++) {
+		cJSON_Delete(j[i]);
+		free(out[i]);
+	}
+	free(said);
+out:
+	T_CHECKF(t, rc == 0, "%s", err);
+	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
+		free(k[l]);
+		free(v[l]);
+	}
+	free(rk);
+	free(rv);
+	store_close(st);
+	store_close(ref);
+	model_close(m);
 }
 
 /* Reads fd to its end into buf [cap]; *first gets the clk_now of the
@@ -411,6 +549,7 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 
 const struct test_case test_durable[] = {
 	{ "durable_sigkill_then_resume_bit_identical", durable_sigkill_then_resume_bit_identical },
+	{ "durable_dropped_full_kv_prefilled_again", durable_dropped_full_kv_prefilled_again },
 	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
 	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
 	{ "durable_split_part_killed_then_resumed", durable_split_part_killed_then_resumed },

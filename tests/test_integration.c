@@ -65,6 +65,8 @@ static void integration_ingest_sample(struct test_ctx *t)
 	 * --rmax 32 at ask time. No rank gate, so every component is stored. */
 	o.r_max = 256;
 	o.rank_energy = 0;
+	/* the methods below are compared on this one prefill, as sekv eval does */
+	o.keep_full_kv = 1;
 	int rc = app_ingest(&o, SAMPLE, NULL, NULL, &g_doc, err, sizeof err);
 	T_CHECKF(t, rc == 0, "ingest: %s", err);
 	T_CHECK(t, store_open(&st, g_db, err, sizeof err) == 0);

@@ -9,6 +9,7 @@
 #include "tests/store_fixtures.h"
 #include "engine/err.h"
 
+#include <sqlite3.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,7 +73,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 11);
+	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 12);
 	T_CHECK(t, fixture_raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());
@@ -352,6 +353,76 @@ static void store_disk_bytes_is_sum_of_blobs(struct test_ctx *t)
 		 (long long)got, (long long)d.disk_bytes, (long long)want);
 }
 
+/* Dropping a ready document's exact KV removes exactly its kv_chunk bytes,
+ * keeps everything SeKV reads, and leaves a library `sekv check` finds
+ * sound; an incomplete document keeps its rows (its resume reads them). */
+static void store_drop_full_kv_keeps_memory(struct test_ctx *t)
+{
+	const char *path = fixture_db_path("dropkv");
+	struct sekv_mem *m = fixture_synth_mem(43, 300, 3, 4, 2, 16, 12, 40), *g = NULL;
+	struct fixture f, inc;
+	struct store_doc d, di;
+	struct store *s = NULL;
+	char err[512], why[256] = "";
+	uint16_t *k = NULL, *v = NULL;
+	int64_t before = -1, after = -1, kv_rows = -1;
+	int rc, r_inc = 0, r_get = 0, r_again = -1, n_problem = -1, diff = 1;
+
+	memset(&inc, 0, sizeof inc);
+	T_CHECK(t, m != NULL);
+	rc = store_open(&s, path, err, sizeof err);
+	if (rc == 0)
+		rc = fixture_with_mem(s, &f, m, 43, 0.1, err, sizeof err);
+	if (rc == 0)
+		rc = fixture_make(s, &inc, 44, "incomplete", 3, 2, 2, 16, 50, 16, err, sizeof err);
+	before = store_doc_disk_bytes(s, f.doc.id);
+	if (rc == 0)
+		rc = store_doc_drop_full_kv(s, f.doc.id, err, sizeof err);
+	after = store_doc_disk_bytes(s, f.doc.id);
+	if (rc == 0)
+		rc = store_doc_get(s, f.doc.id, &d, err, sizeof err);
+	if (rc == 0)
+		rc = store_doc_get_mem(s, f.doc.id, &g, err, sizeof err);
+	if (rc == 0)
+		diff = fixture_mem_cmp(m, g, why, sizeof why);
+	k = malloc((size_t)f.n_tok * 2 * 16 * sizeof *k);
+	v = malloc((size_t)f.n_tok * 2 * 16 * sizeof *v);
+	r_get = store_doc_get_full_kv(s, f.doc.id, 0, k, v, NULL, 0);
+	r_again = store_doc_drop_full_kv(s, f.doc.id, NULL, 0);
+	r_inc = store_doc_drop_full_kv(s, inc.doc.id, NULL, 0);
+	if (rc == 0)
+		rc = store_doc_get(s, inc.doc.id, &di, err, sizeof err);
+	if (rc == 0)
+		rc = store_check(s, NULL, NULL, &n_problem, err, sizeof err);
+	store_close(s);
+	kv_rows = fixture_raw_int(path, "SELECT count(*) FROM kv_chunk");
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, after == before - f.n_tok * 3 * 2 * 16 * 2 * 2, "disk bytes %lld -> %lld "
+		 "(%lld tokens)", (long long)before, (long long)after, (long long)f.n_tok);
+	T_CHECK(t, d.full_kv == 0 && di.full_kv == 1);
+	T_CHECKF(t, !diff, "memory after the drop: %s", why);
+	T_CHECK(t, r_get == SEKV_ENOTFOUND && r_again == 0 && r_inc == SEKV_EINVAL);
+	/* the incomplete document's 3 layers of rows are all that is left */
+	T_CHECKF(t, kv_rows > 0 && kv_rows == fixture_raw_int(path, "SELECT count(*) FROM kv_chunk"
+		 " WHERE doc = (SELECT max(id) FROM documents)"), "%lld kv_chunk rows left",
+		 (long long)kv_rows);
+	T_CHECKF(t, n_problem == 0, "sekv check: %d problems", n_problem);
+	/* rows left behind a drop, or a drop marked on an incomplete one, are found */
+	T_CHECK(t, fixture_raw_exec(path, "UPDATE documents SET full_kv = 0 WHERE state = 0") ==
+		SQLITE_OK);
+	rc = store_open(&s, path, err, sizeof err);
+	if (rc == 0)
+		rc = store_check(s, NULL, NULL, &n_problem, err, sizeof err);
+	store_close(s);
+	T_CHECKF(t, rc == 0 && n_problem == 2, "sekv check: %d problems (%s)", n_problem, err);
+	free(k);
+	free(v);
+	sekv_mem_free(m);
+	sekv_mem_free(g);
+	fixture_free(&f);
+	fixture_free(&inc);
+}
+
 static void store_reopen_keeps_everything(struct test_ctx *t)
 {
 	const char *path = fixture_db_path("reopen");
@@ -505,6 +576,7 @@ const struct test_case test_store_doc[] = {
 	{ "store_doc_list_in_id_order", store_doc_list_in_id_order },
 	{ "store_doc_delete_removes_everything", store_doc_delete_removes_everything },
 	{ "store_disk_bytes_is_sum_of_blobs", store_disk_bytes_is_sum_of_blobs },
+	{ "store_drop_full_kv_keeps_memory", store_drop_full_kv_keeps_memory },
 	{ "store_reopen_keeps_everything", store_reopen_keeps_everything },
 	{ "store_tx_groups_chunk_and_swa", store_tx_groups_chunk_and_swa },
 	{ "store_pages_round_trip_and_bad_rows", store_pages_round_trip_and_bad_rows },

@@ -213,8 +213,9 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	struct fixture f;
 	struct store *s = NULL;
 	char err[512], why[256] = "";
-	int rc, v1_ok, diff = 1, diff16 = 1;
+	int rc, v1_ok, diff = 1, diff16 = 1, full_kv = -1;
 	int64_t ver;
+	struct store_doc d;
 
 	memset(&f, 0, sizeof f);
 	T_CHECK(t, m && m16 && m->factor_f16 == 0 && m16->factor_f16 == 1);
@@ -241,6 +242,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 			 " ALTER TABLE mem DROP COLUMN key_rope_base; ALTER TABLE mem DROP COLUMN n_rot;"
 			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
+			 " ALTER TABLE documents DROP COLUMN full_kv;"
 			 " DROP TABLE session_part_layer; DROP TABLE session_part; DROP TABLE session_swa;"
 			 " DROP TABLE turn_evidence; DROP TABLE h2o_score; DROP TABLE doc_pages; DROP TABLE turns; DROP TABLE sessions;"
 			 " DROP TABLE ingest_state;"
@@ -251,6 +253,8 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	if (rc == 0)
 		rc = store_open(&s, path, err, sizeof err);
 	ver = fixture_raw_int(path, "PRAGMA user_version");
+	if (rc == 0 && (rc = store_doc_get(s, f.doc.id, &d, err, sizeof err)) == 0)
+		full_kv = d.full_kv;
 	if (rc == 0)
 		rc = store_doc_get_mem(s, f.doc.id, &g, err, sizeof err);
 	if (rc == 0)
@@ -265,7 +269,8 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 11, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 12, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, full_kv == 1, "documents.full_kv %d after migration: its rows were kept", full_kv);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
 	sekv_mem_free(m);

@@ -42,7 +42,7 @@ def ingest(args, docs, texts_files):
     for doc in docs:
         if doc in ids:
             continue
-        cmd = [args.bin, "ingest", texts_files[doc], "-q", "--db", db, "-t", str(args.threads),
+        cmd = [args.bin, "ingest", texts_files[doc], "-q", "--keep-full-kv", "--db", db, "-t", str(args.threads),
                "-m", args.model]
         p = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if p.returncode:

@@ -243,7 +243,7 @@ def main():
         ids = {}
         for doc in dict.fromkeys(q["doc"] for q in qs):
             npass = bm25.add(doc, texts[doc])
-            p, dt = run([args.bin, "ingest", files[doc], "-q"] + common, args.timeout)
+            p, dt = run([args.bin, "ingest", files[doc], "-q", "--keep-full-kv"] + common, args.timeout)
             if p.returncode != 0:
                 die(f"ingest {doc} failed ({p.returncode}): {p.stderr.strip()}")
             ids[doc] = p.stdout.strip().splitlines()[-1]
