@@ -102,6 +102,7 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	cJSON_AddNumberToObject(j, "budget", in.kv_full ? 1.0 : in.budget);
 	cJSON_AddNumberToObject(j, "rmax", in.r_use);
 	cJSON_AddNumberToObject(j, "length", in.n_tok);
+	cJSON_AddNumberToObject(j, "memory_tokens", in.n_tok_memory);
 	cJSON_AddNumberToObject(j, "prefill_s", 0.0);
 	cJSON_AddNumberToObject(j, "resume_s", in.resume_s);
 	cJSON_AddNumberToObject(j, "question_tokens", a->n_question);
@@ -114,6 +115,7 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 				in.full_kv_bytes ? (double)a->peak_resident_bytes / (double)in.full_kv_bytes : 0);
 	cJSON_AddNumberToObject(j, "host_bytes", (double)in.host_bytes);
 	cJSON_AddNumberToObject(j, "disk_bytes", (double)in.disk_bytes);
+	cJSON_AddNumberToObject(j, "session_disk_bytes", (double)in.session_disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
 	cJSON_AddNumberToObject(j, "kv_read_bytes_per_token", a->kv_read_per_token);
 	if (in.note[0])

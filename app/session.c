@@ -69,6 +69,7 @@ struct session {
 	                              budget does not apply, ...), notes joined by "; ", or "" */
 	size_t swa_bytes;
 	size_t full_kv_bytes;
+	int64_t ses_disk_bytes;    /* the stored session's KV in the file (store_session_disk_bytes) */
 };
 
 /* A resumed session's sliding-window rows, after the document's (a ring
@@ -479,6 +480,7 @@ static int join_session(struct session *s, char *err, size_t errlen)
 	s->mem = m;
 	s->kv_turns = s->kv_stored = kv.kv_turns;
 	s->h_next = kv.h_next;
+	s->ses_disk_bytes = store_session_disk_bytes(s->st, s->stored_id);
 	for (int i = 0; i < kv.n_part; i++)
 		sekv_mem_free(kv.part[i]);
 	free(kv.part);
@@ -918,6 +920,7 @@ int session_record_turn(struct session *s, const char *question, const struct co
 		goto swap;
 	}
 	s->stored_id = id;
+	s->ses_disk_bytes = store_session_disk_bytes(s->st, id);
 swap:
 	if (grown && (kv_rc = grow_swap(s, grown, kv_err, sizeof kv_err)) == 0 && rc == 0 && s->kv_lost)
 		kv_rc = SEKV_EIO;
@@ -959,7 +962,8 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->resume_s = s->resume_s;
 	in->full_kv_bytes = s->full_kv_bytes;
 	in->swa_bytes = s->swa_bytes;
-	in->disk_bytes = s->doc.disk_bytes;
+	in->session_disk_bytes = s->ses_disk_bytes > 0 ? s->ses_disk_bytes : 0;
+	in->disk_bytes = s->doc.disk_bytes + in->session_disk_bytes;
 	in->n_layer = s->hp->n_global;
 	in->n_head = s->hp->n_head;
 	in->layer_id = s->hp->global_layer;

@@ -96,7 +96,9 @@ struct session_info {
 	size_t static_bytes;      /* device bytes held whatever the conversation: SeKV's
 	                             fixed part, a rival's kept rows or metadata and pages */
 	size_t swa_bytes;
-	int64_t disk_bytes;
+	int64_t disk_bytes;       /* the document's blobs in the library, plus the
+	                             stored session's KV (session_disk_bytes) */
+	int64_t session_disk_bytes; /* the stored session's KV (store_session_disk_bytes) */
 	float alpha_used;
 	int n_span;
 	int n_comp;

@@ -21,7 +21,8 @@ A="-m $MODEL --db $TMP/lib.db -t 2 -q"
 
 head -c "$DOC_BYTES" "$SAMPLE" > "$TMP/doc.txt"
 doc=$($S ingest "$TMP/doc.txt" $A | tail -n 1)
-$S ask "$doc" "Note for later: my locker code is 4817." $A -n 8 --no-evidence --temp 0 > /dev/null
+$S ask "$doc" "Note for later: my locker code is 4817." $A -n 8 --no-evidence --temp 0 \
+	--json > "$TMP/first.json"
 for i in $(seq 2 29); do
 	$S ask --session 1 "Question $i: what does the license say about copies?" $A -n 16 \
 		--no-evidence --temp 0 > /dev/null
@@ -35,11 +36,28 @@ import json, sys
 j = json.load(open(sys.argv[1]))
 print("answer after 30 turns: %r, resume_s %.3f" % (j["answer"], j["resume_s"]))
 EOF
+sqlite3 "$TMP/lib.db" "SELECT 'document prefill_s ' || prefill_s || ' for ' || n_tok || ' tokens' FROM documents"
+python3 -c "import json, sys; print('document resume_s %.3f (first question)' % json.load(open(sys.argv[1]))['resume_s'])" "$TMP/first.json"
+# disk against full KV, the sliding-window rows included: the document
+# alone (text apart), and the document with its 30-turn session (the full
+# KV of all their tokens)
+python3 - "$TMP/first.json" "$TMP/last.json" <<'EOF'
+import json, sys
+f, l = (json.load(open(p)) for p in sys.argv[1:3])
+row = f["full_kv_bytes"] / f["memory_tokens"]
+doc, doc_full = f["disk_bytes"] - f["session_disk_bytes"], row * f["length"]
+print("document: %d tokens, disk_bytes %d, full_kv_bytes %d, swa_bytes %d: disk/full %.3f"
+      % (f["length"], doc, doc_full, f["swa_bytes"], doc / doc_full))
+print("document + session: %d tokens, disk_bytes %d (session %d), full_kv_bytes %d: disk/full %.3f"
+      % (l["memory_tokens"], l["disk_bytes"], l["session_disk_bytes"], l["full_kv_bytes"],
+         l["disk_bytes"] / l["full_kv_bytes"]))
+EOF
 # the same number of tokens prefilled: a prefix of the sample that long
 total=$((n_doc + n_tok))
 bytes=$((total * 5))
 while :; do
-	head -c "$bytes" "$SAMPLE" > "$TMP/same.txt"
+	# the sample twice over when one copy is too short
+	cat "$SAMPLE" "$SAMPLE" | head -c "$bytes" > "$TMP/same.txt"
 	got=$($S tokenize -m "$MODEL" -- "$(cat "$TMP/same.txt")" | wc -w)
 	[ "$got" -ge "$total" ] && break
 	bytes=$((bytes + bytes / 4))

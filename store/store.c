@@ -110,6 +110,14 @@ static const char *const store_sql[ST_COUNT] = {
 		" + (SELECT IFNULL(SUM(length(score)), 0) FROM h2o_score WHERE doc = ?1)",
 	[ST_VACUUM] = "PRAGMA incremental_vacuum",
 	[ST_KV_DELETE] = "DELETE FROM kv_chunk WHERE doc = ?",
+	[ST_SES_DISK_BYTES] = "SELECT"
+		" (SELECT IFNULL(SUM(length(spans) + length(exact_pos) + length(ranks) + length(tokens)"
+		"  + length(surprisal) + length(is_anchor)), 0) FROM session_part WHERE session = ?1)"
+		" + (SELECT IFNULL(SUM(length(k_bar) + length(v_bar) + length(exact_k)"
+		"  + length(exact_v) + length(fac_s) + length(fac_u) + length(fac_v)"
+		"  + IFNULL(length(lm_k), 0) + IFNULL(length(lm_s), 0)), 0)"
+		"  FROM session_part_layer WHERE session = ?1)"
+		" + (SELECT IFNULL(SUM(length(k) + length(v)), 0) FROM session_swa WHERE session = ?1)",
 	[ST_DOC_FULL_KV_OFF] = "UPDATE documents SET full_kv = 0 WHERE id = ?",
 	[ST_TOK_INSERT] = "INSERT INTO tok_chunk (doc, pos0, n, tokens, surprisal)"
 		" VALUES (?, ?, ?, ?, ?)",

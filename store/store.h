@@ -373,6 +373,12 @@ int store_session_get_kv(struct store *s, int64_t session, struct store_session_
 			 char *err, size_t errlen);
 void store_session_kv_free(struct store_session_kv *kv);
 
+/* Bytes of the session's KV in the file (its memory slices and sliding-
+ * window rows: the sum of their blob lengths; its turns' text apart), or
+ * a negative SEKV_E* code (SEKV_EDB). 0 for a session without KV or an
+ * unknown id. */
+int64_t store_session_disk_bytes(struct store *s, int64_t session);
+
 /* Deletes a session, its turns, their evidence and its KV, then gives the
  * freed pages back to the file system. 0, SEKV_ENOTFOUND, SEKV_EDB. */
 int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen);

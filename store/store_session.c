@@ -572,3 +572,19 @@ fail_done:
 	store_session_kv_free(out);
 	return rc;
 }
+
+int64_t store_session_disk_bytes(struct store *s, int64_t session)
+{
+	sqlite3_stmt *st;
+	int64_t n;
+	int rc;
+
+	if ((rc = store_stmt(s, ST_SES_DISK_BYTES, &st, NULL, 0)))
+		return rc;
+	sqlite3_bind_int64(st, 1, session);
+	rc = store_step(s, st);
+	n = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : store_dberr(s, rc, NULL, 0,
+		"store_session_disk_bytes", "sessions");
+	sqlite3_reset(st);
+	return n;
+}
