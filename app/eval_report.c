@@ -511,7 +511,8 @@ static void table_memory(FILE *f, const struct eval_recs *v)
 	if (!n_g)
 		return;
 	fprintf(f, "## Memory\n\nMeans over the niah answers, MiB (resident: peak device-tier KV over an "
-		"answer; host: SeKV factors; disk: the stored document):\n\n"
+		"answer; host: SeKV factors; disk: the stored document as `sekv ingest` keeps it, "
+		"without the exact KV kept for the references):\n\n"
 		"| method | length | resident | full KV | resident ratio | host | disk | prefill tok/s |\n"
 		"|---|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int k = 0; k < n_g; k++) {

@@ -172,7 +172,11 @@ static void rec_base(const struct hay_run *r, const struct eval_method *mt, doub
 	x->depth = r->depth;
 	x->depth_at = r->h->needle[0].depth_at;
 	x->needle = r->index;
-	x->disk_bytes = (double)r->d.disk_bytes;
+	/* as `sekv ingest` keeps it: the exact KV these runs keep for the
+	 * references is not part of it */
+	x->disk_bytes = (double)r->d.disk_bytes -
+			(r->d.full_kv ? (double)r->d.n_layer_global * (double)r->d.n_tok * 2.0 *
+					r->d.n_head_kv * r->d.d_h * 2.0 : 0.0);
 	x->prefill_tps = r->d.prefill_s > 0 ? (double)r->d.n_tok / r->d.prefill_s : 0;
 }
 
