@@ -221,6 +221,22 @@ void store_stmt_reset_all(struct store *s)
 			sqlite3_reset(s->st[i]);
 }
 
+int store_exec_key(struct store *s, enum store_st id, int64_t key, int *changes,
+		   const char *what, const char *obj, char *err, size_t errlen)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if ((rc = store_stmt(s, id, &st, err, errlen)))
+		return rc;
+	sqlite3_bind_int64(st, 1, key);
+	rc = store_step(s, st);
+	if (changes)
+		*changes = sqlite3_changes(s->db);
+	sqlite3_reset(st);
+	return rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, what, obj);
+}
+
 int store_exec_st(struct store *s, enum store_st id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
@@ -720,22 +736,17 @@ void store_give_back(struct store *s)
 
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
 {
-	sqlite3_stmt *st;
 	char obj[48];
-	int rc;
+	int rc, changes = 0;
 
 	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
 	if ((rc = store_tx_begin(s, err, errlen)))
 		return rc;
 	/* the foreign keys cascade to every table the document owns */
-	if ((rc = store_stmt(s, ST_DOC_DELETE, &st, err, errlen)))
+	if ((rc = store_exec_key(s, ST_DOC_DELETE, doc, &changes, "store_doc_delete", obj, err,
+				 errlen)))
 		goto fail;
-	sqlite3_bind_int64(st, 1, doc);
-	if ((rc = store_step(s, st)) != SQLITE_DONE) {
-		rc = store_dberr(s, rc, err, errlen, "store_doc_delete", obj);
-		goto fail;
-	}
-	if (sqlite3_changes(s->db) == 0) {
+	if (changes == 0) {
 		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND,
 			       "store_doc_delete: %s: no such document", obj);
 		goto fail;

@@ -255,7 +255,6 @@ int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errle
 {
 	static const char what[] = "store_doc_drop_full_kv";
 	struct store_doc d;
-	sqlite3_stmt *st;
 	char obj[48];
 	int rc;
 
@@ -270,15 +269,9 @@ int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errle
 			       "from its exact KV", what, obj);
 		goto fail;
 	}
-	for (int i = 0; i < 2; i++) {
-		if ((rc = store_stmt(s, i ? ST_DOC_FULL_KV_OFF : ST_KV_DELETE, &st, err, errlen)))
-			goto fail;
-		sqlite3_bind_int64(st, 1, doc);
-		if ((rc = store_step(s, st)) != SQLITE_DONE) {
-			rc = store_dberr(s, rc, err, errlen, what, i ? "documents" : "kv_chunk");
-			goto fail;
-		}
-	}
+	if ((rc = store_exec_key(s, ST_KV_DELETE, doc, NULL, what, "kv_chunk", err, errlen)) ||
+	    (rc = store_exec_key(s, ST_DOC_FULL_KV_OFF, doc, NULL, what, "documents", err, errlen)))
+		goto fail;
 	if ((rc = store_tx_commit(s, err, errlen)))
 		goto out;
 	store_give_back(s);

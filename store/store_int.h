@@ -65,6 +65,11 @@ int store_step(struct store *s, sqlite3_stmt *st);
 int store_tx_begin_read(struct store *s, char *err, size_t errlen);
 /* Runs a statement that returns no rows to completion. */
 int store_exec_st(struct store *s, enum store_st id, char *err, size_t errlen);
+/* Runs statement id, whose one parameter ?1 is key (a row id), to
+ * completion; a failure reads "what: obj: message". *changes (when not
+ * NULL) gets the rows it changed. 0 or a negative code (SEKV_EDB). */
+int store_exec_key(struct store *s, enum store_st id, int64_t key, int *changes,
+		   const char *what, const char *obj, char *err, size_t errlen);
 /* Formats a SQLite failure as "what: obj: message" and maps rc to a code. */
 int store_dberr(struct store *s, int rc, char *err, size_t errlen,
 		const char *what, const char *obj);
