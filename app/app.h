@@ -182,6 +182,7 @@ void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 #include "engine/evidence.h"
 struct session;
 struct cJSON;
+struct store_turn;
 /* A stored document's page map (store_doc_get_pages): n_page = 0 for a
  * document from a text file. */
 struct app_pages {
@@ -222,11 +223,57 @@ int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct
 /* Stops the probe and ranks passages (ev->pas). 0 or a negative code. */
 int app_evidence_end(struct app_evidence *ev, struct session *s, const struct tok *tk,
 		     char *err, size_t errlen);
-/* Passage i < ev->n_pas as one line into buf [cap] (NUL-terminated):
- * "rank. [start, end) score%  snippet", with "p. N" (or "pp. N-M") after
- * the rank for a PDF; the snippet is raw document text (make it inert
- * before showing it). */
-void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap);
+/* Passage p (its rank, start, end, peak and score are read) of document
+ * text [text_len bytes] with page map pg as one line into buf [cap]
+ * (NUL-terminated): "rank. [start, end) score%  snippet", with "p. N" (or
+ * "pp. N-M") after the rank for a PDF. The snippet (about 100 bytes) starts
+ * a little before the peak, on a word ("..." first), or at start when the
+ * peak is not inside the passage; a range outside the text says so in its
+ * place. The one formatter of a passage's line: `ask` prints it, `chat`
+ * shows it for live answers and for stored rows. The snippet is raw
+ * document text: make it inert before showing it. */
+void app_evidence_format(const char *text, size_t text_len, const struct app_pages *pg,
+			 const struct evidence_passage *p, char *buf, size_t cap);
+/* The chat transcript's note for passage p: "evidence " and
+ * app_evidence_format's line, into buf [cap] (APP_EVIDENCE_NOTE fits it). */
+#define APP_EVIDENCE_NOTE 300
+void app_evidence_note(const char *text, size_t text_len, const struct app_pages *pg,
+		       const struct evidence_passage *p, char *buf, size_t cap);
+/* The notes of stored turns' evidence, for a resumed chat's transcript. */
+struct app_evidence_notes {
+	char *buf;           /* [n_note][APP_EVIDENCE_NOTE] the lines, malloc'ed */
+	const char **note;   /* [n_note] into buf: turn 0's rows, then turn 1's, ... */
+	int n_note;          /* the turns' n_ev summed */
+};
+/* Fills nt with one note (app_evidence_note) per evidence row of turns
+ * t [n] (store_session_turns_dup; borrowed), in order, turn i's t[i].n_ev
+ * notes after those of the turns before it; each row's snippet starts at
+ * its start (a row keeps no peak). Reads document doc's text and page map
+ * from st only when a turn has rows. 0 (nt empty when no turn has rows),
+ * or a negative code (store_doc_text_dup, app_pages_load, SEKV_ENOMEM)
+ * with nt empty. app_evidence_notes_free it. */
+int app_evidence_notes_load(struct app_evidence_notes *nt, struct store *st, int64_t doc,
+			    const struct store_turn *t, int n, char *err, size_t errlen);
+void app_evidence_notes_free(struct app_evidence_notes *nt); /* an empty nt is a no-op */
+/* A stored session's transcript for the chat screen (cmd_chat.c). */
+struct ui_turn;
+struct app_transcript {
+	struct store_turn *turns;        /* [n] store_session_turns_dup, owned */
+	int n;
+	struct ui_turn *ut;              /* [n] the screen's turns (ui/ui.h), malloc'ed,
+	                                    pointing into turns and notes */
+	struct app_evidence_notes notes; /* each answer's evidence lines */
+	char why[256];                   /* "" or why the evidence is not shown */
+};
+/* Reads session's turns from st with each answer's evidence lines
+ * (app_evidence_notes_load over doc, the session's document) into tr:
+ * ut[i] shows turns[i] and its turns[i].n_ev rows; a turn imported from a
+ * chat history has none. Evidence that cannot be read is left out and said in
+ * tr->why. 0, or the code of store_session_turns_dup or SEKV_ENOMEM with
+ * err filled and tr empty. app_transcript_free it. */
+int app_transcript_load(struct app_transcript *tr, struct store *st, int64_t session,
+			int64_t doc, char *err, size_t errlen);
+void app_transcript_free(struct app_transcript *tr); /* an empty tr is a no-op */
 /* One line of at most max bytes (max >= 8) of text[a, b) into out: white
  * space runs become one space, cut on a UTF-8 boundary ("..." when cut).
  * Raw text: make it inert before showing it. */

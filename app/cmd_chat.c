@@ -1,7 +1,9 @@
 /* cmd_chat.c - `sekv chat [DOC]`: the terminal UI over a session. Without
- * DOC, the newest ready document is opened. The UI sees the engine only
- * through struct ui_frame: this step's SeKV live statistics (their zoom
- * records as they are) and the document's span list. */
+ * DOC, the newest ready document is opened; with --session ID, the stored
+ * transcript is shown first, each answer with its stored evidence in the
+ * lines a live answer shows (app_transcript_load). The UI sees the engine
+ * only through struct ui_frame: this step's SeKV live statistics (their
+ * zoom records as they are) and the document's span list. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,14 +29,14 @@ struct chat_app {
 	int evidence;             /* retrieval heads known: list evidence */
 };
 
-/* Evidence passages of the answer as transcript notes (ui text is inert). */
+/* Evidence passages of the answer as transcript notes (ui text is inert);
+ * a resumed session's stored rows read the same (app_transcript_load). */
 static void note_evidence(struct ui_chat *ui, const struct app_evidence *ev)
 {
-	char line[256], msg[300];
+	char msg[APP_EVIDENCE_NOTE];
 
 	for (int i = 0; ev->on && i < ev->n_pas; i++) {
-		app_evidence_line(ev, i, line, sizeof line);
-		snprintf(msg, sizeof msg, "evidence %s", line);
+		app_evidence_note(ev->text, ev->text_len, &ev->pages, &ev->pas[i], msg, sizeof msg);
 		ui_chat_note(ui, msg);
 	}
 }
@@ -175,24 +177,55 @@ static int resolve_evidence_heads(const struct app_opts *o, struct session *s,
 	return 1;
 }
 
-/* A resumed session's transcript for the screen: *turns (store_turns_free)
- * and *ut [*n] pointing into them (free), and the line said after them in
- * msg (or why it cannot be read). */
-static int transcript_of(struct chat_app *c, int64_t id, struct store_turn **turns, int *n,
-			 struct ui_turn **ut, char *msg, size_t cap)
+int app_transcript_load(struct app_transcript *tr, struct store *st, int64_t session,
+			int64_t doc, char *err, size_t errlen)
 {
-	int rc = store_session_turns_dup(session_store(c->s), id, turns, n, msg, cap);
+	int rc;
+
+	memset(tr, 0, sizeof *tr);
+	if ((rc = store_session_turns_dup(st, session, &tr->turns, &tr->n, err, errlen)))
+		return rc;
+	if (!(tr->ut = calloc((size_t)tr->n + 1, sizeof *tr->ut))) {
+		app_transcript_free(tr);
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "chat: out of memory");
+	}
+	/* evidence that cannot be read leaves the transcript whole; e2 is
+	 * also written on success (a text document has no page map) */
+	char e2[sizeof tr->why] = "";
+	if ((rc = app_evidence_notes_load(&tr->notes, st, doc, tr->turns, tr->n, e2, sizeof e2)))
+		snprintf(tr->why, sizeof tr->why, "%s", e2[0] ? e2 : sekv_strerror(rc));
+	for (int i = 0, k = 0; i < tr->n; i++) {
+		const struct store_turn *t = &tr->turns[i];
+		int n_note = tr->notes.n_note ? t->n_ev : 0;
+		tr->ut[i] = (struct ui_turn){ t->question, t->answer,
+					     n_note ? tr->notes.note + k : NULL, n_note };
+		k += n_note;
+	}
+	return 0;
+}
+
+void app_transcript_free(struct app_transcript *tr)
+{
+	free(tr->ut);
+	app_evidence_notes_free(&tr->notes);
+	store_turns_free(tr->turns, tr->n);
+	memset(tr, 0, sizeof *tr);
+}
+
+/* Session id's transcript into tr (app_transcript_load) and the line said
+ * after it into msg [cap] (or why it cannot be read). 0 or a negative code. */
+static int transcript_of(struct chat_app *c, int64_t id, struct app_transcript *tr,
+			 char *msg, size_t cap)
+{
+	int rc = app_transcript_load(tr, session_store(c->s), id, c->info.doc_id, msg, cap);
 
 	if (rc)
 		return rc;
-	if (!(*ut = calloc((size_t)*n + 1, sizeof **ut)))
-		return sekv_errf(msg, cap, SEKV_ENOMEM, "chat: out of memory");
-	for (int i = 0; i < *n; i++)
-		(*ut)[i] = (struct ui_turn){ (*turns)[i].question, (*turns)[i].answer };
 	snprintf(msg, cap, "session %lld resumed in %.2f s: %d turn%s, the model remembers them "
-		 "(%d tokens after the document's)%s%s", (long long)id, c->info.resume_s, *n,
-		 *n == 1 ? "" : "s", c->info.n_tok_memory - c->info.n_tok,
-		 c->info.note[0] ? "; " : "", c->info.note);
+		 "(%d tokens after the document's)%s%s%s%s", (long long)id, c->info.resume_s,
+		 tr->n, tr->n == 1 ? "" : "s", c->info.n_tok_memory - c->info.n_tok,
+		 c->info.note[0] ? "; " : "", c->info.note,
+		 tr->why[0] ? "; evidence not shown: " : "", tr->why);
 	return 0;
 }
 
@@ -258,22 +291,20 @@ int cmd_chat(int argc, char **argv)
 		.title = c.info.title, .doc_id = c.info.doc_id, .n_tok = c.info.n_tok,
 		.model_name = c.info.model_name, .resume_s = c.info.resume_s,
 	};
-	struct store_turn *turns = NULL;
-	struct ui_turn *ut = NULL;
-	char resumed[256];
-	int n_turn = 0, rc = 0;
+	struct app_transcript tr = { 0 };
+	char resumed[640];
+	int rc = 0;
 	if (o.session_id &&
-	    (rc = transcript_of(&c, o.session_id, &turns, &n_turn, &ut, resumed, sizeof resumed)) == 0) {
-		di.turns = ut;
-		di.n_turn = n_turn;
+	    (rc = transcript_of(&c, o.session_id, &tr, resumed, sizeof resumed)) == 0) {
+		di.turns = tr.ut;
+		di.n_turn = tr.n;
 		di.resumed = resumed;
 	}
 	if (rc == 0)
 		rc = ui_chat_run(&ops, &di, err, sizeof err);
 	else
 		snprintf(err, sizeof err, "%s", resumed);
-	free(ut);
-	store_turns_free(turns, n_turn);
+	app_transcript_free(&tr);
 	session_close(c.s);
 	tok_close(tk);
 	model_close(m);

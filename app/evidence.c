@@ -2,8 +2,9 @@
  * retrieval heads (--evidence-heads, else those stored for the model,
  * else a calibration run once and stored), probes the conversation while
  * it answers, ranks passages and prints them (plain text, inert) or adds
- * them to --json. The ranking itself is engine/evidence.c.
- * Answers are not stored in the library yet, so neither is evidence.
+ * them to --json. One formatter writes a passage's line, for a live answer
+ * and for the rows a stored turn kept (a resumed chat's transcript). The
+ * ranking itself is engine/evidence.c; storing rows is app/session.c.
  */
 #include "app/app.h"
 #include "app/session.h"
@@ -202,27 +203,87 @@ void app_evidence_snippet(const char *text, int64_t a, int64_t b, char *out, siz
 	out[n] = 0;
 }
 
-void app_evidence_line(const struct app_evidence *ev, int i, char *buf, size_t cap)
+void app_evidence_format(const char *text, size_t text_len, const struct app_pages *pg,
+			 const struct evidence_passage *p, char *buf, size_t cap)
 {
-	const struct evidence_passage *p = &ev->pas[i];
 	char line[160], page[48];
+	int64_t peak = p->peak > p->start && p->peak < p->end ? p->peak : p->start;
 
-	/* the snippet starts a little before the passage's best token, on a
-	 * word, so what drew the attention is in view */
-	int64_t a = p->peak - 40 > p->start ? p->peak - 40 : p->start;
-	while (a > p->start && a < p->peak && ev->text[a - 1] != ' ' && ev->text[a - 1] != '\n')
-		a++;
-	if (a > p->start) {
-		memcpy(line, "...", 3);
-		app_evidence_snippet(ev->text, a, p->end, line + 3, 100);
+	if (p->start < 0 || p->end < p->start || p->end > (int64_t)text_len) {
+		snprintf(line, sizeof line, "(outside the stored text)");
 	} else {
-		app_evidence_snippet(ev->text, a, p->end, line, 100);
+		/* the snippet starts a little before the passage's best token,
+		 * on a word, so what drew the attention is in view */
+		int64_t a = peak - 40 > p->start ? peak - 40 : p->start;
+		while (a > p->start && a < peak && text[a - 1] != ' ' && text[a - 1] != '\n')
+			a++;
+		if (a > p->start) {
+			memcpy(line, "...", 3);
+			app_evidence_snippet(text, a, p->end, line + 3, 100);
+		} else {
+			app_evidence_snippet(text, a, p->end, line, 100);
+		}
 	}
-	app_pages_text(&ev->pages, p->start, p->end, page, sizeof page - 1);
+	app_pages_text(pg, p->start, p->end, page, sizeof page - 1);
 	if (page[0])
 		strcat(page, " ");
 	snprintf(buf, cap, "%d. %s[%lld, %lld) %+.1f%%  %s", p->rank, page, (long long)p->start,
 		 (long long)p->end, 100.0 * p->score, line);
+}
+
+void app_evidence_note(const char *text, size_t text_len, const struct app_pages *pg,
+		       const struct evidence_passage *p, char *buf, size_t cap)
+{
+	int n = snprintf(buf, cap, "evidence ");
+
+	if (n > 0 && (size_t)n < cap)
+		app_evidence_format(text, text_len, pg, p, buf + n, cap - (size_t)n);
+}
+
+int app_evidence_notes_load(struct app_evidence_notes *nt, struct store *st, int64_t doc,
+			    const struct store_turn *t, int n, char *err, size_t errlen)
+{
+	struct app_pages pg = { 0 };
+	char *text = NULL;
+	size_t text_len = 0;
+	int rc, n_row = 0;
+
+	memset(nt, 0, sizeof *nt);
+	for (int i = 0; i < n; i++)
+		n_row += t[i].n_ev;
+	if (n_row == 0)
+		return 0;
+	if ((rc = store_doc_text_dup(st, doc, &text, &text_len, err, errlen)) ||
+	    (rc = app_pages_load(&pg, st, doc, err, errlen)))
+		goto out;
+	nt->buf = malloc((size_t)n_row * APP_EVIDENCE_NOTE);
+	nt->note = malloc((size_t)n_row * sizeof *nt->note);
+	if (!nt->buf || !nt->note) {
+		app_evidence_notes_free(nt);
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n; i++)
+		for (int k = 0; k < t[i].n_ev; k++) {
+			const struct store_evidence_row *r = &t[i].ev[k];
+			/* a row keeps no peak: the snippet starts at the passage */
+			struct evidence_passage p = { .rank = r->rank, .start = r->start,
+						      .end = r->end, .peak = r->start, .score = r->score };
+			char *line = nt->buf + (size_t)nt->n_note * APP_EVIDENCE_NOTE;
+			app_evidence_note(text, text_len, &pg, &p, line, APP_EVIDENCE_NOTE);
+			nt->note[nt->n_note++] = line;
+		}
+out:
+	app_pages_free(&pg);
+	free(text);
+	return rc;
+}
+
+void app_evidence_notes_free(struct app_evidence_notes *nt)
+{
+	free(nt->buf);
+	free(nt->note);
+	memset(nt, 0, sizeof *nt);
 }
 
 void app_evidence_print(const struct app_evidence *ev, FILE *f)
@@ -233,7 +294,7 @@ void app_evidence_print(const struct app_evidence *ev, FILE *f)
 		return;
 	fprintf(f, "Evidence%s:\n", ev->exact ? "" : " (approximate character ranges)");
 	for (int i = 0; i < ev->n_pas; i++) {
-		app_evidence_line(ev, i, line, sizeof line);
+		app_evidence_format(ev->text, ev->text_len, &ev->pages, &ev->pas[i], line, sizeof line);
 		fputs("  ", f);
 		app_print_inert(f, line, strlen(line));
 		fputc('\n', f);

@@ -19,8 +19,8 @@ struct cmd {
 static const struct cmd cmds[] = {
 	{ "chat", cmd_chat, APP_CMD_CHAT, "[DOC]",
 	  "terminal UI: ask questions about document DOC (the newest one when DOC is omitted), a new "
-	  "session; --session ID goes on with a stored one (its transcript shown, its turns "
-	  "remembered, no forward pass over earlier tokens)" },
+	  "session; --session ID goes on with a stored one (its transcript shown with each "
+	  "answer's evidence, its turns remembered, no forward pass over earlier tokens)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
 	  "prefill a PDF or text/Markdown file once, store its SeKV memory (and a PDF's page "
 	  "numbers); prints the new document id (one per part with --split). "

@@ -1,14 +1,21 @@
 /* test_ui.c - the UI's pure parts: UTF-8 decoding, word wrap, truncation,
  * byte/percentage formatting, heat buckets, grid fitting, bars, layout,
- * streamed-piece assembly, span ranking and line editing. Nothing here
- * opens a terminal; the screen itself is checked by hand with
+ * streamed-piece assembly, span ranking and line editing; and a resumed
+ * session's transcript as the transcript panel draws it (curses over
+ * /dev/null, read back from the window), its stored evidence included.
+ * No test opens a terminal; the whole screen is checked by hand with
  * tools/ui_demo.c in tmux. */
 #include "tests/test.h"
+#include "tests/store_fixtures.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "app/app.h"
+#include "engine/err.h"
 #include "engine/utf8.h"
+#include "store/store.h"
 #include "ui/screen.h"
 #include "ui/text.h"
 
@@ -389,6 +396,203 @@ static void t_input_editing(struct test_ctx *t)
 	ui_input_free(&in);
 }
 
+/* Draws turns [n] as ui_chat_run shows a resumed session's transcript
+ * (ui_transcript_add_turn, then the transcript panel) on a curses screen
+ * over /dev/null, 200 columns wide, and reads it back: the non-blank rows,
+ * each ended by '\n', into out [cap]. 0, 1 when curses cannot start here
+ * (no terminfo entry), or SEKV_ENOMEM. */
+static int draw_turns(const struct ui_turn *turns, int n, char *out, size_t cap)
+{
+	FILE *o = fopen("/dev/null", "w"), *in = fopen("/dev/null", "r");
+	SCREEN *scr = o && in ? newterm("vt100", o, in) : NULL;
+	struct ui_chat *ui = scr ? calloc(1, sizeof *ui) : NULL;
+	WINDOW *w = ui ? newpad(60, 200) : NULL;
+	int rc = scr ? (w ? 0 : SEKV_ENOMEM) : 1;
+	size_t at = 0;
+
+	for (int i = 0; !rc && i < n; i++)
+		rc = ui_transcript_add_turn(&ui->tr, &turns[i]);
+	if (!rc)
+		ui_transcript_draw(w, ui);
+	out[0] = 0;
+	for (int y = 0; !rc && y < getmaxy(w); y++) {
+		char row[256];
+		int k = mvwinnstr(w, y, 0, row, 200);
+		while (k > 0 && row[k - 1] == ' ')
+			k--;
+		if (k > 0 && at + (size_t)k + 2 < cap) {
+			memcpy(out + at, row, (size_t)k);
+			at += (size_t)k;
+			out[at++] = '\n';
+			out[at] = 0;
+		}
+	}
+	if (w)
+		delwin(w);
+	if (ui)
+		ui_transcript_free(&ui->tr);
+	free(ui);
+	if (scr) {
+		endwin();
+		delscreen(scr);
+	}
+	if (o)
+		fclose(o);
+	if (in)
+		fclose(in);
+	return rc;
+}
+
+/* An earlier turn's notes are drawn after its answer, before the next
+ * question, as info lines; a note's terminal controls never reach the
+ * screen. */
+static void t_resumed_turn_notes_drawn(struct test_ctx *t)
+{
+	const char *notes[2] = { "evidence 1. [0, 9) +1.0%  first", "evidence 2. [9, 20) +0.5%  "
+				 "bell\x07 title\x1b]0;x\x1b\\ csi\xc2\x9b" "2J" };
+	struct ui_turn turns[2] = { { "Who?", "Mira.", notes, 2 }, { "When?", "Dusk.", NULL, 0 } };
+	static char out[8192];
+	int rc = draw_turns(turns, 2, out, sizeof out);
+
+	if (rc == 1)
+		T_SKIP(t, "curses cannot start on a vt100 over /dev/null here");
+	T_CHECK(t, rc == 0);
+	const char *q0 = strstr(out, "> Who?\n"), *a0 = strstr(out, "  Mira.\n");
+	const char *n1 = strstr(out, "- evidence 1. [0, 9) +1.0%  first\n");
+	const char *n2 = strstr(out, "- evidence 2. [9, 20) +0.5%  bell title]0;x\\ csi2J\n");
+	const char *q1 = strstr(out, "> When?\n");
+	T_CHECKF(t, q0 && a0 && n1 && n2 && q1 && q0 < a0 && a0 < n1 && n1 < n2 && n2 < q1,
+		 "drawn:\n%s", out);
+	T_CHECKF(t, !test_has_controls(out, strlen(out)) && !strstr(out, "^["), "drawn:\n%s", out);
+}
+
+/* Three pages (3-5) of a PDF's text; page 5 carries terminal controls. */
+#define PDF_P3 "Chapter one. The harbour master kept the ledger of every ship.\n"
+#define PDF_P4 "The lighthouse keeper, Mira Olsen, lit the lamp at dusk each night.\n"
+#define PDF_P5 "In winter\x1b]0;pwned\x07 the bay froze and no ship came in.\n"
+
+/* A library named name holding that document, with its page map (starts
+ * 0, 63, 131 of 186 bytes) when pdf, and a session of three turns: two
+ * evidence rows (page 4; pages 3-4), an imported turn (none), two rows
+ * (page 5; one past the text); then the session read back as `chat
+ * --session` reads it into tr (app_transcript_free it) and the page map
+ * into pg (app_pages_free it). 0 or the failing code, err filled. */
+static int stored_session(const char *name, int pdf, struct app_transcript *tr,
+			  struct app_pages *pg, char *err, size_t errlen)
+{
+	static const char text[] = PDF_P3 PDF_P4 PDF_P5;
+	const int64_t page_start[3] = { 0, 63, 131 };
+	struct store_evidence_row ev0[2] = { { 1, 63, 130, 0.25 }, { 2, 13, 77, -0.05 } };
+	struct store_evidence_row ev2[2] = { { 1, 131, 185, 0.125 }, { 2, 150, 200, 0.0 } };
+	struct store_turn turn[3] = {
+		{ .question = "Who lit the lamp?", .answer = "Mira Olsen.", .stopped = "stop",
+		  .heads = "5:1", .n_ev = 2, .ev = ev0 },
+		{ .question = "Earlier?", .answer = "Yes.", .stopped = "import" },
+		{ .question = "When did the bay freeze?", .answer = "In winter.", .stopped = "stop",
+		  .heads = "5:1", .n_ev = 2, .ev = ev2 },
+	};
+	struct store_doc d = { .n_layer_global = 1, .n_head_kv = 1, .d_h = 8 };
+	struct store *s = NULL;
+	int64_t ses = 0;
+	int rc = store_open(&s, fixture_db_path(name), err, errlen);
+
+	memset(tr, 0, sizeof *tr);
+	memset(pg, 0, sizeof *pg);
+	if (rc == 0)
+		rc = store_doc_create(s, &d, text, sizeof text - 1, err, errlen);
+	if (rc == 0 && pdf)
+		rc = store_doc_put_pages(s, d.id, 3, 3, page_start, sizeof text - 1, err, errlen);
+	if (rc == 0)
+		rc = store_session_create(s, d.id, "sekv", &ses, err, errlen);
+	for (int i = 0; rc == 0 && i < 3; i++)
+		rc = store_session_add_turn(s, ses, &turn[i], err, errlen);
+	if (rc == 0)
+		rc = app_transcript_load(tr, s, ses, d.id, err, errlen);
+	if (rc == 0)
+		rc = app_pages_load(pg, s, d.id, err, errlen);
+	store_close(s);
+	return rc;
+}
+
+/* `chat --session` on a PDF's session: each earlier answer is followed on
+ * screen by its stored evidence lines (rank, page, range, score, snippet,
+ * made inert), the imported turn by none. */
+static void t_resumed_transcript_draws_stored_evidence(struct test_ctx *t)
+{
+	struct app_transcript tr;
+	struct app_pages pg;
+	static char out[8192];
+	char err[512];
+	int rc = stored_session("ui_resumed", 1, &tr, &pg, err, sizeof err);
+	int drawn = rc ? 0 : draw_turns(tr.ut, tr.n, out, sizeof out);
+	int n_turn = tr.n, why = tr.why[0];
+
+	app_transcript_free(&tr);
+	app_pages_free(&pg);
+	T_CHECKF(t, rc == 0, "%s", err);
+	if (drawn == 1)
+		T_SKIP(t, "curses cannot start on a vt100 over /dev/null here");
+	T_CHECKF(t, drawn == 0 && n_turn == 3 && !why, "drawn %d, %d turns", drawn, n_turn);
+	static const char want[] =
+		"> Who lit the lamp?\n"
+		"  Mira Olsen.\n"
+		"- evidence 1. p. 4 [63, 130) +25.0%  The lighthouse keeper, Mira Olsen, lit the lamp at dusk each night.\n"
+		"- evidence 2. pp. 3-4 [13, 77) -5.0%  The harbour master kept the ledger of every ship. The lighthouse\n"
+		"> Earlier?\n"
+		"  Yes.\n"
+		"> When did the bay freeze?\n"
+		"  In winter.\n"
+		"- evidence 1. p. 5 [131, 185) +12.5%  In winter]0;pwned the bay froze and no ship came in.\n"
+		"- evidence 2. p. 5 [150, 200) +0.0%  (outside the stored text)\n";
+	T_CHECKF(t, !strcmp(out, want), "drawn:\n%s", out);
+}
+
+/* t_evidence_stored_line_equals_live over a PDF's session (pdf) or a
+ * text document's. */
+static void stored_line_equals_live(struct test_ctx *t, int pdf)
+{
+	static const char text[] = PDF_P3 PDF_P4 PDF_P5;
+	const char *page = pdf ? "p. 4 " : "";
+	struct app_transcript tr;
+	struct app_pages pg;
+	char err[512], live[APP_EVIDENCE_NOTE], want[APP_EVIDENCE_NOTE];
+	int rc = stored_session(pdf ? "ui_evidence_pdf" : "ui_evidence_text", pdf, &tr, &pg, err,
+				sizeof err);
+
+	T_CHECKF(t, rc == 0 && tr.notes.n_note == 4 && pg.n_page == 3 * pdf && !tr.why[0],
+		 "%s / %s", err, tr.why);
+	for (int i = 0, k = 0; i < tr.n; i++)
+		for (int j = 0; j < tr.turns[i].n_ev; j++, k++) {
+			const struct store_evidence_row *r = &tr.turns[i].ev[j];
+			struct evidence_passage p = { .rank = r->rank, .start = r->start, .end = r->end,
+						      .peak = r->start, .score = r->score };
+			app_evidence_note(text, sizeof text - 1, &pg, &p, live, sizeof live);
+			T_CHECKF(t, !strcmp(tr.notes.note[k], live), "row %d: stored '%s', live '%s'",
+				 k, tr.notes.note[k], live);
+		}
+	snprintf(want, sizeof want, "evidence 1. %s[63, 130) +25.0%%  The lighthouse keeper, Mira "
+		 "Olsen, lit the lamp at dusk each night.", page);
+	T_CHECKF(t, !strcmp(tr.notes.note[0], want), "'%s'", tr.notes.note[0]);
+	struct evidence_passage p = { .rank = 1, .start = 63, .end = 130, .peak = 110, .score = 0.25 };
+	app_evidence_note(text, sizeof text - 1, &pg, &p, live, sizeof live);
+	snprintf(want, sizeof want, "evidence 1. %s[63, 130) +25.0%%  ...keeper, Mira Olsen, lit the "
+		 "lamp at dusk each night.", page);
+	T_CHECKF(t, !strcmp(live, want), "'%s'", live);
+	app_pages_free(&pg);
+	app_transcript_free(&tr);
+}
+
+/* A stored row's line is the live answer's line for the same passage with
+ * its peak at the start (the stored row keeps none), for a PDF and for a
+ * text document (no pages, nothing said missing); a live peak inside the
+ * passage moves the snippet there, so the stored line is not a copy of a
+ * fixed string. */
+static void t_evidence_stored_line_equals_live(struct test_ctx *t)
+{
+	for (int pdf = 1; pdf >= 0 && !t->failed; pdf--)
+		stored_line_equals_live(t, pdf);
+}
+
 const struct test_case test_ui[] = {
 	{"ui_wrap_words_at_spaces", t_wrap_words_at_spaces},
 	{"ui_wrap_utf8_never_split_and_fits", t_wrap_utf8_never_split},
@@ -408,5 +612,8 @@ const struct test_case test_ui[] = {
 	{"ui_transcript_joins_split_utf8_pieces", t_transcript_split_pieces},
 	{"ui_snap_ranks_spans_by_heads", t_snap_ranks_spans},
 	{"ui_input_line_editing_utf8", t_input_editing},
+	{"ui_resumed_turn_notes_drawn_after_answer_inert", t_resumed_turn_notes_drawn},
+	{"ui_resumed_transcript_draws_stored_evidence", t_resumed_transcript_draws_stored_evidence},
+	{"ui_evidence_stored_line_equals_live_line", t_evidence_stored_line_equals_live},
 	{NULL, NULL},
 };

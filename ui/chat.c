@@ -368,10 +368,9 @@ int ui_chat_run(const struct ui_chat_ops *ops, const struct ui_doc_info *info,
 	init_colors(ui);
 	add_note(ui, UI_ROLE_INFO, help_line);
 	for (int i = 0; info && i < info->n_turn; i++) {
-		const struct ui_turn *t = &info->turns[i];
-		ui_transcript_add(&ui->tr, UI_ROLE_USER, t->question, (int)strlen(t->question));
-		ui_transcript_add(&ui->tr, UI_ROLE_ANSWER, t->answer, (int)strlen(t->answer));
-		ui_input_hist_add(&ui->in, t->question);
+		if (ui_transcript_add_turn(&ui->tr, &info->turns[i]))
+			set_note(ui, "out of memory: transcript incomplete", 3.0);
+		ui_input_hist_add(&ui->in, info->turns[i].question);
 	}
 	if (info && info->resumed)
 		add_note(ui, UI_ROLE_INFO, info->resumed);

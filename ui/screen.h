@@ -201,6 +201,9 @@ int ui_term_quit_requested(void);
 
 /* Starts a new entry with text[0..len) (sanitized). 0 or SEKV_ENOMEM. */
 int ui_transcript_add(struct ui_transcript *t, int role, const char *text, int len);
+/* Adds an earlier turn: its question, its answer and each of its notes
+ * (as info lines), all sanitized. 0 or SEKV_ENOMEM. */
+int ui_transcript_add_turn(struct ui_transcript *t, const struct ui_turn *turn);
 /* Appends a streamed piece to the last entry, holding back an incomplete
  * UTF-8 tail until the next piece. 0 or SEKV_ENOMEM. */
 int ui_transcript_append(struct ui_transcript *t, const char *piece, int len);

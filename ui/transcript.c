@@ -1,5 +1,6 @@
 /* transcript.c - the conversation panel: questions, streamed answers and
- * notes, word-wrapped to the window, scrolled with PgUp/PgDn.
+ * notes (a resumed session's earlier turns first, each answer's evidence
+ * notes after it), word-wrapped to the window, scrolled with PgUp/PgDn.
  *
  * Invariant: every entry's text is valid UTF-8 with '\n' as its only
  * control (ui_text_sanitize); an incomplete multi-byte tail of a streamed
@@ -73,6 +74,17 @@ int ui_transcript_add(struct ui_transcript *t, int role, const char *text, int l
 	e->text[0] = '\0';
 	t->n_ent++;
 	return len > 0 ? append_clean(e, text, len) : 0;
+}
+
+int ui_transcript_add_turn(struct ui_transcript *t, const struct ui_turn *turn)
+{
+	int rc = ui_transcript_add(t, UI_ROLE_USER, turn->question, (int)strlen(turn->question));
+
+	if (!rc)
+		rc = ui_transcript_add(t, UI_ROLE_ANSWER, turn->answer, (int)strlen(turn->answer));
+	for (int i = 0; !rc && i < turn->n_note; i++)
+		rc = ui_transcript_add(t, UI_ROLE_INFO, turn->notes[i], (int)strlen(turn->notes[i]));
+	return rc;
 }
 
 int ui_transcript_append(struct ui_transcript *t, const char *piece, int len)

@@ -62,6 +62,10 @@ struct ui_chat_ops {
 struct ui_turn {
 	const char *question;     /* UTF-8 */
 	const char *answer;
+	const char *const *notes; /* [n_note] lines shown after the answer as
+	                             ui_chat_note shows them (its evidence),
+	                             made inert there; NULL when n_note is 0 */
+	int n_note;
 };
 
 /* Header facts shown at the top. */
