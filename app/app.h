@@ -55,8 +55,8 @@ typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progres
  * state and a PDF's page map, prefill in chunks, commit every chunk in its
  * own transaction (with what a resume needs: a failure or a crash leaves
  * that part's document in state prefill, "incomplete" in `sekv ls`, for
- * app_ingest_resume; parts before it stay ready, parts after it are not
- * created), build and store the SeKV memory. fn (may be NULL) sees every
+ * app_ingest_resume; parts before it stay ready, parts after it are
+ * created by its resume), build and store the SeKV memory. fn (may be NULL) sees every
  * stage's progress; the first report comes during extraction. *ids
  * (malloc'ed, caller frees) gets the new documents, *n_ids of them, in
  * part order. Returns 0 or a negative code; after an error *ids is NULL
@@ -77,12 +77,23 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
  * used), builds and stores the memory. A part of a split document is a
  * document of its own: its page map was stored when it was created. The
  * stored memory is then the one an uninterrupted ingest stores (bit for
- * bit at -t 1). fn as app_ingest's (the first report comes before the
- * model loads). 0, SEKV_EINVAL (the document is complete), SEKV_ENOTFOUND
- * (no such document, or no resume state), SEKV_EMISMATCH (another model
- * or tokenizer), or another code. */
+ * bit at -t 1). Part i of n of a --split ingest then goes on with parts
+ * i+1..n as that ingest would have stored them: the source file (the
+ * document's source; o->password for an encrypted PDF, else asked for on
+ * a terminal) is read and planned again at the stored limit, and must
+ * give n parts with part i's text byte for byte the stored one's, else
+ * SEKV_EMISMATCH (or the read's error) and err says which parts were not
+ * stored and how to get them; the part completed stays. Titles "TITLE
+ * (part j/n)" keep the stored title's TITLE. fn as app_ingest's (the
+ * first report comes before the model loads). *ids (malloc'ed, caller
+ * frees) gets doc_id and the documents created after it, *n_ids of them,
+ * in part order; NULL after an error (err then names, as app_ingest_parts'
+ * does, what a later part left). 0, SEKV_EINVAL (the document is
+ * complete), SEKV_ENOTFOUND (no such document, or no resume state),
+ * SEKV_EMISMATCH (another model or tokenizer, or the file changed), or
+ * another code. */
 int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
-		      void *ud, char *err, size_t errlen);
+		      void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen);
 
 /* ---- what ingest stores of a document (app/ingest_plan.c) ---------- */
 struct extract_doc;

@@ -206,7 +206,7 @@ int cmd_ingest(int argc, char **argv)
 {
 	struct app_opts o;
 	struct app_ingest_meter mt;
-	char err[1024];
+	char err[2048];
 	int64_t *ids = NULL, id = 0;
 	int n = 0, rc;
 
@@ -215,14 +215,15 @@ int cmd_ingest(int argc, char **argv)
 	if (o.resume ? o.n_args != 0 || app_parse_doc_id(o.resume, &id) : o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--password PW] "
 				  "[--max-tokens N] [--split] [--budget F] [--rmax R] [-m MODEL] [--db FILE] "
-				  "| sekv ingest --resume DOC [-m MODEL] [--db FILE]");
+				  "| sekv ingest --resume DOC [--password PW] [-m MODEL] [--db FILE]");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("ingest", err);
 	app_ingest_meter_init(&mt);
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);
 	if (o.resume)
-		rc = app_ingest_resume(&o, id, ingest_progress, o.quiet ? NULL : &mt, err, sizeof err);
+		rc = app_ingest_resume(&o, id, ingest_progress, o.quiet ? NULL : &mt, &ids, &n, err,
+				       sizeof err);
 	else
 		rc = app_ingest_parts(&o, o.args[0], ingest_progress, o.quiet ? NULL : &mt, &ids, &n,
 				      err, sizeof err);
@@ -230,8 +231,6 @@ int cmd_ingest(int argc, char **argv)
 	signal(SIGTERM, SIG_DFL);
 	if (rc)
 		return fail("ingest", err);
-	if (o.resume)
-		printf("%lld\n", (long long)id);
 	for (int i = 0; i < n; i++)
 		printf("%lld\n", (long long)ids[i]);
 	free(ids);

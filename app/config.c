@@ -260,7 +260,8 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--resume", .arg = "DOC", .kind = OPT_TEXT, .off = F(resume), .set_off = NO_SET,
 	  .help = "continue the interrupted ingest of document DOC (shown 'incomplete' by 'sekv ls') "
 		  "from its last committed chunk, with the settings it was started with; the stored "
-		  "memory is the one an uninterrupted ingest stores", .cmds = APP_CMD_INGEST },
+		  "memory is the one an uninterrupted ingest stores; a part of a --split ingest goes "
+		  "on with the parts after it, read again from the file", .cmds = APP_CMD_INGEST },
 	{ .name = "--password", .arg = "PW", .kind = OPT_TEXT, .off = F(password), .set_off = NO_SET,
 	  .def_text = "asked for on a terminal when the PDF needs one",
 	  .help = "user password of an encrypted PDF (a PDF with only an owner password needs none)",

@@ -11,7 +11,8 @@
  * global layers' attention probed for H2O's scores -> SeKV build ->
  * memory and scores persisted together, document marked ready. A crash
  * leaves the part being written in state "prefill" that `sekv ls` shows
- * as incomplete and app_ingest_resume continues exactly. Progress goes
+ * as incomplete and app_ingest_resume continues exactly (then, of a
+ * split document, the parts after it: app_ingest_run_parts). Progress goes
  * through a callback (struct app_ingest_progress); nothing here keeps
  * static state.
  */
@@ -105,7 +106,9 @@ static void on_page(void *ud, int page, int n_page)
 	report(g, "pages", page, n_page, g->t_pages, page == n_page);
 }
 
-static int stage_extract(struct ingest *g, char *err, size_t errlen)
+/* Reads g->path into g->x (a PDF page by page, asking for its password on
+ * a terminal when --password is not given). */
+int app_ingest_extract(struct ingest *g, char *err, size_t errlen)
 {
 	struct extract_params p = { .password = g->o->password, .on_page = on_page, .ud = g };
 	char line[1024];
@@ -164,7 +167,7 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 }
 
 /* What is stored: the whole text, its first --max-tokens, or parts. */
-static int stage_plan(struct ingest *g, char *err, size_t errlen)
+int app_ingest_plan(struct ingest *g, char *err, size_t errlen)
 {
 	const struct app_plan *pl = &g->plan;
 	char e2[768];
@@ -274,7 +277,8 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 		.n_tok_total = g->tv.n, .n_batch = o->n_batch, .alpha = o->alpha,
 		.rank_energy = o->rank_energy, .key_pre_rope = o->key_pre_rope,
 		.static_share = o->static_share, .n_recent = o->n_recent,
-		.keep_full_kv = o->keep_full_kv,
+		.keep_full_kv = o->keep_full_kv, .part = pt ? g->part : 0,
+		.n_part = pt ? g->plan.n_part : 1, .part_limit = pt ? g->plan.limit : 0,
 		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
 	};
 	if (pt && app_part_pages(&g->x, pt->start, pt->end, &page0, &n_page, &start))
@@ -593,7 +597,7 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 }
 
 /* What one part holds; the model, tokenizer, library and text stay. */
-static void part_free(struct ingest *g)
+void app_ingest_part_free(struct ingest *g)
 {
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
 		free(g->glob_k[l]);
@@ -625,7 +629,7 @@ static void part_free(struct ingest *g)
 
 void app_ingest_free(struct ingest *g)
 {
-	part_free(g);
+	app_ingest_part_free(g);
 	store_close(g->st);
 	tok_close(g->tk);
 	model_close(g->m);
@@ -687,12 +691,12 @@ static void __attribute__((format(printf, 3, 4))) err_append(char *err, size_t e
 
 /* What a failed ingest left in the library, appended to err: the part
  * being written once its document exists (incomplete: resume or delete
- * it), and of a split document the parts stored before it and those
- * never started. */
-static void note_left(struct ingest *g, char *err, size_t errlen)
+ * it), and of a split document the parts this run stored before it (from
+ * part0 on) and those never started. */
+void app_ingest_note_left(struct ingest *g, char *err, size_t errlen)
 {
 	long long id = (long long)g->doc.id;
-	int n_part = g->plan.n_part, done = g->part, next = done + (id > 0);
+	int n_part = g->plan.n_part, done = g->part, next = done + (id > 0), p0 = g->part0;
 
 	if (!err || !errlen || !g->st)
 		return;
@@ -706,11 +710,11 @@ static void note_left(struct ingest *g, char *err, size_t errlen)
 	}
 	if (n_part <= 1 || next == 0)
 		return;
-	if (done == 1)
-		err_append(err, errlen, "; part 1 of %d is stored: document", n_part);
-	else if (done > 1)
-		err_append(err, errlen, "; parts 1-%d of %d are stored: documents", done, n_part);
-	for (int i = 0; i < done; i++)
+	if (done == p0 + 1)
+		err_append(err, errlen, "; part %d of %d is stored: document", done, n_part);
+	else if (done > p0 + 1)
+		err_append(err, errlen, "; parts %d-%d of %d are stored: documents", p0 + 1, done, n_part);
+	for (int i = p0; i < done; i++)
 		err_append(err, errlen, " %lld%s", (long long)g->ids[i], i + 1 < done ? "," : "");
 	if (next + 1 == n_part)
 		err_append(err, errlen, "; part %d of %d was not started", n_part, n_part);
@@ -731,7 +735,7 @@ static int ingest_conv(const struct ingest *g, struct import_conv *ic, int64_t *
 
 	if ((rc = app_ingest_tokenize(&c, err, errlen)) || (rc = stage_create_doc(&c, err, errlen)) ||
 	    (rc = app_ingest_prefill_alloc(&c, err, errlen)) || (rc = app_ingest_finish(&c, err, errlen)))
-		note_left(&c, err, errlen);
+		app_ingest_note_left(&c, err, errlen);
 	*doc = c.doc.id;
 	*session = c.session;
 	*n_tok = c.tv.n;
@@ -806,19 +810,19 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 	return rc;
 }
 
-/* Every part, each its own document: tokenize, create it (with its
- * resume state and pages), prefill with a commit per chunk, build,
- * persist; then what the part held is freed for the next. */
-static int ingest_parts(struct ingest *g, char *err, size_t errlen)
+/* Every part from first on, each its own document: tokenize, create it
+ * (with its resume state and pages), prefill with a commit per chunk,
+ * build, persist; then what the part held is freed for the next. */
+int app_ingest_run_parts(struct ingest *g, int first, char *err, size_t errlen)
 {
 	int rc;
 
-	for (g->part = 0; g->part < g->plan.n_part; g->part++) {
+	for (g->part = first; g->part < g->plan.n_part; g->part++) {
 		if ((rc = app_ingest_tokenize(g, err, errlen)) || (rc = stage_create_doc(g, err, errlen)) ||
 		    (rc = app_ingest_prefill_alloc(g, err, errlen)) || (rc = app_ingest_finish(g, err, errlen)))
 			return rc;
 		g->ids[g->part] = g->doc.id;
-		part_free(g);
+		app_ingest_part_free(g);
 	}
 	return 0;
 }
@@ -832,7 +836,7 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 
 	*ids = NULL;
 	*n_ids = 0;
-	if ((rc = stage_extract(&g, err, errlen)))
+	if ((rc = app_ingest_extract(&g, err, errlen)))
 		goto out;
 	kind = g.x.n_page ? HISTORY_NONE : history_detect(path, g.x.text, g.x.len);
 	if (kind != HISTORY_NONE) {
@@ -854,14 +858,14 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 		goto out;
 	}
 	if ((rc = app_ingest_load(&g, err, errlen)) || (rc = stage_count(&g, err, errlen)) ||
-	    (rc = stage_plan(&g, err, errlen)) || (rc = ingest_parts(&g, err, errlen)))
+	    (rc = app_ingest_plan(&g, err, errlen)) || (rc = app_ingest_run_parts(&g, 0, err, errlen)))
 		goto out;
 	*ids = g.ids;
 	*n_ids = g.plan.n_part;
 	g.ids = NULL;
 out:
 	if (rc)
-		note_left(&g, err, errlen);
+		app_ingest_note_left(&g, err, errlen);
 	app_ingest_free(&g);
 	return rc;
 }

@@ -28,7 +28,10 @@ struct ingest {
 	                               part's first page number - 1 */
 	struct app_plan plan;
 	int part;                   /* the part being stored, 0..plan.n_part-1 */
-	int64_t *ids;               /* [plan.n_part] documents stored so far */
+	int part0;                  /* the first part this run stores (a resumed
+	                               split ingest: the resumed one), 0 otherwise */
+	int64_t *ids;               /* [plan.n_part] documents stored so far,
+	                               from part0 on */
 	double t_pages;             /* clk_now when extraction started */
 	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
 	int64_t session;            /* chat: the session holding its turns */
@@ -64,6 +67,16 @@ struct ingest {
  * code with err filled. */
 /* Loads the model, its tokenizer and the prompt format. */
 int app_ingest_load(struct ingest *g, char *err, size_t errlen);
+/* Reads g->path (a PDF or text; g->o->password, else asked for on a
+ * terminal) into g->x, reporting pages and bytes. */
+int app_ingest_extract(struct ingest *g, char *err, size_t errlen);
+/* Plans g->x against g->o->max_tokens and g->o->split (app_plan) into
+ * g->plan, says what is left out or split, and allocates g->ids. */
+int app_ingest_plan(struct ingest *g, char *err, size_t errlen);
+/* Parts first..plan.n_part-1 of g->plan, each its own document, through
+ * every stage; g->ids[part] set as each completes, g->part the one that
+ * failed. */
+int app_ingest_run_parts(struct ingest *g, int first, char *err, size_t errlen);
 /* The document's tokens: its part's text as a document turn, or a chat
  * history's conversation rendered as turns. */
 int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen);
@@ -72,6 +85,13 @@ int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen);
 int app_ingest_prefill_alloc(struct ingest *g, char *err, size_t errlen);
 /* From the document row on: prefill (from pos_start), build, persist. */
 int app_ingest_finish(struct ingest *g, char *err, size_t errlen);
+/* What one part holds (tokens, prefill buffers, memory, document row);
+ * the model, tokenizer, library, text and plan stay. */
+void app_ingest_part_free(struct ingest *g);
+/* Appends to err what a failed ingest left in the library: the part
+ * being written (incomplete: its id, --resume or rm), of a split document
+ * the parts stored from g->part0 on and those never started. */
+void app_ingest_note_left(struct ingest *g, char *err, size_t errlen);
 /* Frees everything g holds (model, tokenizer and library included). */
 void app_ingest_free(struct ingest *g);
 

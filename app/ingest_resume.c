@@ -1,8 +1,10 @@
 /* ingest_resume.c - `sekv ingest --resume DOC`: continues an interrupted
  * ingest from its last committed chunk with the settings it began with,
  * restoring the global rows, the sliding-window rows, the surprisal and
- * H2O's probe so the stored memory equals an uninterrupted ingest's. The
- * stages themselves are ingest.c's.
+ * H2O's probe so the stored memory equals an uninterrupted ingest's; a
+ * part of a --split ingest then goes on with the parts after it, its
+ * source file read and planned again and checked against the stored part.
+ * The stages themselves are ingest.c's.
  */
 #include "app/ingest_int.h"
 
@@ -211,19 +213,93 @@ static int resume_chat(struct ingest *g, struct history *h, struct import_conv *
 	return 0;
 }
 
+/* ---- the parts after a resumed one ------------------------------------ */
+
+/* The source read again (g->x) and planned as the split ingest was must
+ * give in->n_part parts, part in->part of the text was [was_len] (the
+ * stored document's) byte for byte. */
+static int plan_check(const struct ingest *g, const struct store_ingest *in, const char *was,
+		      size_t was_len, int64_t doc, char *err, size_t errlen)
+{
+	if (g->plan.n_part != in->n_part)
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "%s: it now makes %d parts of at most "
+				 "%d tokens, not %d (changed since?)", g->path, g->plan.n_part,
+				 in->part_limit, in->n_part);
+	const struct app_part *p = &g->plan.part[in->part];
+	if (p->end - p->start != was_len || memcmp(g->x.text + p->start, was, was_len))
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "%s: its part %d/%d is no longer the "
+				 "text of document %lld (changed since?)", g->path, in->part + 1,
+				 in->n_part, (long long)doc);
+	return 0;
+}
+
+/* After part in->part of a split ingest is complete (g->doc): its source
+ * file, read into path [cap], planned again at the stored limit (ro's
+ * max_tokens and split set so) and checked (plan_check), then the parts
+ * after it through the stages of a new ingest, titled as the stored part
+ * less its " (part i/n)" (into title [title_cap], ro->title). On a failure
+ * before them err says which parts were not stored and how to get them. */
+static int resume_next_parts(struct ingest *g, struct app_opts *ro, const struct store_ingest *in,
+			     char *title, size_t title_cap, char *path, size_t cap, char *err,
+			     size_t errlen)
+{
+	struct extract_doc was = g->x;
+	long long id = (long long)g->doc.id;
+	int i = in->part, n = in->n_part, rc;
+	char suffix[48], which[64], why[768];
+
+	snprintf(path, cap, "%s", g->doc.source);
+	snprintf(title, title_cap, "%s", g->doc.title);
+	snprintf(suffix, sizeof suffix, " (part %d/%d)", i + 1, n);
+	size_t len = strlen(title), sl = strlen(suffix);
+	if (len >= sl && !strcmp(title + len - sl, suffix))
+		title[len - sl] = 0;
+	if (i + 2 == n)
+		snprintf(which, sizeof which, "part %d of %d was", n, n);
+	else
+		snprintf(which, sizeof which, "parts %d-%d of %d were", i + 2, n, n);
+	app_ingest_part_free(g);
+	memset(&g->x, 0, sizeof g->x);
+	app_plan_free(&g->plan);
+	g->path = path;
+	g->page_base = g->pos_start = 0;
+	g->h_start = 0;
+	ro->title = title;
+	ro->max_tokens = in->part_limit;
+	ro->split = 1;
+	if (!ro->quiet)
+		app_errorf("ingest: document %lld (part %d/%d) is ready; reading %s again for the "
+			   "parts after it\n", id, i + 1, n, path);
+	if (!(rc = app_ingest_extract(g, why, sizeof why)) && !(rc = app_ingest_plan(g, why, sizeof why)))
+		rc = plan_check(g, in, was.text, was.len, (int64_t)id, why, sizeof why);
+	extract_doc_free(&was);
+	if (rc)
+		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld (part %d/%d) is "
+				 "complete, but %s not stored: %s; to store %s, ingest %s again with "
+				 "--split --max-tokens %d (every part is then stored anew)", id, i + 1, n,
+				 which, why, i + 2 == n ? "it" : "them", path, in->part_limit);
+	g->ids[i] = (int64_t)id;
+	g->part0 = i;
+	if ((rc = app_ingest_run_parts(g, i + 1, err, errlen)))
+		app_ingest_note_left(g, err, errlen);
+	return rc;
+}
+
 int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
-		      void *ud, char *err, size_t errlen)
+		      void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen)
 {
 	struct app_opts ro = *o;
 	struct ingest g = { .o = &ro, .fn = fn, .ud = ud };
 	struct store_ingest in;
 	struct history h = { 0 };
 	struct import_conv ic = { 0 };
-	char path[sizeof g.doc.source];
+	char path[sizeof g.doc.source], title[sizeof g.doc.title];
 	float *probe = NULL;
 	double t0;
-	int rc;
+	int n, rc;
 
+	*ids = NULL;
+	*n_ids = 0;
 	if ((rc = resume_open(&g, &ro, doc_id, &in, &probe, err, errlen)) ||
 	    (rc = resume_chat(&g, &h, &ic, path, sizeof path, err, errlen)) ||
 	    (rc = app_ingest_load(&g, err, errlen)) || (rc = app_ingest_tokenize(&g, err, errlen)) ||
@@ -241,7 +317,22 @@ int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progr
 	if (!ro.quiet)
 		app_errorf("ingest: state at token %d restored in %.3fs (model loading apart)\n",
 			   g.pos_start, clk_now() - t0);
-	rc = app_ingest_finish(&g, err, errlen);
+	if ((rc = app_ingest_finish(&g, err, errlen)))
+		goto out;
+	if (!g.chat && in.part + 1 < in.n_part &&
+	    (rc = resume_next_parts(&g, &ro, &in, title, sizeof title, path, sizeof path, err, errlen)))
+		goto out;
+	/* g.ids: [n_part] of a split ingest continued, NULL otherwise */
+	n = g.ids ? in.n_part - in.part : 1;
+	if (!(*ids = malloc((size_t)n * sizeof **ids))) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+		goto out;
+	}
+	if (g.ids)
+		memcpy(*ids, g.ids + in.part, (size_t)n * sizeof **ids);
+	else
+		**ids = doc_id;
+	*n_ids = n;
 out:
 	free(probe);
 	app_ingest_free(&g);

@@ -28,7 +28,8 @@ static const struct cmd cmds[] = {
 	  "'assistant:' transcript) becomes a document and a session per conversation, its turns "
 	  "rendered in the model's prompt format (--conversation picks one). "
 	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
-	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it" },
+	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it (a "
+	  "--split ingest: that part, then the parts after it)" },
 	{ "count", cmd_count, APP_CMD_COUNT, "FILE",
 	  "print the tokens a document would take (and a PDF's pages) without prefilling it; "
 	  "how --split would cut it when it is too long" },

@@ -211,7 +211,15 @@ static const char *const store_migration[] = {
 	"ALTER TABLE documents ADD COLUMN full_kv INTEGER NOT NULL DEFAULT 1;"
 	/* and ingest_state.keep_full_kv: 1 when the ingest keeps them at the
 	 * end (--keep-full-kv), so that a resume does as it would have */
-	"ALTER TABLE ingest_state ADD COLUMN keep_full_kv INTEGER NOT NULL DEFAULT 1;",
+	"ALTER TABLE ingest_state ADD COLUMN keep_full_kv INTEGER NOT NULL DEFAULT 1;"
+	/* and where the document stands in a --split ingest, so that a resume
+	 * of one part goes on with the parts after it (app/ingest_resume.c):
+	 * part (0-based) of n_part, and part_limit, the most tokens of a part
+	 * its plan allowed (app_plan's limit: the model's context or
+	 * --max-tokens; 0: none). Rows from before were single parts. */
+	"ALTER TABLE ingest_state ADD COLUMN part INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE ingest_state ADD COLUMN n_part INTEGER NOT NULL DEFAULT 1;"
+	"ALTER TABLE ingest_state ADD COLUMN part_limit INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -213,12 +213,18 @@ struct store_ingest {
 	                         after token pos_end - 1 (0 when pos_end = 0) */
 	int n_probe;          /* H2O probe pairs (model_probe.n), 0: none */
 	int keep_full_kv;     /* 1: the exact global KV stays when it completes */
+	int part;             /* of a --split ingest, this document's part,
+	                         0..n_part-1 (0 when not split) */
+	int n_part;           /* parts that ingest planned, >= 1 (1: not split) */
+	int part_limit;       /* most tokens of a part in its plan (app_plan's
+	                         limit), 0: none */
 };
 
 /* Records the resume state of document doc (in state PREFILL) at pos_end 0:
- * in's settings, n_tok_total and n_probe (its pos_end, h_next ignored).
- * Replaces an earlier row. Joins an open transaction. 0, SEKV_EINVAL
- * (bad values), SEKV_EDB. */
+ * in's settings, n_tok_total, n_probe and its place in a split ingest
+ * (part, n_part, part_limit; its pos_end, h_next ignored). Replaces an
+ * earlier row. Joins an open transaction. 0, SEKV_EINVAL (bad values:
+ * also n_part < 1, part outside 0..n_part-1), SEKV_EDB. */
 int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *in,
 		       char *err, size_t errlen);
 /* Advances it to the document's stored n_tok (call in the transaction of

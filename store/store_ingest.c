@@ -22,7 +22,8 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 
 	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
 	if (in->n_tok_total < 0 || in->n_tok_total > INT32_MAX || in->n_batch < 1 ||
-	    in->n_probe < 0 || in->n_probe > STORE_MAX_DIM)
+	    in->n_probe < 0 || in->n_probe > STORE_MAX_DIM || in->n_part < 1 || in->part < 0 ||
+	    in->part >= in->n_part || in->part_limit < 0)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "store_ingest_begin: %s: bad values", obj);
 	if ((rc = store_stmt(s, ST_ING_INSERT, &st, err, errlen)))
 		return rc;
@@ -36,6 +37,9 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 	sqlite3_bind_int(st, 8, in->n_recent);
 	sqlite3_bind_int(st, 9, in->n_probe);
 	sqlite3_bind_int(st, 10, in->keep_full_kv != 0);
+	sqlite3_bind_int(st, 11, in->part);
+	sqlite3_bind_int(st, 12, in->n_part);
+	sqlite3_bind_int(st, 13, in->part_limit);
 	rc = store_step(s, st);
 	rc = rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, "store_ingest_begin", obj);
 	store_stmt_reset_all(s);
@@ -136,15 +140,19 @@ static int ingest_row(sqlite3_stmt *st, const struct store_doc *d, struct store_
 	out->h_next = (float)sqlite3_column_double(st, 8);
 	out->n_probe = sqlite3_column_int(st, 9);
 	out->keep_full_kv = sqlite3_column_int(st, 11) != 0;
+	out->part = sqlite3_column_int(st, 12);
+	out->n_part = sqlite3_column_int(st, 13);
+	out->part_limit = sqlite3_column_int(st, 14);
 	if (out->pos_end != d->n_tok || out->n_tok_total < d->n_tok ||
 	    out->n_tok_total > INT32_MAX || out->n_batch < 1 || out->n_probe < 0 ||
-	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0)
+	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0 || out->n_part < 1 ||
+	    out->part < 0 || out->part >= out->n_part || out->part_limit < 0)
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "store_ingest_get: doc %lld: ingest_state: pos_end %lld of %lld "
-				 "tokens (document has %lld), n_batch %d, n_probe %d",
-				 (long long)d->id, (long long)out->pos_end,
+				 "tokens (document has %lld), n_batch %d, n_probe %d, part %d of %d "
+				 "(limit %d)", (long long)d->id, (long long)out->pos_end,
 				 (long long)out->n_tok_total, (long long)d->n_tok, out->n_batch,
-				 out->n_probe);
+				 out->n_probe, out->part, out->n_part, out->part_limit);
 	return 0;
 }
 

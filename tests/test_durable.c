@@ -6,8 +6,9 @@
  * other answers, and the ingest's progress reaches a log (not a terminal)
  * as plain lines, the first within 2 s; an ingest that fills the disk
  * leaves an incomplete document that `sekv rm` deletes; a --split ingest
- * killed in its second part leaves that part resumable on its own, page
- * map kept; a document whose exact KV was dropped at the end of its
+ * killed in its second part leaves that part resumable, page map kept,
+ * and its resume stores the parts after it as an uninterrupted --split
+ * ingest does; a document whose exact KV was dropped at the end of its
  * ingest (the default) gets it back, bit for bit, by a prefill of its
  * stored tokens. Short documents (~650 to ~1,300 tokens) keep it to about
  * a minute.
@@ -29,6 +30,7 @@
 
 #include "app/app.h"
 #include "engine/clock.h"
+#include "engine/err.h"
 #include "engine/model.h"
 #include "store/store.h"
 #include "tests/pdf_fixture.h"
@@ -55,13 +57,27 @@ static int write_prefix(const char *path, size_t bytes)
 	return rc;
 }
 
+/* Options of an ingest in process into the library at db: quiet, one
+ * thread, chunks of 64, the test model, defaults otherwise. */
+static void ingest_opts(struct app_opts *o, const char *db)
+{
+	char err[256];
+
+	app_opts_parse(o, 0, NULL, err, sizeof err);
+	snprintf(o->model, sizeof o->model, "%s", test_model_path());
+	snprintf(o->db, sizeof o->db, "%s", db);
+	o->quiet = 1;
+	o->n_threads = 1;
+	o->n_batch = 64;
+}
+
 /* The reference: the document ingested without interruption, in process,
  * one thread, chunks of 64, its exact KV kept (so that the resumed
  * ingest's kv_chunk rows are compared too). 1 when it is there. */
 static int reference(struct test_ctx *t)
 {
 	struct app_opts o;
-	char err[1024];
+	char err[1024], db[512];
 	int64_t id = 0;
 
 	if (g_ref_db[0])
@@ -75,18 +91,14 @@ static int reference(struct test_ctx *t)
 		T_FAIL(t, "cannot write %s", g_doc_path);
 		return 0;
 	}
-	app_opts_parse(&o, 0, NULL, err, sizeof err);
-	snprintf(o.model, sizeof o.model, "%s", test_model_path());
-	snprintf(o.db, sizeof o.db, "%s/durable_ref.db", test_tmpdir());
-	o.quiet = 1;
-	o.n_threads = 1;
-	o.n_batch = 64;
+	snprintf(db, sizeof db, "%s/durable_ref.db", test_tmpdir());
+	ingest_opts(&o, db);
 	o.keep_full_kv = 1;
 	if (app_ingest(&o, g_doc_path, NULL, NULL, &id, err, sizeof err) || id != 1) {
 		T_FAIL(t, "reference ingest: %s", err);
 		return 0;
 	}
-	snprintf(g_ref_db, sizeof g_ref_db, "%s", o.db);
+	snprintf(g_ref_db, sizeof g_ref_db, "%s", db);
 	return 1;
 }
 
@@ -147,45 +159,59 @@ static int wait_tokens(const char *path, long long doc, long long n, pid_t pid)
 	return 0;
 }
 
-/* Rows of document 1 in table of main that are not in ref, plus the
+/* Rows of document doc in table of main that are not in ref, plus the
  * other way round (blobs compared byte for byte), plus 1 when main has
- * none; -1 when the query fails. */
-static long long rows_differing(sqlite3 *db, const char *table)
+ * none; -1 when the query fails. "documents": its row but for the times
+ * (created, prefill_s). */
+static long long rows_differing(sqlite3 *db, const char *table, long long doc)
 {
-	char sql[512];
+	int row = !strcmp(table, "documents");
+	const char *cols = row ? "id, title, source, model_fp, state, n_tok, budget, r_max, alpha_used,"
+		" full_kv" : "*", *key = row ? "id" : "doc";
+	char sql[1536];
 	sqlite3_stmt *st = NULL;
 	long long n = -1;
 
-	snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM (SELECT * FROM main.%s WHERE doc = 1"
-		 " EXCEPT SELECT * FROM ref.%s WHERE doc = 1)) + (SELECT count(*) FROM (SELECT * FROM"
-		 " ref.%s WHERE doc = 1 EXCEPT SELECT * FROM main.%s WHERE doc = 1))"
-		 " + ((SELECT count(*) FROM main.%s WHERE doc = 1) = 0)", table, table, table, table,
-		 table);
-	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+	snprintf(sql, sizeof sql, "SELECT (SELECT count(*) FROM (SELECT %s FROM main.%s WHERE %s = ?1"
+		 " EXCEPT SELECT %s FROM ref.%s WHERE %s = ?1)) + (SELECT count(*) FROM (SELECT %s FROM"
+		 " ref.%s WHERE %s = ?1 EXCEPT SELECT %s FROM main.%s WHERE %s = ?1))"
+		 " + ((SELECT count(*) FROM main.%s WHERE %s = ?1) = 0)", cols, table, key, cols, table,
+		 key, cols, table, key, cols, table, key, table, key);
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_bind_int64(st, 1, doc) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return n;
 }
 
-/* The tables the memory lives in, all compared whole: 0 when the library
- * at path holds what the reference holds; else the first table differing. */
-static const char *memory_differs(const char *path)
+/* Tables [n] compared whole for document doc: NULL when the library at
+ * path holds what the one at ref holds; else the first table differing. */
+static const char *tables_differ(const char *path, const char *ref, long long doc,
+				 const char *const *tables, size_t n)
 {
-	static const char *const tables[] = { "mem", "mem_layer", "tok_chunk", "kv_chunk", "swa",
-					      "h2o_score" };
 	char sql[600];
 	sqlite3 *db = NULL;
 	const char *bad = NULL;
 
-	snprintf(sql, sizeof sql, "ATTACH '%s' AS ref", g_ref_db);
+	snprintf(sql, sizeof sql, "ATTACH '%s' AS ref", ref);
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
 	    sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
 		bad = "(cannot open)";
-	for (size_t i = 0; !bad && i < sizeof tables / sizeof tables[0]; i++)
-		if (rows_differing(db, tables[i]) != 0)
+	for (size_t i = 0; !bad && i < n; i++)
+		if (rows_differing(db, tables[i], doc) != 0)
 			bad = tables[i];
 	sqlite3_close(db);
 	return bad;
+}
+
+/* The tables the memory lives in, all compared whole: NULL when document
+ * 1 of the library at path is the reference's; else the first table
+ * differing. */
+static const char *memory_differs(const char *path)
+{
+	static const char *const tables[] = { "mem", "mem_layer", "tok_chunk", "kv_chunk", "swa",
+					      "h2o_score" };
+	return tables_differ(path, g_ref_db, 1, tables, sizeof tables / sizeof tables[0]);
 }
 
 /* kill -9 after two of eleven chunks are committed, then --resume (which
@@ -252,8 +278,7 @@ static void durable_dropped_full_kv_prefilled_again(struct test_ctx *t)
 	struct store_doc d, dr;
 	uint16_t *k[MODEL_MAX_LAYER] = { 0 }, *v[MODEL_MAX_LAYER] = { 0 };
 	uint16_t *rk = NULL, *rv = NULL;
-	char err[1024] = "", db[512], sql[600];
-	const char *bad = NULL;
+	char err[1024] = "", db[512];
 	sqlite3 *raw = NULL;
 	sqlite3_stmt *q = NULL;
 	int64_t id = 0, kv_rows = -1;
@@ -263,23 +288,13 @@ static void durable_dropped_full_kv_prefilled_again(struct test_ctx *t)
 	int rc;
 
 	T_CHECK(t, reference(t));
-	app_opts_parse(&o, 0, NULL, err, sizeof err);
-	snprintf(o.model, sizeof o.model, "%s", test_model_path());
 	snprintf(db, sizeof db, "%s/durable_dropped.db", test_tmpdir());
-	snprintf(o.db, sizeof o.db, "%s", db);
-	o.quiet = 1;
-	o.n_threads = 1;
-	o.n_batch = 64;
+	ingest_opts(&o, db);
 	rc = app_ingest(&o, g_doc_path, NULL, NULL, &id, err, sizeof err);
 	T_CHECKF(t, rc == 0 && id == 1, "ingest: %s", err);
-	snprintf(sql, sizeof sql, "ATTACH '%s' AS ref", g_ref_db);
-	if (sqlite3_open_v2(db, &raw, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
-	    sqlite3_exec(raw, sql, NULL, NULL, NULL) != SQLITE_OK)
-		bad = "(cannot open)";
-	for (size_t i = 0; !bad && i < sizeof tables / sizeof tables[0]; i++)
-		if (rows_differing(raw, tables[i]) != 0)
-			bad = tables[i];
-	if (sqlite3_prepare_v2(raw, "SELECT count(*) FROM main.kv_chunk", -1, &q, NULL) == SQLITE_OK &&
+	const char *bad = tables_differ(db, g_ref_db, 1, tables, sizeof tables / sizeof tables[0]);
+	if (sqlite3_open_v2(db, &raw, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(raw, "SELECT count(*) FROM main.kv_chunk", -1, &q, NULL) == SQLITE_OK &&
 	    sqlite3_step(q) == SQLITE_ROW)
 		kv_rows = sqlite3_column_int64(q, 0);
 	sqlite3_finalize(q);
@@ -482,22 +497,61 @@ static int write_pdf(const char *path, char *err, size_t errlen)
 	return fx_pdf_write(path, pages, 6, NULL, 0, err, errlen);
 }
 
+/* The PDF at pdf ingested with --split --max-tokens 400 without
+ * interruption, in process, one thread, chunks of 64, into the library
+ * at db: 0, or the failing code with err filled. */
+static int split_reference(const char *pdf, const char *db, char *err, size_t errlen)
+{
+	struct app_opts o;
+	int64_t *ids = NULL;
+	int n = 0;
+
+	ingest_opts(&o, db);
+	o.max_tokens = 400;
+	o.split = 1;
+	int rc = app_ingest_parts(&o, pdf, NULL, NULL, &ids, &n, err, errlen);
+	free(ids);
+	if (rc == 0 && n != 3)
+		rc = sekv_errf(err, errlen, SEKV_EINVAL, "%d parts, expected 3", n);
+	return rc;
+}
+
+/* Each of documents 1..n_doc of the library at path against the one at
+ * ref: its row (title, source, tokens, state, settings), text, page map,
+ * tokens, SWA rows, memory and H2O's scores; 0 when all are the same,
+ * else the first document differing (*table the table). */
+static int split_parts_differ(const char *path, const char *ref, int n_doc, const char **table)
+{
+	static const char *const tables[] = { "documents", "doc_text", "doc_pages", "tok_chunk", "swa",
+					      "mem", "mem_layer", "h2o_score" };
+
+	for (int doc = 1; doc <= n_doc; doc++)
+		if ((*table = tables_differ(path, ref, doc, tables, sizeof tables / sizeof tables[0])))
+			return doc;
+	return 0;
+}
+
 /* A --split ingest of a PDF killed in its second part: the first part is
- * ready, the second incomplete with its resume state and page map (made
- * in one transaction), no third; --resume continues that part alone,
- * naming its pages, and the library checks clean. */
+ * ready, the second incomplete with its resume state (part 2 of 3 at 400
+ * tokens) and page map (made in one transaction), no third; --resume
+ * continues that part, naming its pages, then reads the PDF again and
+ * stores the third part, printing both ids: every part is then what an
+ * uninterrupted --split ingest stores (title, text, page map, tokens,
+ * memory, at -t 1 the same bytes), and the library checks clean. */
 static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 {
-	char pdf[512], db[512], cmd[2048], err[512];
+	char pdf[512], db[512], ref[512], cmd[2048], err[512];
 	struct store *st = NULL;
 	struct store_ingest in;
 	int status = 0, killed = 0, page0 = 0, n_page = 0, page0_after = 0;
 	int64_t *start = NULL, text_len = 0;
+	const char *bad = NULL;
 
 	if (access(test_model_path(), R_OK) != 0)
 		T_SKIP(t, "model %s missing (make model)", test_model_path());
 	snprintf(pdf, sizeof pdf, "%s/durable_split.pdf", test_tmpdir());
 	snprintf(db, sizeof db, "%s/durable_split.db", test_tmpdir());
+	snprintf(ref, sizeof ref, "%s/durable_split_ref.db", test_tmpdir());
 	T_CHECKF(t, write_pdf(pdf, err, sizeof err) == 0, "%s", err);
 	char *argv[] = { (char *)test_sekv_bin(), "ingest", pdf, "--split", "--max-tokens", "400",
 			 "--db", db, "-t", "1", "--batch", "64", "-m", (char *)test_model_path(), "-q",
@@ -525,19 +579,22 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 	free(start);
 	T_CHECKF(t, state == 0 && pages == 0 && page0 > 1 && n_page >= 1, "part 2: resume state %d, "
 		 "page map %d (pages %d+%d)", state, pages, page0, n_page);
+	T_CHECKF(t, in.part == 1 && in.n_part == 3 && in.part_limit == 400, "part 2's resume state: "
+		 "part %d of %d, limit %d", in.part, in.n_part, in.part_limit);
 	snprintf(cmd, sizeof cmd, "%s ingest --resume 2 --db %s -t 1 -m %s 2>&1", test_sekv_bin(), db,
 		 test_model_path());
 	char *out = test_run_cmd(cmd, &status);
 	int resumed = out && status == 0 && strstr(out, "resuming document 2") && strstr(out, ", page ") &&
-		      strstr(out, "\n2\n");
-	T_CHECKF(t, resumed, "resume failed (%d): %.600s", status, out ? out : "");
+		      strstr(out, "part 3/3") && strstr(out, "\n2\n3\n");
+	T_CHECKF(t, resumed, "resume failed (%d): %.900s", status, out ? out : "");
 	free(out);
 	snprintf(cmd, sizeof cmd, "%s ls --db %s && %s check --db %s 2>&1", test_sekv_bin(), db,
 		 test_sekv_bin(), db);
 	out = test_run_cmd(cmd, &status);
-	int ok = out && status == 0 && strstr(out, "\n2\tready\t") && !strstr(out, "\n3\t") &&
+	int ok = out && status == 0 && strstr(out, "\n2\tready\t") && strstr(out, "\n3\tready\t") &&
+		 strstr(out, "durable_split.pdf (part 3/3)\n") && !strstr(out, "\n4\t") &&
 		 strstr(out, ": ok");
-	T_CHECKF(t, ok, "ls and check after resume (%d): %.400s", status, out ? out : "");
+	T_CHECKF(t, ok, "ls and check after resume (%d): %.600s", status, out ? out : "");
 	free(out);
 	T_CHECKF(t, store_open(&st, db, err, sizeof err) == 0, "%s", err);
 	pages = store_doc_get_pages(st, 2, &page0_after, &n_page, &start, &text_len, err, sizeof err);
@@ -545,6 +602,10 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 	free(start);
 	T_CHECKF(t, pages == 0 && page0_after == page0, "page map after resume: %d, first page %d", pages,
 		 page0_after);
+	T_CHECKF(t, split_reference(pdf, ref, err, sizeof err) == 0, "uninterrupted --split: %s", err);
+	int doc = split_parts_differ(db, ref, 3, &bad);
+	T_CHECKF(t, doc == 0, "document %d: table %s differs from the uninterrupted --split ingest's",
+		 doc, bad ? bad : "");
 }
 
 const struct test_case test_durable[] = {

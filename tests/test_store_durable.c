@@ -1,6 +1,7 @@
 /* test_store_durable.c - the library's durability without the model: the
  * resume state of an ingest (round trip, checked against the document,
- * gone once ready), `sekv check` (store_check and the CLI) on a good
+ * gone once ready; a split ingest's part, parts and limit, and a version
+ * 11 row migrated as a single part), `sekv check` (store_check and the CLI) on a good
  * library and on planted corruption, file modes under umask 0, deleting
  * an incomplete document on a full file system (a small tmpfs; skipped
  * where mounting is not allowed), and `sekv ls`/`rm` of an incomplete
@@ -23,8 +24,9 @@
 #define CHECK_TITLE "a sample library document text"
 
 /* A library at path with one ready document (memory, SWA rows), one
- * incomplete one with a resume state and a page map of two pages, and a
- * session of two turns with evidence. 0 or the failing code. */
+ * incomplete one with a resume state (part 2 of 3 of a split ingest at
+ * 400 tokens) and a page map of two pages, and a session of two turns
+ * with evidence. 0 or the failing code. */
 static int make_library(const char *path, struct fixture *ready, struct fixture *part,
 			char *err, size_t errlen)
 {
@@ -32,7 +34,8 @@ static int make_library(const char *path, struct fixture *ready, struct fixture 
 	struct store_evidence_row ev[1] = { { 1, 0, 4, 0.5 } }; /* inside "memdoc" */
 	struct store_turn turn = { .question = "Who?", .answer = "Mira", .stopped = "stop",
 				   .n_gen = 2, .n_ev = 1, .ev = ev };
-	struct store_ingest in = { .n_tok_total = 900, .n_batch = 64, .alpha = 1, .n_probe = 2 };
+	struct store_ingest in = { .n_tok_total = 900, .n_batch = 64, .alpha = 1, .n_probe = 2,
+				   .part = 1, .n_part = 3, .part_limit = 400 };
 	const int64_t page_start[2] = { 0, 9 }; /* its text is CHECK_TITLE */
 	float probe[2 * 900] = { 0 };
 	struct store *s = NULL;
@@ -83,6 +86,20 @@ static int check_library(const char *path, char *buf, char *err, size_t errlen)
 	return rc ? rc : n;
 }
 
+/* The resume state of document doc in the library at path into *in after
+ * sql runs on it: store_ingest_get's code. */
+static int ingest_state_after(const char *path, const char *sql, int64_t doc,
+			      struct store_ingest *in, char *err, size_t errlen)
+{
+	struct store *s = NULL;
+	int rc = fixture_raw_exec(path, sql) ? SEKV_EDB : store_open(&s, path, err, errlen);
+
+	if (rc == 0)
+		rc = store_ingest_get(s, doc, in, NULL, err, errlen);
+	store_close(s);
+	return rc;
+}
+
 static void store_ingest_state_round_trip(struct test_ctx *t)
 {
 	const char *path = fixture_db_path("ingest_state");
@@ -100,7 +117,8 @@ static void store_ingest_state_round_trip(struct test_ctx *t)
 		rc = store_ingest_get(s, part, &in, &probe, err, sizeof err);
 	int ok = rc == 0 && in.n_tok_total == 900 && in.n_batch == 64 && in.pos_end == 200 &&
 		 in.h_next == 2.5f && in.n_probe == 2 && probe && probe[199] == 199.0f &&
-		 probe[200] == 900.0f && probe[399] == 1099.0f;
+		 probe[200] == 900.0f && probe[399] == 1099.0f && in.part == 1 && in.n_part == 3 &&
+		 in.part_limit == 400;
 	free(probe);
 	int r_ready = store_ingest_get(s, a.doc.id, &in, NULL, NULL, 0);
 	store_close(s);
@@ -110,11 +128,56 @@ static void store_ingest_state_round_trip(struct test_ctx *t)
 	T_CHECK(t, ok);
 	T_CHECK(t, r_ready == SEKV_ENOTFOUND);
 	/* a chunk committed without advancing the state is caught */
-	T_CHECK(t, fixture_raw_exec(path, "UPDATE documents SET n_tok = n_tok + 1 WHERE state = 0") == 0);
-	T_CHECK(t, store_open(&s, path, err, sizeof err) == 0);
-	rc = store_ingest_get(s, part, &in, NULL, err, sizeof err);
-	store_close(s);
+	rc = ingest_state_after(path, "UPDATE documents SET n_tok = n_tok + 1 WHERE state = 0", part,
+				&in, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "pos_end"), "rc %d: %s", rc, err);
+}
+
+/* A split ingest's place (part, n_part, part_limit) is refused out of
+ * range when written and when read; a row of a version 11 library (before
+ * those columns) migrates as a single part, its other fields kept. */
+static void store_ingest_state_split_fields(struct test_ctx *t)
+{
+	static const struct store_ingest bad[] = {
+		{ .n_tok_total = 9, .n_batch = 1, .part = 0, .n_part = 0 },
+		{ .n_tok_total = 9, .n_batch = 1, .part = 3, .n_part = 3 },
+		{ .n_tok_total = 9, .n_batch = 1, .part = -1, .n_part = 3 },
+		{ .n_tok_total = 9, .n_batch = 1, .part = 0, .n_part = 2, .part_limit = -5 },
+	};
+	const char *path = fixture_db_path("ingest_state_split");
+	struct fixture a = {0}, b = {0};
+	struct store_ingest in;
+	struct store *s = NULL;
+	char err[512];
+	int refused = 0;
+
+	int rc = make_library(path, &a, &b, err, sizeof err);
+	int64_t part = b.doc.id;
+	if (rc == 0)
+		rc = store_open(&s, path, err, sizeof err);
+	for (size_t i = 0; rc == 0 && i < sizeof bad / sizeof bad[0]; i++)
+		refused += store_ingest_begin(s, part, &bad[i], NULL, 0) == SEKV_EINVAL;
+	store_close(s);
+	s = NULL;
+	fixture_free(&a);
+	fixture_free(&b);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, refused == 4, "%d of 4 bad places refused", refused);
+	rc = ingest_state_after(path, "UPDATE ingest_state SET part = 3", part, &in, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "part 3 of 3"), "rc %d: %s", rc, err);
+	/* back to version 11: the columns migration 12 adds go */
+	rc = ingest_state_after(path, "ALTER TABLE ingest_state DROP COLUMN part; ALTER TABLE ingest_state DROP COLUMN n_part;"
+		" ALTER TABLE ingest_state DROP COLUMN part_limit;"
+		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
+		" ALTER TABLE documents DROP COLUMN full_kv; PRAGMA user_version = 11", part, &in, err,
+		sizeof err);
+	int64_t ver = fixture_raw_int(path, "PRAGMA user_version");
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, ver == 12, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, in.part == 0 && in.n_part == 1 && in.part_limit == 0 && in.keep_full_kv == 1 &&
+		 in.n_tok_total == 900 && in.pos_end == 200 && in.n_probe == 2, "migrated row: part %d "
+		 "of %d, limit %d, keep_full_kv %d, %lld of %lld tokens", in.part, in.n_part,
+		 in.part_limit, in.keep_full_kv, (long long)in.pos_end, (long long)in.n_tok_total);
 }
 
 static void store_check_passes_good_library(struct test_ctx *t)
@@ -146,6 +209,7 @@ static void store_check_names_planted_corruption(struct test_ctx *t)
 		{ "DELETE FROM doc_text", "doc_text" },
 		{ "UPDATE ingest_state SET pos_end = 3", "pos_end" },
 		{ "UPDATE ingest_state SET probe = x'00'", "probe" },
+		{ "UPDATE ingest_state SET n_part = 0", "part 1 of 0" },
 		{ "UPDATE doc_pages SET text_len = text_len + 4", "doc_pages" },
 		{ "UPDATE doc_pages SET start = x'00'", "doc_pages" },
 		{ "UPDATE turns SET idx = 7 WHERE idx = 1", "session" },
@@ -303,6 +367,7 @@ static void store_rm_incomplete_on_full_disk(struct test_ctx *t)
 
 const struct test_case test_store_durable[] = {
 	{ "store_ingest_state_round_trip", store_ingest_state_round_trip },
+	{ "store_ingest_state_split_fields", store_ingest_state_split_fields },
 	{ "store_check_passes_good_library", store_check_passes_good_library },
 	{ "store_check_names_planted_corruption", store_check_names_planted_corruption },
 	{ "store_library_private_under_umask_0", store_library_private_under_umask_0 },
