@@ -258,8 +258,8 @@ struct app_evidence_notes {
 };
 /* Fills nt with one note (app_evidence_note) per evidence row of turns
  * t [n] (store_session_turns_dup; borrowed), in order, turn i's t[i].n_ev
- * notes after those of the turns before it; each row's snippet starts at
- * its start (a row keeps no peak). Reads document doc's text and page map
+ * notes after those of the turns before it; each row's snippet starts
+ * near its stored peak, as the live line did. Reads document doc's text and page map
  * from st only when a turn has rows. 0 (nt empty when no turn has rows),
  * or a negative code (store_doc_text_dup, app_pages_load, SEKV_ENOMEM)
  * with nt empty. app_evidence_notes_free it. */

@@ -266,9 +266,9 @@ int app_evidence_notes_load(struct app_evidence_notes *nt, struct store *st, int
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < t[i].n_ev; k++) {
 			const struct store_evidence_row *r = &t[i].ev[k];
-			/* a row keeps no peak: the snippet starts at the passage */
+			/* rows stored before peaks were read it as the start */
 			struct evidence_passage p = { .rank = r->rank, .start = r->start,
-						      .end = r->end, .peak = r->start, .score = r->score };
+						      .end = r->end, .peak = r->peak, .score = r->score };
 			char *line = nt->buf + (size_t)nt->n_note * APP_EVIDENCE_NOTE;
 			app_evidence_note(text, text_len, &pg, &p, line, APP_EVIDENCE_NOTE);
 			nt->note[nt->n_note++] = line;

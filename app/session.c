@@ -882,7 +882,8 @@ static int add_turn(struct session *s, int64_t id, const char *question,
 		evidence_heads_format(ev->head, ev->n_head, t.heads, sizeof t.heads);
 		for (int i = 0; i < ev->n_pas && i < (int)(sizeof row / sizeof *row); i++) {
 			row[i] = (struct store_evidence_row){ .rank = ev->pas[i].rank,
-				.start = ev->pas[i].start, .end = ev->pas[i].end, .score = ev->pas[i].score };
+				.start = ev->pas[i].start, .end = ev->pas[i].end, .score = ev->pas[i].score,
+				.peak = ev->pas[i].peak };
 			t.n_ev = i + 1;
 		}
 		t.ev = row;

@@ -219,7 +219,11 @@ static const char *const store_migration[] = {
 	 * --max-tokens; 0: none). Rows from before were single parts. */
 	"ALTER TABLE ingest_state ADD COLUMN part INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE ingest_state ADD COLUMN n_part INTEGER NOT NULL DEFAULT 1;"
-	"ALTER TABLE ingest_state ADD COLUMN part_limit INTEGER NOT NULL DEFAULT 0;",
+	"ALTER TABLE ingest_state ADD COLUMN part_limit INTEGER NOT NULL DEFAULT 0;"
+	/* and turn_evidence.peak: the byte (in [start, end)) of the passage's
+	 * most attended token, where its snippet starts; NULL for rows from
+	 * before, read as start */
+	"ALTER TABLE turn_evidence ADD COLUMN peak INTEGER;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -85,9 +85,9 @@ static const char *const store_sql[ST_COUNT] = {
 		" ?3, ?4, ?5, ?6, ?7, ?8)",
 	[ST_TURN_GET] = "SELECT idx, question, answer, stopped, n_gen, heads, created"
 		" FROM turns WHERE session = ? ORDER BY idx",
-	[ST_TEV_INSERT] = "INSERT INTO turn_evidence (session, idx, rank, start, end, score)"
-		" VALUES (?1, (SELECT n_turn FROM sessions WHERE id = ?1), ?3, ?4, ?5, ?6)",
-	[ST_TEV_GET] = "SELECT idx, rank, start, end, score FROM turn_evidence"
+	[ST_TEV_INSERT] = "INSERT INTO turn_evidence (session, idx, rank, start, end, score, peak)"
+		" VALUES (?1, (SELECT n_turn FROM sessions WHERE id = ?1), ?3, ?4, ?5, ?6, ?7)",
+	[ST_TEV_GET] = "SELECT idx, rank, start, end, score, IFNULL(peak, start) FROM turn_evidence"
 		" WHERE session = ? ORDER BY idx, rank",
 	[ST_PAGES_PUT] = "INSERT OR REPLACE INTO doc_pages (doc, page0, n_page, text_len, start)"
 		" VALUES (?, ?, ?, ?, ?)",

@@ -284,6 +284,8 @@ struct store_evidence_row {
 	int rank;                 /* 1 = best */
 	int64_t start, end;       /* byte range [start, end) of the document's text */
 	double score;             /* evidence_rank's score */
+	int64_t peak;             /* byte of its most attended token, in [start, end)
+	                             (start for rows stored before peaks were) */
 };
 
 struct store_turn {

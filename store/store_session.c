@@ -121,6 +121,8 @@ int store_session_add_turn(struct store *s, int64_t session, const struct store_
 		sqlite3_bind_int64(st, 4, t->ev[i].start);
 		sqlite3_bind_int64(st, 5, t->ev[i].end);
 		sqlite3_bind_double(st, 6, t->ev[i].score);
+		sqlite3_bind_int64(st, 7, t->ev[i].peak >= t->ev[i].start && t->ev[i].peak < t->ev[i].end ?
+				  t->ev[i].peak : t->ev[i].start);
 		if ((rc = store_step(s, st)) != SQLITE_DONE) {
 			rc = store_dberr(s, rc, err, errlen, "store_session_add_turn: evidence", obj);
 			goto fail;
@@ -233,7 +235,11 @@ static int read_evidence(struct store *s, int64_t session, struct store_turn *t,
 		struct store_evidence_row r = {
 			.rank = sqlite3_column_int(st, 1), .start = sqlite3_column_int64(st, 2),
 			.end = sqlite3_column_int64(st, 3), .score = sqlite3_column_double(st, 4),
+			.peak = sqlite3_column_int64(st, 5),
 		};
+		/* a peak outside the passage (a damaged row) starts the snippet at start */
+		if (r.peak < r.start || r.peak >= r.end)
+			r.peak = r.start;
 		if (idx < 0 || idx >= n || r.start < 0 || r.end < r.start) {
 			rc = sekv_errf(err, errlen, SEKV_EFORMAT, "store_session_turns_dup: %s: evidence "
 				       "of turn %lld: range [%lld, %lld) or turn out of place", obj,

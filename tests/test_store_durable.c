@@ -31,7 +31,7 @@ static int make_library(const char *path, struct fixture *ready, struct fixture 
 			char *err, size_t errlen)
 {
 	struct sekv_mem *m = fixture_synth_mem(71, 300, 2, 4, 2, 16, 8, 40);
-	struct store_evidence_row ev[1] = { { 1, 0, 4, 0.5 } }; /* inside "memdoc" */
+	struct store_evidence_row ev[1] = { { 1, 0, 4, 0.5, 0 } }; /* inside "memdoc" */
 	struct store_turn turn = { .question = "Who?", .answer = "Mira", .stopped = "stop",
 				   .n_gen = 2, .n_ev = 1, .ev = ev };
 	struct store_ingest in = { .n_tok_total = 900, .n_batch = 64, .alpha = 1, .n_probe = 2,
@@ -169,7 +169,8 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 	rc = ingest_state_after(path, "ALTER TABLE ingest_state DROP COLUMN part; ALTER TABLE ingest_state DROP COLUMN n_part;"
 		" ALTER TABLE ingest_state DROP COLUMN part_limit;"
 		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
-		" ALTER TABLE documents DROP COLUMN full_kv; PRAGMA user_version = 11", part, &in, err,
+		" ALTER TABLE documents DROP COLUMN full_kv; ALTER TABLE turn_evidence DROP COLUMN peak;"
+		" PRAGMA user_version = 11", part, &in, err,
 		sizeof err);
 	int64_t ver = fixture_raw_int(path, "PRAGMA user_version");
 	T_CHECKF(t, rc == 0, "%s", err);

@@ -49,7 +49,8 @@ static void session_turns_round_trip(struct test_ctx *t)
 	struct fixture f;
 	const char *path;
 	struct store *s = open_with_doc(t, "ses_rt", &path, &f);
-	struct store_evidence_row ev[2] = { { 1, 10, 90, 0.25 }, { 2, 0, 10, -0.5 } };
+	/* the second peak lies outside its passage: stored as the passage start */
+	struct store_evidence_row ev[2] = { { 1, 10, 90, 0.25, 47 }, { 2, 0, 10, -0.5, 10 } };
 	struct store_turn *rt = NULL;
 	struct store_session *list = NULL, one;
 	char err[512];
@@ -73,7 +74,8 @@ static void session_turns_round_trip(struct test_ctx *t)
 			!strcmp(rt[0].answer, "Mira \xc3\x96lsen") && !strcmp(rt[0].stopped, "stop") &&
 			rt[0].n_gen == 5 && !strcmp(rt[0].heads, "5:1,11:2") && rt[0].n_ev == 2);
 		T_CHECK(t, rt[0].ev[0].rank == 1 && rt[0].ev[0].start == 10 && rt[0].ev[0].end == 90 &&
-			rt[0].ev[0].score == 0.25 && rt[0].ev[1].score == -0.5);
+			rt[0].ev[0].score == 0.25 && rt[0].ev[1].score == -0.5 &&
+			rt[0].ev[0].peak == 47 && rt[0].ev[1].peak == 0);
 		T_CHECK(t, rt[1].idx == 1 && !strcmp(rt[1].question, "When?\nReally?") &&
 			!strcmp(rt[1].answer, "") && !strcmp(rt[1].stopped, "length") &&
 			rt[1].heads[0] == 0 && rt[1].n_ev == 0 && rt[1].ev == NULL);
@@ -98,7 +100,7 @@ static void session_missing_parents_and_cascades(struct test_ctx *t)
 	struct fixture f;
 	const char *path;
 	struct store *s = open_with_doc(t, "ses_cascade", &path, &f);
-	struct store_evidence_row ev[1] = { { 1, 0, 5, 0.1 } };
+	struct store_evidence_row ev[1] = { { 1, 0, 5, 0.1, 0 } };
 	struct store_session one;
 	char err[512];
 	int64_t a = 0, b = 0, none = 0;
@@ -135,7 +137,7 @@ static void session_add_turn_fault_keeps_whole_turns(struct test_ctx *t)
 	struct fixture f;
 	const char *path;
 	struct store *s = open_with_doc(t, "ses_fault", &path, &f);
-	struct store_evidence_row ev[3] = { { 1, 0, 5, 0.1 }, { 2, 5, 9, 0.05 }, { 3, 9, 20, 0 } };
+	struct store_evidence_row ev[3] = { { 1, 0, 5, 0.1, 0 }, { 2, 5, 9, 0.05, 5 }, { 3, 9, 20, 0, 9 } };
 	char err[512];
 	int64_t a = 0;
 	int stored = 0, failed = 0;
@@ -247,7 +249,7 @@ static void session_bad_rows_refused(struct test_ctx *t)
 	struct fixture f;
 	const char *path;
 	struct store *s = open_with_doc(t, "ses_bad", &path, &f);
-	struct store_evidence_row ev[1] = { { 1, 0, 5, 0.1 } };
+	struct store_evidence_row ev[1] = { { 1, 0, 5, 0.1, 0 } };
 	struct store_turn *rt = NULL;
 	char err[512], sql[256];
 	int64_t a = 0;

@@ -482,8 +482,8 @@ static int stored_session(const char *name, int pdf, struct app_transcript *tr,
 {
 	static const char text[] = PDF_P3 PDF_P4 PDF_P5;
 	const int64_t page_start[3] = { 0, 63, 131 };
-	struct store_evidence_row ev0[2] = { { 1, 63, 130, 0.25 }, { 2, 13, 77, -0.05 } };
-	struct store_evidence_row ev2[2] = { { 1, 131, 185, 0.125 }, { 2, 150, 200, 0.0 } };
+	struct store_evidence_row ev0[2] = { { 1, 63, 130, 0.25, 63 }, { 2, 13, 77, -0.05, 13 } };
+	struct store_evidence_row ev2[2] = { { 1, 131, 185, 0.125, 131 }, { 2, 150, 200, 0.0, 150 } };
 	struct store_turn turn[3] = {
 		{ .question = "Who lit the lamp?", .answer = "Mira Olsen.", .stopped = "stop",
 		  .heads = "5:1", .n_ev = 2, .ev = ev0 },
@@ -565,7 +565,7 @@ static void stored_line_equals_live(struct test_ctx *t, int pdf)
 		for (int j = 0; j < tr.turns[i].n_ev; j++, k++) {
 			const struct store_evidence_row *r = &tr.turns[i].ev[j];
 			struct evidence_passage p = { .rank = r->rank, .start = r->start, .end = r->end,
-						      .peak = r->start, .score = r->score };
+						      .peak = r->peak, .score = r->score };
 			app_evidence_note(text, sizeof text - 1, &pg, &p, live, sizeof live);
 			T_CHECKF(t, !strcmp(tr.notes.note[k], live), "row %d: stored '%s', live '%s'",
 				 k, tr.notes.note[k], live);
@@ -582,8 +582,8 @@ static void stored_line_equals_live(struct test_ctx *t, int pdf)
 	app_transcript_free(&tr);
 }
 
-/* A stored row's line is the live answer's line for the same passage with
- * its peak at the start (the stored row keeps none), for a PDF and for a
+/* A stored row's line is the live answer's line for the same passage and
+ * peak (these rows' peaks are their starts), for a PDF and for a
  * text document (no pages, nothing said missing); a live peak inside the
  * passage moves the snippet there, so the stored line is not a copy of a
  * fixed string. */
