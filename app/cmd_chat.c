@@ -299,6 +299,11 @@ int cmd_chat(int argc, char **argv)
 		di.turns = tr.ut;
 		di.n_turn = tr.n;
 		di.resumed = resumed;
+	} else if (!o.session_id && c.info.note[0]) {
+		/* what opening the memory said (a raised budget, a document
+		 * prefilled again for a reference) stays in view */
+		snprintf(resumed, sizeof resumed, "note: %s", c.info.note);
+		di.resumed = resumed;
 	}
 	if (rc == 0)
 		rc = ui_chat_run(&ops, &di, err, sizeof err);

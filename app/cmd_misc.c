@@ -308,8 +308,8 @@ static int count_history(const struct app_opts *o, enum history_kind kind, const
 			snprintf(line, sizeof line, "  %d. %s: no answered message (left out)\n", ic.index,
 				 ic.title);
 		else if (!rc && !(rc = import_render(&ic, ct, tk, &tv, &text, &len, err, sizeof err)))
-			snprintf(line, sizeof line, "  %d. %s: %d tokens, %d turns\n", ic.index, ic.title,
-				 tv.n, ic.n_turn);
+			snprintf(line, sizeof line, "  %d. %s: %d tokens, %d turn%s\n", ic.index, ic.title,
+				 tv.n, ic.n_turn, ic.n_turn == 1 ? "" : "s");
 		if (!rc)
 			app_print_inert(stdout, line, strlen(line));
 		free(text);

@@ -79,7 +79,8 @@ struct ui_doc_info {
 	                                first, its questions in the Up/Down history;
 	                                borrowed for ui_chat_run */
 	int n_turn;
-	const char *resumed;      /* a line shown after them (e.g. "session 3 resumed"), or NULL */
+	const char *resumed;      /* a line shown after them (e.g. "session 3 resumed", or a
+	                             new session's note), or NULL */
 };
 
 /* Runs the chat screen until the user quits. Returns 0 or a negative code.
