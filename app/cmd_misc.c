@@ -237,9 +237,10 @@ int cmd_ingest(int argc, char **argv)
 	return 0;
 }
 
-/* One `sekv ls` line: id, state, tokens (done/all while incomplete),
- * size on disk, date, model, title; tab-separated, the title (free text)
- * last, with control bytes made spaces. */
+/* One `sekv ls` line: id, state (ready; ingesting: another process holds
+ * its ingest lock; incomplete), tokens (done/all while incomplete), size
+ * on disk, date, model, title; tab-separated, the title (free text) last,
+ * with control bytes made spaces. */
 static void ls_line(struct store *st, struct store_doc *d)
 {
 	char when[32], disk[32], tokens[64];
@@ -259,8 +260,9 @@ static void ls_line(struct store *st, struct store_doc *d)
 			 (long long)in.n_tok_total);
 	else
 		snprintf(tokens, sizeof tokens, "%lld tokens", (long long)d->n_tok);
-	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready ? "ready" : "incomplete",
-	       tokens, disk, when, d->model_name, d->title);
+	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready ? "ready" :
+	       store_doc_busy(st, d->id) ? "ingesting" : "incomplete", tokens, disk, when, d->model_name,
+	       d->title);
 }
 
 /* The line on how the plan would store a document longer than its limit. */
@@ -446,6 +448,41 @@ int cmd_check(int argc, char **argv)
 	return 0;
 }
 
+/* sekv rm DOC (delete), or with --only-full-kv (drop its exact KV): 0, or
+ * 1 with the error printed. */
+static int rm_doc(struct store *st, const struct app_opts *o, int64_t id)
+{
+	struct store_doc d, after;
+	char err[512];
+	int rc = o->only_full_kv ? store_doc_get(st, id, &d, err, sizeof err) : 0;
+
+	if (!rc && o->only_full_kv && d.state == STORE_DOC_READY && !d.full_kv) {
+		if (!o->quiet)
+			app_errorf("sekv rm: document %lld keeps no exact KV: nothing deleted\n", (long long)id);
+		return 0;
+	}
+	if (!rc)
+		rc = o->only_full_kv ? store_doc_drop_full_kv(st, id, err, sizeof err) :
+		     store_doc_delete(st, id, err, sizeof err);
+	if (rc == SEKV_ENOTFOUND)
+		snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o->db);
+	else if (rc == SEKV_EBUSY)
+		snprintf(err, sizeof err, "document %lld is being ingested by another process", (long long)id);
+	else if (rc == SEKV_EINVAL && o->only_full_kv)
+		snprintf(err, sizeof err, "document %lld is incomplete: its exact KV is what "
+			 "'sekv ingest --resume %lld' continues from", (long long)id, (long long)id);
+	if (rc)
+		return fail("rm", err);
+	if (o->quiet)
+		return 0;
+	if (!o->only_full_kv)
+		app_errorf("sekv rm: document %lld deleted\n", (long long)id);
+	else if (store_doc_get(st, id, &after, NULL, 0) == 0)
+		app_errorf("sekv rm: document %lld: exact KV deleted (%.1f MiB freed)\n", (long long)id,
+			   (double)(d.disk_bytes - after.disk_bytes) / 1048576.0);
+	return 0;
+}
+
 int cmd_rm(int argc, char **argv)
 {
 	struct app_opts o;
@@ -455,8 +492,9 @@ int cmd_rm(int argc, char **argv)
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("rm", err);
-	if (o.n_args < 1 && !o.session_id)
-		return usage_fail("rm", "usage: sekv rm DOC... | sekv rm --session ID");
+	/* the exact KV is a document's: a session has none of its own */
+	if ((o.n_args < 1 && !o.session_id) || (o.only_full_kv && o.session_id))
+		return usage_fail("rm", "usage: sekv rm [--only-full-kv] DOC... | sekv rm --session ID");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("rm", err);
 	if (access(o.db, F_OK) != 0) {
@@ -480,23 +518,9 @@ int cmd_rm(int argc, char **argv)
 		if (app_parse_doc_id(o.args[i], &id)) {
 			app_errorf("sekv rm: " APP_DOC_ID_BAD "\n", o.args[i]);
 			rc = 2;
-			continue;
+		} else if (rm_doc(st, &o, id)) {
+			rc = 1;
 		}
-		int64_t before = o.only_full_kv ? store_doc_disk_bytes(st, id) : 0;
-		int drc = o.only_full_kv ? store_doc_drop_full_kv(st, id, err, sizeof err) :
-			  store_doc_delete(st, id, err, sizeof err);
-		if (drc == SEKV_ENOTFOUND)
-			snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o.db);
-		else if (drc == SEKV_EINVAL && o.only_full_kv)
-			snprintf(err, sizeof err, "document %lld is incomplete: its exact KV is what "
-				 "'sekv ingest --resume %lld' continues from", (long long)id, (long long)id);
-		if (drc)
-			rc = fail("rm", err);
-		else if (o.only_full_kv && !o.quiet)
-			app_errorf("sekv rm: document %lld: exact KV deleted (%.1f MiB freed)\n", (long long)id,
-				   (double)(before - store_doc_disk_bytes(st, id)) / 1048576.0);
-		else if (!o.quiet)
-			app_errorf("sekv rm: document %lld deleted\n", (long long)id);
 	}
 	store_close(st);
 	return rc;

@@ -286,6 +286,7 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	if ((rc = store_tx_begin(g->st, err, errlen)))
 		goto out;
 	if ((rc = store_doc_create(g->st, d, g->text, g->text_len, err, errlen)) ||
+	    (rc = store_doc_lock(g->st, d->id, err, errlen)) ||
 	    (rc = store_ingest_begin(g->st, d->id, &in, err, errlen)) ||
 	    (n_page && (rc = store_doc_put_pages(g->st, d->id, page0, n_page, start,
 						 (int64_t)g->text_len, err, errlen))) ||

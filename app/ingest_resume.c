@@ -66,7 +66,8 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	struct store_doc *d = &g->doc;
 	int rc;
 
-	if ((rc = store_open(&g->st, ro->db, err, errlen)))
+	if ((rc = store_open(&g->st, ro->db, err, errlen)) ||
+	    (rc = store_doc_lock(g->st, doc, err, errlen)))
 		return rc;
 	rc = store_doc_get(g->st, doc, d, err, errlen);
 	if (rc == SEKV_ENOTFOUND)

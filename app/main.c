@@ -37,9 +37,10 @@ static const struct cmd cmds[] = {
 	  "answer from the stored memory, no prefill of the document (a new session); "
 	  "'sekv ask --session ID QUESTION' goes on with a stored session" },
 	{ "ls", cmd_ls, APP_CMD_LS, "",
-	  "list stored documents, one a line, tab-separated: id, state (ready or incomplete), "
+	  "list stored documents, one a line, tab-separated: id, state (ready, ingesting by another "
+	  "process, or incomplete), "
 	  "tokens (done/all while incomplete), size on disk, date, model, title" },
-	{ "rm", cmd_rm, APP_CMD_RM, "DOC...",
+	{ "rm", cmd_rm, APP_CMD_RM, "[--only-full-kv] DOC... | --session ID",
 	  "delete stored documents (and their sessions); --session ID deletes one session; "
 	  "--only-full-kv deletes only the documents' exact KV; the blobs' space goes back to the "
 	  "file system" },

@@ -30,6 +30,7 @@ const char *sekv_strerror(int code)
 	case SEKV_EMISMATCH: return "mismatch";
 	case SEKV_EBUDGET: return "budget";
 	case SEKV_EINTR: return "interrupted";
+	case SEKV_EBUSY: return "busy";
 	}
 	return "unknown";
 }

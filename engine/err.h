@@ -21,6 +21,7 @@ enum {
 	SEKV_EMISMATCH = -8,/* e.g. document ingested with another model */
 	SEKV_EBUDGET = -9,  /* budget cannot be met */
 	SEKV_EINTR = -10,   /* interrupted by the user */
+	SEKV_EBUSY = -11,   /* held by another process (a document being ingested) */
 };
 
 /* Writes a printf-style message into err[errlen] when err is non-NULL and

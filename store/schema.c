@@ -323,10 +323,14 @@ int store_schema_open(struct store *s, char *err, size_t errlen)
 		return rc;
 	/* WAL: readers never block the writer, a commit is one append, and a
 	 * crash leaves the last committed state; NORMAL sync is durable at
-	 * checkpoints and always consistent. */
+	 * checkpoints and always consistent. secure_delete FAST (where SQLite
+	 * was built to zero every freed page): a delete writes its b-tree
+	 * pages, not each page it frees, so that it fits the reserve on a full
+	 * disk (store_disk.c); the vacuum after it overwrites or truncates
+	 * those pages. */
 	if ((rc = exec(s, "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;"
-		       "PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = 67108864",
-		       err, errlen)))
+		       "PRAGMA foreign_keys = ON; PRAGMA journal_size_limit = 67108864;"
+		       "PRAGMA secure_delete = FAST", err, errlen)))
 		return rc;
 	/* 64 KiB pages: the default 1000 would be 64 MiB of WAL between
 	 * checkpoints; fewer keeps what a checkpoint writes within the free

@@ -108,7 +108,9 @@ static const char *const store_sql[ST_COUNT] = {
 		"  + length(fac_u) + length(fac_v) + IFNULL(length(lm_k), 0)"
 		"  + IFNULL(length(lm_s), 0)), 0) FROM mem_layer WHERE doc = ?1)"
 		" + (SELECT IFNULL(SUM(length(score)), 0) FROM h2o_score WHERE doc = ?1)",
-	[ST_VACUUM] = "PRAGMA incremental_vacuum",
+	/* one step of store_give_back: STORE_WAL_PAGES pages */
+	[ST_VACUUM] = "PRAGMA incremental_vacuum(256)",
+	[ST_FREELIST] = "PRAGMA freelist_count",
 	[ST_KV_DELETE] = "DELETE FROM kv_chunk WHERE doc = ?",
 	[ST_SES_DISK_BYTES] = "SELECT"
 		" (SELECT IFNULL(SUM(length(spans) + length(exact_pos) + length(ranks) + length(tokens)"
@@ -316,13 +318,14 @@ int store_room(struct store *s, int64_t bytes, const char *what, char *err, size
 
 	if (!strcmp(s->path, ":memory:") || statvfs(s->path, &v) != 0)
 		return 0;
-	int64_t avail = (int64_t)v.f_bavail * (int64_t)v.f_frsize;
-	if (avail - bytes >= STORE_RESERVE_BYTES)
+	int64_t avail = (int64_t)v.f_bavail * (int64_t)v.f_frsize, keep = STORE_ROOM_BYTES;
+	if (!store_reserve_held(s))
+		keep += STORE_RESERVE_BYTES;
+	if (avail - bytes >= keep)
 		return 0;
 	return sekv_errf(err, errlen, SEKV_EIO, "%s: %s: disk full: %.1f MiB free, %.1f MiB to write "
 			 "and %lld MiB kept free so that documents can still be deleted", what,
-			 s->path, avail / 1048576.0, bytes / 1048576.0,
-			 (long long)(STORE_RESERVE_BYTES >> 20));
+			 s->path, avail / 1048576.0, bytes / 1048576.0, (long long)(keep >> 20));
 }
 
 int store_bind_blob(sqlite3_stmt *st, int i, const void *p, size_t n)
@@ -403,6 +406,20 @@ static int create_private(const char *path, char *err, size_t errlen)
 	return sekv_errf(err, errlen, SEKV_EIO, "store_open: create %s: %s", path, strerror(errno));
 }
 
+/* The SQLite connection of s->path, its schema checked or made. */
+static int open_db(struct store *s, char *err, size_t errlen)
+{
+	int rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+
+	if (rc != SQLITE_OK)
+		return sekv_errf(err, errlen, SEKV_EIO, "store_open: %s: %s", s->path,
+				 s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+	if (sqlite3_db_readonly(s->db, "main") == 1)
+		return sekv_errf(err, errlen, SEKV_EIO, "store_open: %s: file is read-only", s->path);
+	sqlite3_busy_timeout(s->db, 5000);
+	return store_schema_open(s, err, errlen);
+}
+
 int store_open(struct store **out, const char *path, char *err, size_t errlen)
 {
 	const uint16_t one = 1;
@@ -416,6 +433,7 @@ int store_open(struct store **out, const char *path, char *err, size_t errlen)
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_open: store: out of memory");
+	s->lock_fd = -1;
 	/* "" would be SQLite's temporary database, gone at close */
 	if (path && !*path) {
 		rc = sekv_errf(err, errlen, SEKV_EINVAL, "store_open: empty path");
@@ -437,19 +455,19 @@ int store_open(struct store **out, const char *path, char *err, size_t errlen)
 	if (strcmp(s->path, ":memory:") != 0 &&
 	    ((rc = mkdir_parents(s->path, err, errlen)) || (rc = create_private(s->path, err, errlen))))
 		goto fail;
-	rc = sqlite3_open_v2(s->path, &s->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-	if (rc != SQLITE_OK) {
-		rc = sekv_errf(err, errlen, SEKV_EIO, "store_open: %s: %s", s->path,
-			       s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
-		goto fail;
+	rc = open_db(s, err, errlen);
+	/* a disk another program filled: SQLite cannot create the -wal and
+	 * -shm files; the reserve's room lets it */
+	if ((rc == SEKV_EIO || rc == SEKV_EDB) && store_room(s, 0, "store_open", NULL, 0) != 0 &&
+	    store_reserve_draw(s)) {
+		sqlite3_close(s->db);
+		s->db = NULL;
+		rc = open_db(s, err, errlen);
 	}
-	if (sqlite3_db_readonly(s->db, "main") == 1) {
-		rc = sekv_errf(err, errlen, SEKV_EIO, "store_open: %s: file is read-only", s->path);
+	if (rc)
 		goto fail;
-	}
-	sqlite3_busy_timeout(s->db, 5000);
-	if ((rc = store_schema_open(s, err, errlen)))
-		goto fail;
+	s->is_open = 1;
+	store_reserve_make(s);
 	*out = s;
 	return 0;
 fail:
@@ -463,9 +481,14 @@ void store_close(struct store *s)
 		return;
 	while (s->tx_depth > 0)
 		store_tx_rollback(s);
+	store_doc_unlock(s);
 	for (int i = 0; i < ST_COUNT; i++)
 		sqlite3_finalize(s->st[i]);
 	sqlite3_close(s->db);
+	/* the last connection removed the -wal and -shm: their room may let
+	 * a reserve drawn on come back */
+	if (s->is_open)
+		store_reserve_make(s);
 	free(s);
 }
 
@@ -725,18 +748,41 @@ out:
 	return rc;
 }
 
-void store_give_back(struct store *s)
+/* PRAGMA freelist_count, or -1. */
+static int64_t freelist_count(struct store *s)
 {
-	/* Housekeeping after a committed delete: whatever it says, the delete
-	 * stands, so its result is not reported. Inside a transaction it waits
-	 * for the next delete. */
-	if (s->tx_depth == 0) {
-		store_exec_st(s, ST_VACUUM, NULL, 0);
-		store_exec_st(s, ST_CHECKPOINT, NULL, 0);
-	}
+	sqlite3_stmt *st = NULL;
+	int64_t n = -1;
+
+	if (store_stmt(s, ST_FREELIST, &st, NULL, 0) == 0 && store_step(s, st) == SQLITE_ROW)
+		n = sqlite3_column_int64(st, 0);
+	sqlite3_reset(st);
+	return n;
 }
 
-int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
+void store_give_back(struct store *s)
+{
+	int64_t n, was;
+
+	/* Housekeeping after a committed delete: whatever it says, the delete
+	 * stands, so its result is not reported. Inside a transaction it waits
+	 * for the next delete. Each step moves at most STORE_WAL_PAGES pages
+	 * from the file's end through the WAL, which the checkpoint then
+	 * empties: a full disk needs room for one step, not for the pages
+	 * after the hole. */
+	if (s->tx_depth)
+		return;
+	n = freelist_count(s);
+	do {
+		was = n;
+		if (store_exec_st(s, ST_VACUUM, NULL, 0) || store_exec_st(s, ST_CHECKPOINT, NULL, 0))
+			break;
+		n = freelist_count(s);
+	} while (n > 0 && n < was);
+}
+
+/* The delete of store_doc_delete, without the lock and the reserve. */
+static int doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
 {
 	char obj[48];
 	int rc, changes = 0;
@@ -761,6 +807,19 @@ fail:
 	store_tx_rollback(s);
 out:
 	store_stmt_reset_all(s);
+	return rc;
+}
+
+int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen)
+{
+	int fd, rc;
+
+	if ((rc = store_lock_take(s, doc, &fd, err, errlen)))
+		return rc;
+	rc = store_run_delete(s, doc_delete, doc, err, errlen);
+	if (rc == 0 && s->lock_doc == doc)
+		store_doc_unlock(s);
+	store_lock_drop(s, doc, fd);
 	return rc;
 }
 

@@ -19,12 +19,19 @@ struct store; /* opaque; one connection, not thread-safe */
 
 /* Opens (creating directories 0700, file 0600 whatever the umask, so its
  * -wal and -shm are 0600 too; schema; running migrations; WAL mode, a
- * 5 s busy timeout) the library at path. NULL path = default location; "" is refused (SQLite
+ * 5 s busy timeout) the library at path, and makes its reserve beside it
+ * ("<path>-reserve", 32 MiB preallocated, 0600) when missing and it fits:
+ * on a disk another program filled, an open that fails (SQLite cannot
+ * create its -wal and -shm) removes the reserve and tries again, so that
+ * `sekv rm`, `ls` and `check` still run; store_close and the deletes make
+ * it again where it fits. NULL path = default location; "" is refused (SQLite
  * would open a temporary database), SEKV_EINVAL. Errors: SEKV_EIO, SEKV_EDB
  * (SQLite message included), SEKV_EFORMAT (newer schema than this build,
  * not a sekv library, not an SQLite file), SEKV_EUNSUP (big-endian host). */
 int store_open(struct store **out, const char *path, char *err, size_t errlen);
-void store_close(struct store *s); /* NULL is a no-op */
+/* Releases the ingest lock it holds (store_doc_unlock), closes, and makes
+ * the reserve again when missing and it fits. NULL is a no-op. */
+void store_close(struct store *s);
 /* Path of the open database file (borrowed). */
 const char *store_path(const struct store *s);
 /* Default library path into buf: $XDG_DATA_HOME/sekv/library.db, or
@@ -69,11 +76,11 @@ int store_doc_create(struct store *s, struct store_doc *doc, const char *text,
  * (nats), and the exact KV of every global layer for those positions:
  * k[l], v[l] -> [n][n_head_kv][d_h] fp16. pos0 must equal the tokens stored
  * so far. Also updates n_tok and prefill_s (seconds to add). A chunk that
- * would leave less than 48 MiB free on the library's file system is
- * refused with SEKV_EIO ("disk full"): that room is kept so that deleting
- * a document (an incomplete one included) can always run and give its
- * space back. A disk filled by others still fails the write cleanly
- * (SEKV_EDB), the chunks before it kept. */
+ * would leave less than 16 MiB free on the library's file system beside
+ * its reserve (48 MiB when it has none) is refused with SEKV_EIO ("disk
+ * full"). A disk filled by others still fails the write cleanly
+ * (SEKV_EDB), the chunks before it kept; the reserve then lets deleting a
+ * document (an incomplete one included) run and give its space back. */
 int store_doc_put_chunk(struct store *s, int64_t doc, int64_t pos0, int n,
 			const int32_t *tokens, const float *surprisal,
 			const uint16_t *const *k, const uint16_t *const *v,
@@ -89,7 +96,8 @@ int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 		      char *err, size_t errlen);
 
 /* Stores (replacing any earlier one) the SeKV memory and marks the document
- * READY (forgetting its resume state), in one transaction. budget/r_max are recorded in the doc row.
+ * READY (forgetting its resume state, releasing this connection's ingest
+ * lock on it), in one transaction. budget/r_max are recorded in the doc row.
  * m (borrowed) must match the document: n_layer = n_layer_global, n_head_kv,
  * d_h (else SEKV_EMISMATCH), m->n_tok <= n_tok, comp_span = the spans with
  * full == 0 in order, ranks in 0..min(len, d_h) (else SEKV_EINVAL). */
@@ -103,9 +111,12 @@ int store_doc_get(struct store *s, int64_t doc, struct store_doc *out,
 int store_doc_list(struct store *s, struct store_doc **out, int *n,
 		   char *err, size_t errlen);
 /* Deletes a document and everything it owns in one transaction, then gives
- * the freed pages back to the file system (incremental vacuum, then a WAL
- * checkpoint that truncates). Works on a full disk: the delete's few pages
- * fit where the failed write's were. SEKV_ENOTFOUND when absent. */
+ * the freed pages back to the file system (store_give_back). Works on a
+ * full disk: on one below the room writes keep, or when the delete fails,
+ * the reserve is removed first (the delete then run again) and made again
+ * after. SEKV_ENOTFOUND when absent; SEKV_EBUSY "document N is being
+ * ingested by another process" when another process holds its ingest
+ * lock (store_doc_lock; it is held for the length of the delete). */
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
 /* Retrieval heads stored for the model with fingerprint model_fp
  * ("L:H,...", engine/evidence.h) into buf [cap] (NUL-terminated).
@@ -137,12 +148,15 @@ int store_doc_get_full_kv(struct store *s, int64_t doc, int l,
  * and a reference that needs the exact rows (--kv full, the rivals, the
  * oracle router) prefills them again from its tokens (app/full_kv.h).
  * Joins an open transaction; else commits and gives the freed pages back
- * (store_give_back). 0; SEKV_ENOTFOUND (no such document); SEKV_EINVAL
+ * (store_give_back), drawing on the reserve on a full disk as
+ * store_doc_delete does. 0; SEKV_ENOTFOUND (no such document); SEKV_EINVAL
  * (incomplete: its resume needs the rows); SEKV_EDB. A document whose rows
  * were already dropped is not an error. */
 int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen);
 /* Gives the file system back the pages committed deletes freed (SQLite's
- * incremental vacuum, then a WAL checkpoint). Housekeeping: the deletes
+ * incremental vacuum in steps of 256 pages, each followed by a WAL
+ * checkpoint that truncates, so that the WAL never holds more than one
+ * step of moved pages whatever the size deleted). Housekeeping: the deletes
  * stand whatever it meets, so it reports nothing; inside a transaction it
  * does nothing (call it after the outermost commit). */
 void store_give_back(struct store *s);
@@ -196,6 +210,25 @@ int store_doc_get_pages(struct store *s, int64_t doc, int *page0, int *n_page,
 			int64_t **start, int64_t *text_len, char *err, size_t errlen);
 
 /* ---- resuming an interrupted ingest (app/ingest.c) ------------------ */
+
+/* The ingest lock of document doc: an advisory lock on the file
+ * "<library>-ingest-<doc>" (0600) that the process writing the document's
+ * chunks holds, so that another process's `ingest --resume` and
+ * store_doc_delete of it refuse at once. The kernel drops it when the
+ * process dies (kill -9 leaves at most the file, which the next lock
+ * reuses). A connection holds one: taking another releases the one held;
+ * store_doc_put_mem (the document ready), store_doc_delete of it and
+ * store_close release it. Nothing for ":memory:". 0 (held; again by this
+ * connection: 0), SEKV_EBUSY "document N is being ingested by another
+ * process" (another connection or process holds it), SEKV_EIO. */
+int store_doc_lock(struct store *s, int64_t doc, char *err, size_t errlen);
+/* Releases the ingest lock this connection holds, removing its file; none
+ * held: a no-op. */
+void store_doc_unlock(struct store *s);
+/* 1 when another connection or process holds document doc's ingest lock
+ * (`sekv ls` says `ingesting`), else 0 (this connection's own lock, none,
+ * or it cannot be known). Takes no lock, so it never makes one fail. */
+int store_doc_busy(struct store *s, int64_t doc);
 
 /* What an ingest needs to continue after a crash exactly where its last
  * committed chunk ended (the swa table holds the sliding-window rows at
@@ -388,7 +421,8 @@ void store_session_kv_free(struct store_session_kv *kv);
 int64_t store_session_disk_bytes(struct store *s, int64_t session);
 
 /* Deletes a session, its turns, their evidence and its KV, then gives the
- * freed pages back to the file system. 0, SEKV_ENOTFOUND, SEKV_EDB. */
+ * freed pages back to the file system, drawing on the reserve on a full
+ * disk as store_doc_delete does. 0, SEKV_ENOTFOUND, SEKV_EDB. */
 int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen);
 
 /* Groups several writes (e.g. the last chunk and store_doc_put_swa) into

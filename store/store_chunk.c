@@ -251,7 +251,8 @@ fail:
 	return rc;
 }
 
-int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen)
+/* The delete of store_doc_drop_full_kv, without the reserve. */
+static int drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen)
 {
 	static const char what[] = "store_doc_drop_full_kv";
 	struct store_doc d;
@@ -281,6 +282,11 @@ fail:
 out:
 	store_stmt_reset_all(s);
 	return rc;
+}
+
+int store_doc_drop_full_kv(struct store *s, int64_t doc, char *err, size_t errlen)
+{
+	return store_run_delete(s, drop_full_kv, doc, err, errlen);
 }
 
 int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,

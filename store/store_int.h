@@ -7,7 +7,8 @@
  * SWA rows in store_chunk.c, the SeKV memory in store_mem.c, H2O's scores
  * in store_score.c, sessions and their turns in store_session.c, the
  * resume state of an ingest in store_ingest.c, `sekv check` in
- * store_check.c, PDF page maps in store_pages.c.
+ * store_check.c, PDF page maps in store_pages.c, the reserve file and
+ * the ingest locks beside the library in store_disk.c.
  */
 #ifndef SEKV_STORE_INT_H
 #define SEKV_STORE_INT_H
@@ -24,7 +25,8 @@
 enum store_st {
 	ST_BEGIN, ST_BEGIN_READ, ST_COMMIT, ST_ROLLBACK, ST_SAVEPOINT, ST_RELEASE, ST_ROLLBACK_TO,
 	ST_DOC_INSERT, ST_TEXT_INSERT, ST_DOC_GET, ST_DOC_LIST, ST_DOC_DELETE,
-	ST_TEXT_GET, ST_DISK_BYTES, ST_VACUUM, ST_KV_DELETE, ST_DOC_FULL_KV_OFF, ST_SES_DISK_BYTES,
+	ST_TEXT_GET, ST_DISK_BYTES, ST_VACUUM, ST_FREELIST, ST_KV_DELETE, ST_DOC_FULL_KV_OFF,
+	ST_SES_DISK_BYTES,
 	ST_TOK_INSERT, ST_KV_INSERT, ST_DOC_ADD_CHUNK, ST_TOK_GET, ST_KV_GET,
 	ST_SWA_DELETE, ST_SWA_INSERT, ST_SWA_GET,
 	ST_MEM_DELETE, ST_MEM_INSERT, ST_MEML_INSERT, ST_DOC_READY,
@@ -46,6 +48,10 @@ struct store {
 	int tx_depth;      /* store_tx_begin nesting: 1 = BEGIN, >1 = SAVEPOINT */
 	int fault_step;    /* >0: the fault_step-th step from now fails */
 	int fault_hit;     /* the last failing step was injected */
+	int is_open;       /* store_open succeeded: the reserve is this library's */
+	int lock_fd;       /* the ingest lock this connection holds (store_doc_lock)
+	                      on document lock_doc, or -1 */
+	int64_t lock_doc;
 };
 
 /* schema.c: creates or migrates the schema of a freshly opened connection.
@@ -83,17 +89,42 @@ int store_col_blob(sqlite3_stmt *st, int col, size_t expect, const void **p,
 		   const char *what, int64_t doc, const char *table,
 		   const char *column, char *err, size_t errlen);
 
-/* Free space a chunk write must leave on the library's file system, so
- * that deleting a document always has room to run (its commit, the
- * vacuum and the checkpoint that give the space back write pages first;
- * the WAL checkpoints every STORE_WAL_PAGES pages, so what a checkpoint
- * copies into the database file stays below this). */
-#define STORE_RESERVE_BYTES ((int64_t)48 << 20)
+/* The reserve: a file "<library>-reserve" of STORE_RESERVE_BYTES,
+ * preallocated beside the library, that a delete or the open before it
+ * gives back to the file system when the disk is full (filled by another
+ * program): its room lets the commit, the vacuum and the WAL checkpoint
+ * that free the document's pages run. Writes keep STORE_ROOM_BYTES free
+ * beside it (the WAL checkpoints every STORE_WAL_PAGES pages, so what a
+ * checkpoint copies into the database file stays below that), or both
+ * when the reserve could not be made. */
+#define STORE_RESERVE_BYTES ((int64_t)32 << 20)
+#define STORE_ROOM_BYTES ((int64_t)16 << 20)
 #define STORE_WAL_PAGES 256
-/* 0 when writing `bytes` more leaves STORE_RESERVE_BYTES free where the
+/* 0 when writing `bytes` more leaves the room above free where the
  * library lives (or the free space cannot be known), else SEKV_EIO "what:
  * path: disk full: ...". */
 int store_room(struct store *s, int64_t bytes, const char *what, char *err, size_t errlen);
+
+/* store_disk.c: makes the reserve file (0600) when it is missing and fits
+ * on the file system; a failure leaves none. Nothing for ":memory:". */
+void store_reserve_make(struct store *s);
+/* 1 when the reserve file is there at its full size, else 0. */
+int store_reserve_held(struct store *s);
+/* Removes the reserve file: 1 when there was one (its room is free now),
+ * else 0. */
+int store_reserve_draw(struct store *s);
+/* Runs fn(s, key) (a delete) so that it works on a full disk: on a file
+ * system below the room writes keep, or when fn fails outside a
+ * transaction with SEKV_EDB or SEKV_EIO, the reserve is drawn on and fn
+ * run (again); the reserve is made again afterwards where it fits. fn's
+ * result. */
+int store_run_delete(struct store *s, int (*fn)(struct store *, int64_t, char *, size_t),
+		     int64_t key, char *err, size_t errlen);
+/* Takes document doc's ingest lock for the length of a delete into *fd
+ * (-1: this connection holds it already): 0, SEKV_EBUSY (another process
+ * holds it), SEKV_EIO. store_lock_drop(s, doc, *fd) gives it back. */
+int store_lock_take(struct store *s, int64_t doc, int *fd, char *err, size_t errlen);
+void store_lock_drop(struct store *s, int64_t doc, int fd);
 
 /* The documents row (no disk_bytes) with shape fields range-checked.
  * Returns 0, SEKV_ENOTFOUND, SEKV_EFORMAT or SEKV_EDB. */

@@ -414,7 +414,10 @@ int store_doc_put_mem(struct store *s, int64_t doc, const struct sekv_mem *m,
 		rc = store_dberr(s, rc, err, errlen, what, "ingest_state");
 		goto fail;
 	}
-	rc = store_tx_commit(s, err, errlen);
+	/* no ingest writes it any more, so its lock goes (within a caller's
+	 * transaction that fails after, that ingest is giving up on it) */
+	if ((rc = store_tx_commit(s, err, errlen)) == 0 && s->lock_doc == doc)
+		store_doc_unlock(s);
 	goto out;
 fail:
 	store_tx_rollback(s);

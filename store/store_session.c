@@ -329,7 +329,8 @@ fail_done:
 	return rc;
 }
 
-int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen)
+/* The delete of store_session_delete, without the reserve. */
+static int session_delete(struct store *s, int64_t id, char *err, size_t errlen)
 {
 	sqlite3_stmt *st;
 	char obj[48];
@@ -351,6 +352,11 @@ int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen)
 	if (!rc)
 		store_give_back(s);
 	return rc;
+}
+
+int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen)
+{
+	return store_run_delete(s, session_delete, id, err, errlen);
 }
 
 /* ---- a session's KV (its memory's slices, its sliding-window rows) ---- */

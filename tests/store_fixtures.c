@@ -46,6 +46,8 @@ const char *fixture_db_path(const char *name)
 	unlink(aux);
 	snprintf(aux, sizeof aux, "%s-shm", p);
 	unlink(aux);
+	snprintf(aux, sizeof aux, "%s-reserve", p);
+	unlink(aux);
 	return p;
 }
 

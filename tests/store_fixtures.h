@@ -32,8 +32,8 @@ int fixture_rnd_int(uint64_t *s, int lo, int hi);
 /* n pseudo-random bytes into p. */
 void fixture_rnd_fill(uint64_t *s, void *p, size_t n);
 
-/* A fresh database path "<tmpdir>/<name>.db" (the file and its -wal and
- * -shm removed). Returns one of 4 static buffers, reused in turn. */
+/* A fresh database path "<tmpdir>/<name>.db" (the file and its -wal,
+ * -shm and -reserve removed). Returns one of 4 static buffers, reused in turn. */
 const char *fixture_db_path(const char *name);
 
 /* A random memory of the given shape: spans from position 4 to a random

@@ -5,7 +5,10 @@
  * scores) at -t 1; two processes share a library, one ingesting while the
  * other answers, and the ingest's progress reaches a log (not a terminal)
  * as plain lines, the first within 2 s; an ingest that fills the disk
- * leaves an incomplete document that `sekv rm` deletes; a --split ingest
+ * leaves an incomplete document that `sekv rm` deletes, and so does a disk
+ * another program filled to the last byte (the library's reserve); while
+ * one process ingests a document, another's `ingest --resume` and `rm` of
+ * it are refused at once and `ls` says `ingesting`; a --split ingest
  * killed in its second part leaves that part resumable, page map kept,
  * and its resume stores the parts after it as an uninterrupted --split
  * ingest does; a document whose exact KV was dropped at the end of its
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -443,21 +447,35 @@ static void durable_two_processes_ingest_and_ask(struct test_ctx *t)
 	T_CHECKF(t, both, "ls does not show both documents ready");
 }
 
+/* Mounts a tmpfs of size ("56m") at test_tmpdir()/name into dir [cap]:
+ * 0, or -1 with why [whylen] (not allowed here: the caller skips). */
+static int small_tmpfs(char *dir, size_t cap, const char *name, const char *size, char *why,
+		       size_t whylen)
+{
+	char opt[32];
+
+	snprintf(dir, cap, "%s/%s", test_tmpdir(), name);
+	snprintf(opt, sizeof opt, "size=%s", size);
+	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+		return snprintf(why, whylen, "mkdir %s: %s", dir, strerror(errno)), -1;
+	if (mount("sekv-test", dir, "tmpfs", 0, opt) != 0)
+		return snprintf(why, whylen, "cannot mount a small tmpfs here (%s)", strerror(errno)), -1;
+	return 0;
+}
+
 /* An ingest into a library on a nearly full file system (a 56 MiB tmpfs,
- * of which the library keeps 48 MiB free for deletes) stops with "disk
+ * of which the library keeps 48 MiB for deletes: its reserve, 16 MiB
+ * free) stops with "disk
  * full", the document incomplete and the way on named; `sekv rm` of it
  * then succeeds and the library checks clean. */
 static void durable_disk_full_ingest_then_rm(struct test_ctx *t)
 {
-	char dir[512], cmd[2048];
+	char dir[512], cmd[2048], why[512];
 	int st_ing = 0, st_ls = 0, st_rm = 0;
 
 	T_CHECK(t, reference(t));
-	snprintf(dir, sizeof dir, "%s/full_ingest", test_tmpdir());
-	if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-		T_SKIP(t, "mkdir %s: %s", dir, strerror(errno));
-	if (mount("sekv-test", dir, "tmpfs", 0, "size=56m") != 0)
-		T_SKIP(t, "cannot mount a small tmpfs here (%s)", strerror(errno));
+	if (small_tmpfs(dir, sizeof dir, "full_ingest", "56m", why, sizeof why))
+		T_SKIP(t, "%s", why);
 	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s/lib.db -t 1 --batch 64 -m %s 2>&1",
 		 test_sekv_bin(), g_doc_path, dir, test_model_path());
 	char *ing = test_run_cmd(cmd, &st_ing);
@@ -477,6 +495,91 @@ static void durable_disk_full_ingest_then_rm(struct test_ctx *t)
 	free(ing);
 	free(ls);
 	free(rm);
+}
+
+/* A document stored in a 96 MiB tmpfs, then another program (cat) fills
+ * it to the last byte: `sekv ls` and `check` still run, `sekv rm` deletes
+ * the document and gives its space back (the library's reserve made
+ * again), and the library checks clean. */
+static void durable_disk_filled_by_another_then_rm(struct test_ctx *t)
+{
+	char dir[512], cmd[2048], why[512];
+	struct statvfs v;
+	int st_ing = 0, st_fill = 0, st_rm = 0;
+	long long full = -1, after = -1;
+
+	T_CHECK(t, reference(t));
+	if (small_tmpfs(dir, sizeof dir, "filled_by_other", "96m", why, sizeof why))
+		T_SKIP(t, "%s", why);
+	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s/lib.db -t 1 --batch 128 -q -m %s 2>&1",
+		 test_sekv_bin(), g_doc_path, dir, test_model_path());
+	char *ing = test_run_cmd(cmd, &st_ing);
+	snprintf(cmd, sizeof cmd, "cat /dev/zero > %s/other-program 2>/dev/null", dir);
+	free(test_run_cmd(cmd, &st_fill));
+	if (statvfs(dir, &v) == 0)
+		full = (long long)v.f_bavail * (long long)v.f_frsize;
+	snprintf(cmd, sizeof cmd, "%s ls --db %s/lib.db 2>&1 && %s check --db %s/lib.db 2>&1 && "
+		 "%s rm 1 --db %s/lib.db 2>&1 && %s check --db %s/lib.db 2>&1", test_sekv_bin(), dir,
+		 test_sekv_bin(), dir, test_sekv_bin(), dir, test_sekv_bin(), dir);
+	char *rm = test_run_cmd(cmd, &st_rm);
+	if (statvfs(dir, &v) == 0)
+		after = (long long)v.f_bavail * (long long)v.f_frsize;
+	snprintf(cmd, sizeof cmd, "%s/lib.db-reserve", dir);
+	int reserve = access(cmd, F_OK) == 0;
+	umount(dir);
+	int rm_ok = rm && st_rm == 0 && !strncmp(rm, "1\tready\t", 8) && strstr(rm, "document 1 deleted") &&
+		    strstr(rm, ": ok\n") && strstr(strstr(rm, "deleted"), ": ok");
+	T_CHECKF(t, ing && st_ing == 0, "ingest (%d): %.300s", st_ing, ing ? ing : "");
+	T_CHECKF(t, full == 0, "the other program left %lld bytes free", full);
+	T_CHECKF(t, rm_ok, "ls, check, rm, check on the full disk (%d): %.400s", st_rm, rm ? rm : "");
+	T_CHECKF(t, after > 4LL << 20 && reserve, "after rm: %lld bytes free, reserve %d", after, reserve);
+	free(ing);
+	free(rm);
+}
+
+/* While one process ingests document 1, another's `ingest --resume 1`
+ * and `rm 1` are refused at once, naming it, and `ls` shows it
+ * `ingesting`; the ingest completes undisturbed and its lock file goes. */
+static void durable_second_process_refused_while_ingesting(struct test_ctx *t)
+{
+	char db[512], cmd[2048], lock[600];
+	int status = 0, st_res = -1, st_rm = -1, st_ls = -1;
+
+	T_CHECK(t, reference(t));
+	snprintf(db, sizeof db, "%s/durable_locked.db", test_tmpdir());
+	snprintf(lock, sizeof lock, "%s-ingest-1", db);
+	char *argv[] = { (char *)test_sekv_bin(), "ingest", g_doc_path, "--db", db, "-t", "1",
+			 "--batch", "64", "-m", (char *)test_model_path(), "-q", NULL };
+	pid_t pid = spawn(argv, NULL);
+	T_CHECK(t, pid > 0);
+	int running = wait_tokens(db, 1, 64, pid);
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s 2>&1", test_sekv_bin(), db,
+		 test_model_path());
+	char *res = test_run_cmd(cmd, &st_res);
+	snprintf(cmd, sizeof cmd, "%s rm 1 --db %s 2>&1", test_sekv_bin(), db);
+	char *rm = test_run_cmd(cmd, &st_rm);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
+	char *ls = test_run_cmd(cmd, &st_ls);
+	int overlapped = running && waitpid(pid, NULL, WNOHANG) == 0;
+	waitpid(pid, &status, 0);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
+	int st_ls2 = -1;
+	char *ls2 = test_run_cmd(cmd, &st_ls2);
+	int res_ok = res && st_res == 1 && strstr(res, "document 1 is being ingested by another process") &&
+		     !strstr(res, "restored");
+	int rm_ok = rm && st_rm == 1 && strstr(rm, "sekv rm: document 1 is being ingested by another process");
+	int ls_ok = ls && st_ls == 0 && !strncmp(ls, "1\tingesting\t", 12);
+	int done = WIFEXITED(status) && WEXITSTATUS(status) == 0 && ls2 && !strncmp(ls2, "1\tready\t", 8);
+	T_CHECKF(t, overlapped, "the ingest was not running through the checks (running %d)", running);
+	T_CHECKF(t, res_ok, "ingest --resume beside it (%d): %.300s", st_res, res ? res : "");
+	T_CHECKF(t, rm_ok, "rm beside it (%d): %.300s", st_rm, rm ? rm : "");
+	T_CHECKF(t, ls_ok, "ls beside it: %.200s", ls ? ls : "");
+	T_CHECKF(t, done && access(lock, F_OK) != 0, "ingest after (%d): %.200s, lock file left %d",
+		 status, ls2 ? ls2 : "", access(lock, F_OK) == 0);
+	free(res);
+	free(rm);
+	free(ls);
+	free(ls2);
 }
 
 /* A PDF of 6 pages, 12 lines each (about 1,000 tokens), to path; every
@@ -613,6 +716,8 @@ const struct test_case test_durable[] = {
 	{ "durable_dropped_full_kv_prefilled_again", durable_dropped_full_kv_prefilled_again },
 	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
 	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
+	{ "durable_disk_filled_by_another_then_rm", durable_disk_filled_by_another_then_rm },
+	{ "durable_second_process_refused_while_ingesting", durable_second_process_refused_while_ingesting },
 	{ "durable_split_part_killed_then_resumed", durable_split_part_killed_then_resumed },
 	{ NULL, NULL },
 };

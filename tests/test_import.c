@@ -253,10 +253,11 @@ static void import_killed_then_resume(struct test_ctx *t)
 	snprintf(db, sizeof db, "%s/import_resume.db", test_tmpdir());
 	snprintf(path, sizeof path, "%s/long.jsonl", test_tmpdir());
 	T_CHECK(t, write_long_history(path, 40) == 0);
-	/* kill -9 once `sekv ls` shows some tokens of the incomplete document */
+	/* kill -9 once `sekv ls` shows some tokens of the document being ingested */
 	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s -m %s -t 1 --batch 32 -q & p=$!; i=0; "
-		 "while [ $i -lt 1200 ]; do %s ls --db %s 2>/dev/null | grep -q '^1.incomplete.[1-9]' "
-		 "&& break; sleep 0.05; i=$((i+1)); done; { kill -9 $p; wait $p; } 2>/dev/null; "
+		 "while [ $i -lt 1200 ]; do %s ls --db %s 2>/dev/null | "
+		 "grep -Eq '^1.(ingesting|incomplete).[1-9]' && break; sleep 0.05; i=$((i+1)); done; "
+		 "{ kill -9 $p; wait $p; } 2>/dev/null; "
 		 "%s ls --db %s",
 		 test_sekv_bin(), path, db, test_model_path(), test_sekv_bin(), db, test_sekv_bin(), db);
 	char *out = test_run_cmd(cmd, &st);

@@ -5,7 +5,8 @@
  * library and on planted corruption, file modes under umask 0, deleting
  * an incomplete document on a full file system (a small tmpfs; skipped
  * where mounting is not allowed), and `sekv ls`/`rm` of an incomplete
- * document and of a newer library through the CLI.
+ * document and of a newer library through the CLI, and the refusals of
+ * `sekv rm --only-full-kv`.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -281,6 +282,41 @@ static void cli_check_ls_rm_incomplete(struct test_ctx *t)
 	free(newer);
 }
 
+/* `sekv rm --only-full-kv --session ID` is a usage error (exit 2) that
+ * deletes nothing, the usage naming --only-full-kv; a second
+ * --only-full-kv of a document says it keeps no exact KV and deletes
+ * nothing. */
+static void cli_rm_only_full_kv_refusals(struct test_ctx *t)
+{
+	char path[512], cmd[1536], err[512];
+	struct fixture a = {0}, b = {0};
+	int st1 = -1, st2 = -1, st3 = -1;
+
+	snprintf(path, sizeof path, "%s", fixture_db_path("cli_rm_full_kv"));
+	int rc = make_library(path, &a, &b, err, sizeof err);
+	long long ready = (long long)a.doc.id;
+	fixture_free(&a);
+	fixture_free(&b);
+	T_CHECKF(t, rc == 0, "%s", err);
+	snprintf(cmd, sizeof cmd, "%s rm --only-full-kv --session 1 --db %s 2>&1", test_sekv_bin(), path);
+	char *ses = test_run_cmd(cmd, &st1);
+	int64_t n_ses = fixture_raw_int(path, "SELECT count(*) FROM sessions");
+	snprintf(cmd, sizeof cmd, "%s rm --only-full-kv %lld --db %s 2>&1", test_sekv_bin(), ready, path);
+	char *first = test_run_cmd(cmd, &st2);
+	char *again = test_run_cmd(cmd, &st3);
+	int ses_ok = ses && st1 == 2 && strstr(ses, "usage: sekv rm [--only-full-kv] DOC...") && n_ses == 1;
+	int first_ok = first && st2 == 0 && strstr(first, "exact KV deleted");
+	int again_ok = again && st3 == 0 && strstr(again, "keeps no exact KV: nothing deleted") &&
+		       !strstr(again, "freed");
+	T_CHECKF(t, ses_ok, "rm --only-full-kv --session (%d, %lld sessions left): %.300s", st1,
+		 (long long)n_ses, ses ? ses : "");
+	T_CHECKF(t, first_ok, "rm --only-full-kv (%d): %.300s", st2, first ? first : "");
+	T_CHECKF(t, again_ok, "rm --only-full-kv again (%d): %.300s", st3, again ? again : "");
+	free(ses);
+	free(first);
+	free(again);
+}
+
 static int mode_of(const char *path)
 {
 	struct stat st;
@@ -374,5 +410,6 @@ const struct test_case test_store_durable[] = {
 	{ "store_library_private_under_umask_0", store_library_private_under_umask_0 },
 	{ "store_rm_incomplete_on_full_disk", store_rm_incomplete_on_full_disk },
 	{ "cli_check_ls_rm_incomplete", cli_check_ls_rm_incomplete },
+	{ "cli_rm_only_full_kv_refusals", cli_rm_only_full_kv_refusals },
 	{ NULL, NULL },
 };
