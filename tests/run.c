@@ -1,11 +1,15 @@
 /* run.c - the test runner: runs every table (or the tests whose name
  * contains argv[1]), prints one line per test and ends with
  * "N passed, N failed, N skipped"; exits 1 on any failure. Tables are weak
- * so a module without tests yet still links. */
+ * so a module without tests yet still links. The run's temporary folder
+ * (test_tmpdir: libraries, each with its 32 MiB reserve) is removed at the
+ * end unless SEKV_TEST_KEEP is set (its path is then printed). */
 #include "tests/test.h"
 
 #include <cjson/cJSON.h>
 
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -178,6 +182,32 @@ const char *test_tmpdir(void)
 	return dir;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	if (remove(path) != 0)
+		perror(path);
+	return 0;
+}
+
+/* The run's temporary folder and what the tests left in it; FTW_MOUNT:
+ * never into a file system a test left mounted there. */
+static void remove_tmpdir(void)
+{
+	const char *keep = getenv("SEKV_TEST_KEEP");
+	struct stat st;
+
+	if (stat(test_tmpdir(), &st) != 0)
+		return;
+	if (keep && *keep) {
+		printf("kept %s\n", test_tmpdir());
+		return;
+	}
+	nftw(test_tmpdir(), remove_entry, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
@@ -211,6 +241,7 @@ int main(int argc, char **argv)
 			}
 		}
 	}
+	remove_tmpdir();
 	printf("%d passed, %d failed, %d skipped\n", n_pass, n_fail, n_skip);
 	return n_fail ? 1 : 0;
 }
