@@ -32,14 +32,18 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 struct app_ingest_progress {
 	const char *stage;   /* "pages" (PDF pages read), "extract" (bytes of
 	                        text), "count" (bytes tokenized while counting),
-	                        "prefill" (tokens) */
+	                        "document" (once, when doc was created or taken
+	                        up by a resume: nothing to show), "prefill"
+	                        (tokens) */
 	const char *path;    /* the input file */
 	long long done;      /* units of the stage */
 	long long total;
 	double rate;         /* units/s so far */
 	double eta_s;        /* seconds left at that rate, -1 before a rate is known */
 	int final;           /* 1 on the stage's last report */
-	int64_t doc;         /* the document being written, 0 before it exists */
+	int64_t doc;         /* the document being written (or, between the parts
+	                        of a split ingest, the part a resume continues
+	                        from), 0 before it exists */
 	int page, n_page;    /* "prefill" of a PDF: the page (1-based) of the
 	                        last token prefilled, of n_page (a resumed
 	                        part: its last page); else 0, 0 */
@@ -56,13 +60,20 @@ typedef void (*app_ingest_progress_fn)(void *ud, const struct app_ingest_progres
  * own transaction (with what a resume needs: a failure or a crash leaves
  * that part's document in state prefill, "incomplete" in `sekv ls`, for
  * app_ingest_resume; parts before it stay ready, parts after it are
- * created by its resume), build and store the SeKV memory. fn (may be NULL) sees every
- * stage's progress; the first report comes during extraction. *ids
- * (malloc'ed, caller frees) gets the new documents, *n_ids of them, in
- * part order. Returns 0 or a negative code; after an error *ids is NULL
- * and err goes on to say what the library was left with: the incomplete
- * document (its id, --resume or rm) and, of a split document, the parts
- * stored before it and those never started. */
+ * created by its resume), build and store the SeKV memory. A part with
+ * parts after it keeps its resume state, as their continuation, until the
+ * next part's document is created (in that transaction): an interruption
+ * between parts leaves the last part stored resumable, app_ingest_resume
+ * then storing the rest. A split ingest records a fingerprint of the whole
+ * text that a resume checks. fn (may be NULL) sees every stage's progress;
+ * the first report comes during extraction. *ids (malloc'ed, caller
+ * frees; NULL when none) gets the documents this run stored, *n_ids of
+ * them, in part order (a chat history: one per conversation), also after
+ * an error (the last one then the incomplete document, if any). Returns 0
+ * or a negative code; after an error err goes on to say what the library
+ * was left with: the incomplete document (its id, --resume or rm) and, of
+ * a split document, the parts stored before it and those never started
+ * (and which document's resume stores them). */
 int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_progress_fn fn,
 		     void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen);
 /* app_ingest_parts for one document: *doc_id is the first part's. */
@@ -78,20 +89,24 @@ int app_ingest(const struct app_opts *o, const char *path, app_ingest_progress_f
  * document of its own: its page map was stored when it was created. The
  * stored memory is then the one an uninterrupted ingest stores (bit for
  * bit at -t 1). Part i of n of a --split ingest then goes on with parts
- * i+1..n as that ingest would have stored them: the source file (the
- * document's source; o->password for an encrypted PDF, else asked for on
- * a terminal) is read and planned again at the stored limit, and must
- * give n parts with part i's text byte for byte the stored one's, else
- * SEKV_EMISMATCH (or the read's error) and err says which parts were not
- * stored and how to get them; the part completed stays. Titles "TITLE
- * (part j/n)" keep the stored title's TITLE. fn as app_ingest's (the
- * first report comes before the model loads). *ids (malloc'ed, caller
- * frees) gets doc_id and the documents created after it, *n_ids of them,
- * in part order; NULL after an error (err then names, as app_ingest_parts'
- * does, what a later part left). 0, SEKV_EINVAL (the document is
- * complete), SEKV_ENOTFOUND (no such document, or no resume state),
- * SEKV_EMISMATCH (another model or tokenizer, or the file changed), or
- * another code. */
+ * i+1..n as that ingest would have stored them; part i may also be ready
+ * already, its state kept as their continuation (an ingest interrupted
+ * between parts), and then only they are stored. Before anything is
+ * stored, the source file (the document's source; o->password for an
+ * encrypted PDF, else asked for on a terminal) is read and planned again
+ * at the stored limit: its whole text must have the fingerprint recorded
+ * when the split ingest began, and give n parts with part i's text byte
+ * for byte the stored one's, else SEKV_EMISMATCH (or the read's error) and
+ * err says why and how to go on; the library is then as it was, part i
+ * still resumable. Titles "TITLE (part j/n)" keep the stored title's
+ * TITLE. fn as app_ingest's (the first report, "document", comes before
+ * the model loads). *ids (malloc'ed, caller frees; NULL when none) gets
+ * doc_id once this run completed it (or found it ready) and the documents
+ * created after it, *n_ids of them, in part order, also after an error
+ * (err then names, as app_ingest_parts' does, what a later part left). 0,
+ * SEKV_EINVAL (the document is complete), SEKV_ENOTFOUND (no such
+ * document, or no resume state), SEKV_EMISMATCH (another model or
+ * tokenizer, or the file changed), or another code. */
 int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progress_fn fn,
 		      void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen);
 

@@ -169,14 +169,20 @@ out:
 
 /* Ctrl-C during an ingest: the chunks committed so far are kept (each
  * is its own transaction; the one in flight is rolled back by SQLite at
- * the next open), so the handler only says how to continue, then exits as
- * the signal would. The line is formatted outside the handler. */
+ * the next open), so the handler only prints the ids of the documents
+ * stored so far on stdout, as a finished ingest does, and says how to
+ * continue, then exits as the signal would. Lines are formatted outside
+ * the handler. */
 static char g_intr_msg[160];
 static volatile sig_atomic_t g_intr_len;
 static int64_t g_intr_doc; /* the document g_intr_msg names */
+static char g_intr_ids[4096]; /* "ID\n" of each document reported, in order */
+static volatile sig_atomic_t g_intr_ids_len;
 
 static void on_sigint(int sig)
 {
+	if (g_intr_ids_len > 0 && write(1, g_intr_ids, (size_t)g_intr_ids_len) < 0)
+		g_intr_ids_len = 0;
 	if (g_intr_len > 0 && write(2, g_intr_msg, (size_t)g_intr_len) < 0)
 		g_intr_len = 0;
 	signal(sig, SIG_DFL);
@@ -186,9 +192,15 @@ static void on_sigint(int sig)
 static void ingest_progress(void *ud, const struct app_ingest_progress *p)
 {
 	/* each part of a split document is a document of its own: the line
-	 * names the one being written; the handler sees no line while it is
-	 * rewritten, never half of one */
+	 * names the one being written (between parts, the last one stored,
+	 * whose resume stores the rest); the handler sees no line while it is
+	 * rewritten, never half of one, and the ids only up to a whole line */
 	if (p->doc > 0 && p->doc != g_intr_doc) {
+		int at = g_intr_ids_len, w = snprintf(g_intr_ids + at, sizeof g_intr_ids - (size_t)at,
+						      "%lld\n", (long long)p->doc);
+		atomic_signal_fence(memory_order_seq_cst);
+		if (w > 0 && (size_t)w < sizeof g_intr_ids - (size_t)at)
+			g_intr_ids_len = at + w;
 		g_intr_doc = p->doc;
 		g_intr_len = 0;
 		atomic_signal_fence(memory_order_seq_cst);
@@ -229,21 +241,25 @@ int cmd_ingest(int argc, char **argv)
 				      err, sizeof err);
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
-	if (rc)
-		return fail("ingest", err);
+	/* every document stored, also before a failure exit (stdout: ids only) */
 	for (int i = 0; i < n; i++)
 		printf("%lld\n", (long long)ids[i]);
 	free(ids);
+	fflush(stdout);
+	if (rc)
+		return fail("ingest", err);
 	return 0;
 }
 
 /* One `sekv ls` line: id, state (ready; ingesting: another process holds
  * its ingest lock; incomplete), tokens (done/all while incomplete), size
  * on disk, date, model, title; tab-separated, the title (free text) last,
- * with control bytes made spaces. */
+ * with control bytes made spaces. A ready part of a --split ingest whose
+ * later parts were never begun reads incomplete too, its tokens naming the
+ * parts not stored (its resume stores them). */
 static void ls_line(struct store *st, struct store_doc *d)
 {
-	char when[32], disk[32], tokens[64];
+	char when[32], disk[32], tokens[96];
 	struct store_ingest in;
 	time_t t = (time_t)d->created;
 	struct tm tm;
@@ -255,14 +271,22 @@ static void ls_line(struct store *st, struct store_doc *d)
 	localtime_r(&t, &tm);
 	strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
 	fmt_bytes(d->disk_bytes > 0 ? (size_t)d->disk_bytes : 0, disk, sizeof disk);
-	if (!ready && store_ingest_get(st, d->id, &in, NULL, NULL, 0) == 0)
+	int resumable = store_ingest_get(st, d->id, &in, NULL, NULL, 0) == 0;
+	int pending = ready && resumable && in.next_pending;
+	if (pending && in.part + 2 == in.n_part)
+		snprintf(tokens, sizeof tokens, "%lld tokens; part %d of %d not stored",
+			 (long long)d->n_tok, in.n_part, in.n_part);
+	else if (pending)
+		snprintf(tokens, sizeof tokens, "%lld tokens; parts %d-%d of %d not stored",
+			 (long long)d->n_tok, in.part + 2, in.n_part, in.n_part);
+	else if (!ready && resumable)
 		snprintf(tokens, sizeof tokens, "%lld/%lld tokens", (long long)d->n_tok,
 			 (long long)in.n_tok_total);
 	else
 		snprintf(tokens, sizeof tokens, "%lld tokens", (long long)d->n_tok);
-	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready ? "ready" :
-	       store_doc_busy(st, d->id) ? "ingesting" : "incomplete", tokens, disk, when, d->model_name,
-	       d->title);
+	printf("%lld\t%s\t%s\t%s\t%s\t%s\t%s\n", (long long)d->id, ready && !pending ? "ready" :
+	       store_doc_busy(st, d->id) ? "ingesting" : "incomplete", tokens, disk, when,
+	       d->model_name, d->title);
 }
 
 /* The line on how the plan would store a document longer than its limit. */

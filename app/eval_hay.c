@@ -20,6 +20,7 @@
 
 #include "app/app.h"
 #include "engine/err.h"
+#include "engine/hash.h"
 #include "engine/tokenizer.h"
 
 #define CORPUS_MIN_FILE 64           /* bytes: shorter files add nothing */
@@ -29,14 +30,6 @@
 #define HAY_NEAR 48                  /* tokens: how far a sentence boundary may be */
 
 /* ---- corpus ----------------------------------------------------------- */
-
-static uint64_t fnv1a(const char *s, size_t n)
-{
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
 
 /* Hashes of the files taken, so the same licence copied into many
  * packages' copyright files counts once. */
@@ -108,7 +101,7 @@ static int corpus_add(struct eval_corpus *c, struct seen *seen, const char *path
 		a++;
 	while (o > a && strchr(" \t\n", buf[o - 1]))
 		o--;
-	if (o - a < CORPUS_MIN_FILE || (seen && (rc = seen_add(seen, fnv1a(buf + a, o - a))))) {
+	if (o - a < CORPUS_MIN_FILE || (seen && (rc = seen_add(seen, hash_fnv1a64(HASH_FNV1A64_INIT, buf + a, o - a))))) {
 		free(buf);
 		return rc < 0 ? sekv_errf(err, errlen, rc, "corpus: out of memory") : 1;
 	}

@@ -32,6 +32,7 @@
 #include "engine/err.h"
 #include "engine/evidence.h"
 #include "engine/fmt.h"
+#include "engine/hash.h"
 #include "engine/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/tokenizer.h"
@@ -92,6 +93,11 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 		p.n_page = g->page_base + g->x.n_page;
 	}
 	g->fn(g->ud, &p);
+}
+
+void app_ingest_report_doc(struct ingest *g)
+{
+	report(g, "document", 0, g->tv.n, clk_now(), 1);
 }
 
 static const char *base_name(const char *p)
@@ -166,6 +172,11 @@ static int stage_count(struct ingest *g, char *err, size_t errlen)
 			 n_ctx, n_ctx);
 }
 
+void app_ingest_text_fp(const struct extract_doc *x, char fp[17])
+{
+	snprintf(fp, 17, "%016llx", (unsigned long long)hash_fnv1a64(HASH_FNV1A64_INIT, x->text, x->len));
+}
+
 /* What is stored: the whole text, its first --max-tokens, or parts. */
 int app_ingest_plan(struct ingest *g, char *err, size_t errlen)
 {
@@ -178,6 +189,10 @@ int app_ingest_plan(struct ingest *g, char *err, size_t errlen)
 		return sekv_errf(err, errlen, rc, "%s: %s", g->path, e2);
 	if (!(g->ids = calloc((size_t)pl->n_part, sizeof *g->ids)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
+	/* what a resume reading the file again must find: no parts from two
+	 * versions of it */
+	if (pl->n_part > 1)
+		app_ingest_text_fp(&g->x, g->text_fp);
 	if (pl->cut && !g->o->quiet) {
 		const struct app_part *p = &pl->part[0];
 		app_errorf("ingest: %s: --max-tokens %d: storing only the first %d of %d tokens "
@@ -238,7 +253,9 @@ int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen)
 }
 
 /* The part's document with its resume state and, for a PDF, its page
- * map, in one transaction: a crash leaves all three or none. */
+ * map, in one transaction that also ends the previous part's continuation
+ * (store_ingest_end): a crash leaves all of it or none, and a resume of
+ * the previous part or of this one always has its state. */
 static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 {
 	const struct app_opts *o = g->o;
@@ -281,11 +298,14 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 		.n_part = pt ? g->plan.n_part : 1, .part_limit = pt ? g->plan.limit : 0,
 		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
 	};
+	int64_t prev = pt && g->part > g->part0 ? g->ids[g->part - 1] : 0;
+	snprintf(in.text_fp, sizeof in.text_fp, "%s", pt ? g->text_fp : "");
 	if (pt && app_part_pages(&g->x, pt->start, pt->end, &page0, &n_page, &start))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 	if ((rc = store_tx_begin(g->st, err, errlen)))
 		goto out;
-	if ((rc = store_doc_create(g->st, d, g->text, g->text_len, err, errlen)) ||
+	if ((prev > 0 && (rc = store_ingest_end(g->st, prev, err, errlen))) ||
+	    (rc = store_doc_create(g->st, d, g->text, g->text_len, err, errlen)) ||
 	    (rc = store_doc_lock(g->st, d->id, err, errlen)) ||
 	    (rc = store_ingest_begin(g->st, d->id, &in, err, errlen)) ||
 	    (n_page && (rc = store_doc_put_pages(g->st, d->id, page0, n_page, start,
@@ -293,11 +313,13 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	    (rc = store_tx_commit(g->st, err, errlen))) {
 		store_tx_rollback(g->st);
 		d->id = 0;
-	} else if (!o->quiet) {
-		/* said now, so an interrupted ingest's id is known */
+		goto out;
+	}
+	app_ingest_report_doc(g);
+	/* said now, so an interrupted ingest's id is known */
+	if (!o->quiet)
 		app_errorf("ingest: %s: document %lld (if interrupted: 'sekv ingest --resume %lld')\n",
 			   g->path, (long long)d->id, (long long)d->id);
-	}
 out:
 	free(start);
 	return rc;
@@ -574,8 +596,9 @@ static void print_summary(const struct ingest *g)
 }
 
 /* The memory and H2O's scores (and a chat history's session) in one
- * transaction, the exact global KV dropped in it unless --keep-full-kv:
- * the document turns READY with all or with none. */
+ * transaction, the exact global KV dropped in it unless --keep-full-kv,
+ * the resume state kept as the continuation when parts after it are
+ * still to be stored: the document turns READY with all or with none. */
 static int stage_persist(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
@@ -583,7 +606,8 @@ static int stage_persist(struct ingest *g, char *err, size_t errlen)
 
 	if ((rc = store_tx_begin(g->st, err, errlen)))
 		return rc;
-	if ((g->h2o && (rc = store_doc_put_h2o(g->st, g->doc.id, g->h2o, hp->n_global, hp->n_head_kv,
+	if ((g->more_parts && (rc = store_ingest_pend(g->st, g->doc.id, err, errlen))) ||
+	    (g->h2o && (rc = store_doc_put_h2o(g->st, g->doc.id, g->h2o, hp->n_global, hp->n_head_kv,
 					       g->tv.n, err, errlen))) ||
 	    (rc = store_doc_put_mem(g->st, g->doc.id, g->mem, g->o->budget, err, errlen)) ||
 	    (!g->o->keep_full_kv && (rc = store_doc_drop_full_kv(g->st, g->doc.id, err, errlen))) ||
@@ -693,7 +717,8 @@ static void __attribute__((format(printf, 3, 4))) err_append(char *err, size_t e
 /* What a failed ingest left in the library, appended to err: the part
  * being written once its document exists (incomplete: resume or delete
  * it), and of a split document the parts this run stored before it (from
- * part0 on) and those never started. */
+ * part0 on) and those never started (which a resume of the last part
+ * stored goes on with when no part is being written). */
 void app_ingest_note_left(struct ingest *g, char *err, size_t errlen)
 {
 	long long id = (long long)g->doc.id;
@@ -721,6 +746,26 @@ void app_ingest_note_left(struct ingest *g, char *err, size_t errlen)
 		err_append(err, errlen, "; part %d of %d was not started", n_part, n_part);
 	else if (next < n_part)
 		err_append(err, errlen, "; parts %d-%d of %d were not started", next + 1, n_part, n_part);
+	if (id == 0 && next < n_part)
+		err_append(err, errlen, ": continue with 'sekv ingest --resume %lld'",
+			   (long long)g->ids[done - 1]);
+}
+
+int app_ingest_ids_dup(const struct ingest *g, int64_t **ids, int *n)
+{
+	int first = g->ids ? g->part0 : 0, last = g->ids ? g->part : 0;
+
+	*ids = NULL;
+	*n = 0;
+	if (last - first + (g->doc.id > 0) == 0)
+		return 0;
+	if (!(*ids = malloc((size_t)(last - first + 1) * sizeof **ids)))
+		return SEKV_ENOMEM;
+	for (int i = first; i < last; i++)
+		(*ids)[(*n)++] = g->ids[i];
+	if (g->doc.id > 0)
+		(*ids)[(*n)++] = g->doc.id;
+	return 0;
 }
 
 /* ---- chat histories ---------------------------------------------------- */
@@ -764,10 +809,23 @@ static int list_add(char ***lines, int *n, const struct import_conv *ic, int64_t
 	return 0;
 }
 
+/* Appends id to the list *ids [*n] (grown by realloc). 0 or SEKV_ENOMEM. */
+static int ids_add(int64_t **ids, int *n, int64_t id)
+{
+	int64_t *v = realloc(*ids, (size_t)(*n + 1) * sizeof *v);
+
+	if (!v)
+		return SEKV_ENOMEM;
+	*ids = v;
+	v[(*n)++] = id;
+	return 0;
+}
+
 /* A chat history, read into g->x: every conversation --conversation picks
- * becomes a document and a session, listed at the end (*doc_id: the last
- * document). A conversation with no answer is left out. */
-static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc_id,
+ * becomes a document and a session, listed at the end; *ids [*n_ids]
+ * (malloc'ed) gets every document stored, also after a failure (the last
+ * one then incomplete). A conversation with no answer is left out. */
+static int ingest_history(struct ingest *g, enum history_kind kind, int64_t **ids, int *n_ids,
 			  char *err, size_t errlen)
 {
 	struct history h;
@@ -789,8 +847,8 @@ static int ingest_history(struct ingest *g, enum history_kind kind, int64_t *doc
 		else if (ic.n_turn && !(rc = ingest_conv(g, &ic, &doc, &ses, &n_tok, err, errlen)) &&
 			 (rc = list_add(&lines, &n_line, &ic, doc, ses, n_tok)))
 			sekv_errf(err, errlen, rc, "ingest: out of memory");
-		if (doc > 0 && !rc)
-			*doc_id = doc;
+		if (doc > 0 && ids_add(ids, n_ids, doc) && !rc)
+			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 		import_conv_free(&ic);
 	}
 	if (!rc && n_line == 0)
@@ -819,6 +877,7 @@ int app_ingest_run_parts(struct ingest *g, int first, char *err, size_t errlen)
 	int rc;
 
 	for (g->part = first; g->part < g->plan.n_part; g->part++) {
+		g->more_parts = g->part + 1 < g->plan.n_part;
 		if ((rc = app_ingest_tokenize(g, err, errlen)) || (rc = stage_create_doc(g, err, errlen)) ||
 		    (rc = app_ingest_prefill_alloc(g, err, errlen)) || (rc = app_ingest_finish(g, err, errlen)))
 			return rc;
@@ -841,15 +900,7 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 		goto out;
 	kind = g.x.n_page ? HISTORY_NONE : history_detect(path, g.x.text, g.x.len);
 	if (kind != HISTORY_NONE) {
-		int64_t last = 0;
-		if ((rc = ingest_history(&g, kind, &last, err, errlen)))
-			goto out;
-		if (!(*ids = malloc(sizeof **ids))) {
-			rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-			goto out;
-		}
-		**ids = last;
-		*n_ids = 1;
+		rc = ingest_history(&g, kind, ids, n_ids, err, errlen);
 		goto out;
 	}
 	if (o->conversation) {
@@ -859,11 +910,11 @@ int app_ingest_parts(const struct app_opts *o, const char *path, app_ingest_prog
 		goto out;
 	}
 	if ((rc = app_ingest_load(&g, err, errlen)) || (rc = stage_count(&g, err, errlen)) ||
-	    (rc = app_ingest_plan(&g, err, errlen)) || (rc = app_ingest_run_parts(&g, 0, err, errlen)))
+	    (rc = app_ingest_plan(&g, err, errlen)))
 		goto out;
-	*ids = g.ids;
-	*n_ids = g.plan.n_part;
-	g.ids = NULL;
+	rc = app_ingest_run_parts(&g, 0, err, errlen);
+	if (app_ingest_ids_dup(&g, ids, n_ids) && !rc)
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
 out:
 	if (rc)
 		app_ingest_note_left(&g, err, errlen);

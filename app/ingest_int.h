@@ -32,6 +32,11 @@ struct ingest {
 	                               split ingest: the resumed one), 0 otherwise */
 	int64_t *ids;               /* [plan.n_part] documents stored so far,
 	                               from part0 on */
+	int more_parts;             /* 1: parts after this one are still to be
+	                               stored (a split ingest's part but the last):
+	                               its resume state stays, as their
+	                               continuation, when it turns ready */
+	char text_fp[17];           /* split: FNV-1a 64 of x's whole text, hex */
 	double t_pages;             /* clk_now when extraction started */
 	struct import_conv *chat;   /* a chat history's conversation (app/import.h), or NULL */
 	int64_t session;            /* chat: the session holding its turns */
@@ -70,6 +75,9 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen);
 /* Reads g->path (a PDF or text; g->o->password, else asked for on a
  * terminal) into g->x, reporting pages and bytes. */
 int app_ingest_extract(struct ingest *g, char *err, size_t errlen);
+/* The fingerprint of x's whole text (FNV-1a 64, engine/hash.h) as 16
+ * lowercase hex digits into fp (NUL-terminated). */
+void app_ingest_text_fp(const struct extract_doc *x, char fp[17]);
 /* Plans g->x against g->o->max_tokens and g->o->split (app_plan) into
  * g->plan, says what is left out or split, and allocates g->ids. */
 int app_ingest_plan(struct ingest *g, char *err, size_t errlen);
@@ -92,6 +100,13 @@ void app_ingest_part_free(struct ingest *g);
  * being written (incomplete: its id, --resume or rm), of a split document
  * the parts stored from g->part0 on and those never started. */
 void app_ingest_note_left(struct ingest *g, char *err, size_t errlen);
+/* Reports the "document" stage: g->doc is the document being written
+ * (the id an interruption names). */
+void app_ingest_report_doc(struct ingest *g);
+/* The documents this run stored, in part order, into *ids (malloc'ed,
+ * caller frees; NULL when none), *n of them: g->ids[g->part0..g->part-1]
+ * (ready) and g->doc once it exists (being written). 0 or SEKV_ENOMEM. */
+int app_ingest_ids_dup(const struct ingest *g, int64_t **ids, int *n);
 /* Frees everything g holds (model, tokenizer and library included). */
 void app_ingest_free(struct ingest *g);
 

@@ -2,9 +2,10 @@
  * ingest from its last committed chunk with the settings it began with,
  * restoring the global rows, the sliding-window rows, the surprisal and
  * H2O's probe so the stored memory equals an uninterrupted ingest's; a
- * part of a --split ingest then goes on with the parts after it, its
- * source file read and planned again and checked against the stored part.
- * The stages themselves are ingest.c's.
+ * part of a --split ingest (also one already ready whose state was kept as
+ * the continuation) then goes on with the parts after it, its source file
+ * read, fingerprinted, planned and checked against the stored part before
+ * anything is written. The stages themselves are ingest.c's.
  */
 #include "app/ingest_int.h"
 
@@ -58,8 +59,9 @@ static int resume_text(struct ingest *g, char *err, size_t errlen)
 }
 
 
-/* The incomplete document doc, its resume state (the settings it was
- * started with go into *ro, which g->o points at) and its text. */
+/* The incomplete document doc (or a ready part whose state is the
+ * continuation of its split ingest), its resume state (the settings it
+ * was started with go into *ro, which g->o points at) and its text. */
 static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struct store_ingest *in,
 		       float **probe, char *err, size_t errlen)
 {
@@ -76,10 +78,10 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	if (rc)
 		return rc;
 	g->path = d->source;
-	if (d->state == STORE_DOC_READY)
+	rc = store_ingest_get(g->st, doc, in, probe, err, errlen);
+	if (d->state == STORE_DOC_READY && (rc || !in->next_pending))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "ingest --resume: document %lld is complete: "
 				 "nothing to resume", (long long)doc);
-	rc = store_ingest_get(g->st, doc, in, probe, err, errlen);
 	if (rc == SEKV_ENOTFOUND)
 		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld has no resume state "
 				 "(its ingest began before sekv kept one): delete it ('sekv rm %lld') "
@@ -97,7 +99,12 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	ro->r_max = d->r_max;
 	g->pos_start = (int)in->pos_end;
 	g->h_start = in->h_next;
-	if (!ro->quiet)
+	app_ingest_report_doc(g);
+	if (!ro->quiet && in->next_pending)
+		app_errorf("ingest: document %lld (%s) is ready; its --split ingest stopped before part "
+			   "%d of %d: storing the parts after it\n", (long long)doc, d->title,
+			   in->part + 2, in->n_part);
+	else if (!ro->quiet)
 		app_errorf("ingest: resuming document %lld (%s) at %lld of %lld tokens\n", (long long)doc,
 			   d->title, (long long)in->pos_end, (long long)in->n_tok_total);
 	return resume_text(g, err, errlen);
@@ -234,53 +241,119 @@ static int plan_check(const struct ingest *g, const struct store_ingest *in, con
 	return 0;
 }
 
-/* After part in->part of a split ingest is complete (g->doc): its source
- * file, read into path [cap], planned again at the stored limit (ro's
- * max_tokens and split set so) and checked (plan_check), then the parts
- * after it through the stages of a new ingest, titled as the stored part
- * less its " (part i/n)" (into title [title_cap], ro->title). On a failure
- * before them err says which parts were not stored and how to get them. */
-static int resume_next_parts(struct ingest *g, struct app_opts *ro, const struct store_ingest *in,
-			     char *title, size_t title_cap, char *path, size_t cap, char *err,
-			     size_t errlen)
+/* ro->title for the parts after part in->part: g->doc's title less its
+ * " (part i/n)", into title [cap]. */
+static void resume_title(const struct ingest *g, struct app_opts *ro, const struct store_ingest *in,
+			 char *title, size_t cap)
 {
-	struct extract_doc was = g->x;
-	long long id = (long long)g->doc.id;
-	int i = in->part, n = in->n_part, rc;
-	char suffix[48], which[64], why[768];
+	char suffix[48];
 
-	snprintf(path, cap, "%s", g->doc.source);
-	snprintf(title, title_cap, "%s", g->doc.title);
-	snprintf(suffix, sizeof suffix, " (part %d/%d)", i + 1, n);
+	snprintf(title, cap, "%s", g->doc.title);
+	snprintf(suffix, sizeof suffix, " (part %d/%d)", in->part + 1, in->n_part);
 	size_t len = strlen(title), sl = strlen(suffix);
 	if (len >= sl && !strcmp(title + len - sl, suffix))
 		title[len - sl] = 0;
-	if (i + 2 == n)
-		snprintf(which, sizeof which, "part %d of %d was", n, n);
-	else
-		snprintf(which, sizeof which, "parts %d-%d of %d were", i + 2, n, n);
-	app_ingest_part_free(g);
-	memset(&g->x, 0, sizeof g->x);
-	app_plan_free(&g->plan);
-	g->path = path;
-	g->page_base = g->pos_start = 0;
-	g->h_start = 0;
 	ro->title = title;
+}
+
+/* Before anything is stored: the source of part in->part of a split ingest
+ * (g->doc's source, into path [cap]) read again into src, which borrows
+ * g's model, tokenizer and format, and planned as that ingest was (ro's
+ * max_tokens and split set so, its title by resume_title into title
+ * [title_cap]). Its whole text must have the fingerprint the ingest
+ * recorded (none in a row from before), and part in->part must be the
+ * stored text, g->x, byte for byte (plan_check). On a failure err says
+ * why and how to go on; the library is as it was, the part resumable. */
+static int resume_source(struct ingest *g, struct ingest *src, struct app_opts *ro,
+			 const struct store_ingest *in, char *title, size_t title_cap, char *path,
+			 size_t cap, char *err, size_t errlen)
+{
+	long long id = (long long)g->doc.id;
+	int i = in->part, n = in->n_part, rc;
+	char why[768], fp[17];
+
+	snprintf(path, cap, "%s", g->doc.source);
+	resume_title(g, ro, in, title, title_cap);
 	ro->max_tokens = in->part_limit;
 	ro->split = 1;
+	*src = (struct ingest){ .o = ro, .path = path, .fn = g->fn, .ud = g->ud, .m = g->m,
+				.tk = g->tk, .hp = g->hp, .ct = g->ct };
 	if (!ro->quiet)
-		app_errorf("ingest: document %lld (part %d/%d) is ready; reading %s again for the "
-			   "parts after it\n", id, i + 1, n, path);
-	if (!(rc = app_ingest_extract(g, why, sizeof why)) && !(rc = app_ingest_plan(g, why, sizeof why)))
-		rc = plan_check(g, in, was.text, was.len, (int64_t)id, why, sizeof why);
-	extract_doc_free(&was);
-	if (rc)
-		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld (part %d/%d) is "
-				 "complete, but %s not stored: %s; to store %s, ingest %s again with "
-				 "--split --max-tokens %d (every part is then stored anew)", id, i + 1, n,
-				 which, why, i + 2 == n ? "it" : "them", path, in->part_limit);
-	g->ids[i] = (int64_t)id;
+		app_errorf("ingest: reading %s again for the parts after part %d/%d\n", path, i + 1, n);
+	if ((rc = app_ingest_extract(src, why, sizeof why)))
+		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld (part %d/%d): the "
+				 "parts after it are read from its source, which failed: %s; nothing "
+				 "was stored: 'sekv ingest --resume %lld' continues once the file reads "
+				 "again", id, i + 1, n, why, id);
+	app_ingest_text_fp(&src->x, fp);
+	if (in->text_fp[0] && strcmp(fp, in->text_fp))
+		return sekv_errf(err, errlen, SEKV_EMISMATCH, "ingest --resume: document %lld (part "
+				 "%d/%d): %s has changed since its --split ingest began (its text "
+				 "differs), so the parts after it would come from another version of "
+				 "the file than the parts before; nothing was stored. For a consistent "
+				 "set, delete every part of it (\"%s (part j/%d)\" in 'sekv ls'; 'sekv "
+				 "rm ID...') and ingest the file again with --split --max-tokens %d", id,
+				 i + 1, n, path, title, n, in->part_limit);
+	if ((rc = app_ingest_plan(src, why, sizeof why)) ||
+	    (rc = plan_check(src, in, g->x.text, g->x.len, (int64_t)id, why, sizeof why)))
+		return sekv_errf(err, errlen, rc, "ingest --resume: document %lld (part %d/%d): %s; "
+				 "nothing was stored: to store every part anew, delete them and ingest "
+				 "%s again with --split --max-tokens %d", id, i + 1, n, why, path,
+				 in->part_limit);
+	return 0;
+}
+
+/* Part in->part itself from its last committed chunk: tokens checked,
+ * state restored, the rest prefilled, the memory built and stored. */
+static int resume_part(struct ingest *g, const struct store_ingest *in, const float *probe,
+		       char *err, size_t errlen)
+{
+	double t0;
+	int rc;
+
+	if ((rc = app_ingest_tokenize(g, err, errlen)) || (rc = resume_check(g, in, err, errlen)) ||
+	    (rc = app_ingest_prefill_alloc(g, err, errlen)))
+		return rc;
+	if (in->n_probe != g->h2o_probe.n)
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d probe "
+				 "rows stored, the model has %d", (long long)g->doc.id, in->n_probe,
+				 g->h2o_probe.n);
+	t0 = clk_now();
+	if ((rc = restore_state(g, probe, err, errlen)))
+		return rc;
+	if (!g->o->quiet)
+		app_errorf("ingest: state at token %d restored in %.3fs (model loading apart)\n",
+			   g->pos_start, clk_now() - t0);
+	return app_ingest_finish(g, err, errlen);
+}
+
+/* After part in->part of a split ingest is ready (g->doc): the source
+ * resume_source read and planned (src's text, plan and ids move to g),
+ * then the parts after it through the stages of a new ingest. */
+static int resume_next_parts(struct ingest *g, struct ingest *src, const struct store_ingest *in,
+			     char *err, size_t errlen)
+{
+	int64_t id = g->doc.id;
+	int i = in->part, rc;
+
+	app_ingest_part_free(g);
+	extract_doc_free(&g->x);
+	app_plan_free(&g->plan);
+	g->x = src->x;
+	g->plan = src->plan;
+	g->ids = src->ids;
+	g->path = src->path;
+	memcpy(g->text_fp, src->text_fp, sizeof g->text_fp);
+	memset(&src->x, 0, sizeof src->x);
+	memset(&src->plan, 0, sizeof src->plan);
+	src->ids = NULL;
+	g->page_base = g->pos_start = 0;
+	g->h_start = 0;
+	g->ids[i] = id;
 	g->part0 = i;
+	if (!g->o->quiet && !in->next_pending)
+		app_errorf("ingest: document %lld (part %d/%d) is ready; storing the parts after it\n",
+			   (long long)id, i + 1, in->n_part);
 	if ((rc = app_ingest_run_parts(g, i + 1, err, errlen)))
 		app_ingest_note_left(g, err, errlen);
 	return rc;
@@ -290,52 +363,38 @@ int app_ingest_resume(const struct app_opts *o, int64_t doc_id, app_ingest_progr
 		      void *ud, int64_t **ids, int *n_ids, char *err, size_t errlen)
 {
 	struct app_opts ro = *o;
-	struct ingest g = { .o = &ro, .fn = fn, .ud = ud };
+	struct ingest g = { .o = &ro, .fn = fn, .ud = ud }, src = { 0 };
 	struct store_ingest in;
 	struct history h = { 0 };
 	struct import_conv ic = { 0 };
 	char path[sizeof g.doc.source], title[sizeof g.doc.title];
 	float *probe = NULL;
-	double t0;
-	int n, rc;
+	int ready = 0, rc;
 
 	*ids = NULL;
 	*n_ids = 0;
 	if ((rc = resume_open(&g, &ro, doc_id, &in, &probe, err, errlen)) ||
 	    (rc = resume_chat(&g, &h, &ic, path, sizeof path, err, errlen)) ||
-	    (rc = app_ingest_load(&g, err, errlen)) || (rc = app_ingest_tokenize(&g, err, errlen)) ||
-	    (rc = resume_check(&g, &in, err, errlen)) || (rc = app_ingest_prefill_alloc(&g, err, errlen)))
+	    (rc = app_ingest_load(&g, err, errlen)))
 		goto out;
-	if (in.n_probe != g.h2o_probe.n) {
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "ingest --resume: document %lld: %d probe "
-			       "rows stored, the model has %d", (long long)doc_id, in.n_probe,
-			       g.h2o_probe.n);
+	g.more_parts = !g.chat && in.part + 1 < in.n_part;
+	if ((g.more_parts && (rc = resume_source(&g, &src, &ro, &in, title, sizeof title, path,
+						 sizeof path, err, errlen))) ||
+	    (!in.next_pending && (rc = resume_part(&g, &in, probe, err, errlen))))
 		goto out;
-	}
-	t0 = clk_now();
-	if ((rc = restore_state(&g, probe, err, errlen)))
-		goto out;
-	if (!ro.quiet)
-		app_errorf("ingest: state at token %d restored in %.3fs (model loading apart)\n",
-			   g.pos_start, clk_now() - t0);
-	if ((rc = app_ingest_finish(&g, err, errlen)))
-		goto out;
-	if (!g.chat && in.part + 1 < in.n_part &&
-	    (rc = resume_next_parts(&g, &ro, &in, title, sizeof title, path, sizeof path, err, errlen)))
-		goto out;
-	/* g.ids: [n_part] of a split ingest continued, NULL otherwise */
-	n = g.ids ? in.n_part - in.part : 1;
-	if (!(*ids = malloc((size_t)n * sizeof **ids))) {
+	ready = 1;
+	if (g.more_parts)
+		rc = resume_next_parts(&g, &src, &in, err, errlen);
+out:;
+	/* g.ids: [n_part] of a split ingest continued; else doc_id alone, once ready */
+	int64_t one = doc_id;
+	struct ingest only = { .ids = &one, .part = ready };
+	if (app_ingest_ids_dup(g.ids ? &g : &only, ids, n_ids) && !rc)
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: out of memory");
-		goto out;
-	}
-	if (g.ids)
-		memcpy(*ids, g.ids + in.part, (size_t)n * sizeof **ids);
-	else
-		**ids = doc_id;
-	*n_ids = n;
-out:
 	free(probe);
+	src.m = NULL;
+	src.tk = NULL;
+	app_ingest_free(&src);
 	app_ingest_free(&g);
 	import_conv_free(&ic);
 	history_free(&h);

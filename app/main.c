@@ -23,13 +23,14 @@ static const struct cmd cmds[] = {
 	  "answer's evidence, its turns remembered, no forward pass over earlier tokens)" },
 	{ "ingest", cmd_ingest, APP_CMD_INGEST, "FILE",
 	  "prefill a PDF or text/Markdown file once, store its SeKV memory (and a PDF's page "
-	  "numbers); prints the new document id (one per part with --split). "
+	  "numbers); prints the id of every document stored, one a line (one per part with "
+	  "--split), also when it fails or is interrupted. "
 	  "A chat history (ChatGPT conversations.json, JSONL of {role, content}, a 'user:'/"
 	  "'assistant:' transcript) becomes a document and a session per conversation, its turns "
 	  "rendered in the model's prompt format (--conversation picks one). "
 	  "Every chunk is committed as it is prefilled: an interrupted ingest (Ctrl-C, crash, full "
 	  "disk) leaves the document incomplete, and 'sekv ingest --resume DOC' continues it (a "
-	  "--split ingest: that part, then the parts after it)" },
+	  "--split ingest: that part, then the parts after it, the file checked unchanged first)" },
 	{ "count", cmd_count, APP_CMD_COUNT, "FILE",
 	  "print the tokens a document would take (and a PDF's pages) without prefilling it; "
 	  "how --split would cut it when it is too long" },
@@ -38,8 +39,8 @@ static const struct cmd cmds[] = {
 	  "'sekv ask --session ID QUESTION' goes on with a stored session" },
 	{ "ls", cmd_ls, APP_CMD_LS, "",
 	  "list stored documents, one a line, tab-separated: id, state (ready, ingesting by another "
-	  "process, or incomplete), "
-	  "tokens (done/all while incomplete), size on disk, date, model, title" },
+	  "process, or incomplete), tokens (done/all while incomplete; a --split part stopped "
+	  "before the parts after it: incomplete, naming them), size on disk, date, model, title" },
 	{ "rm", cmd_rm, APP_CMD_RM, "[--only-full-kv] DOC... | --session ID",
 	  "delete stored documents (and their sessions); --session ID deletes one session; "
 	  "--only-full-kv deletes only the documents' exact KV; the blobs' space goes back to the "

@@ -13,6 +13,7 @@
 
 #include "engine/err.h"
 #include "engine/file.h"
+#include "engine/hash.h"
 #include "engine/quant.h"
 
 #include <errno.h>
@@ -136,16 +137,6 @@ const char *gguf_vtype_name(enum gguf_vtype t)
 	return (unsigned)t < GGUF_NTYPES ? names[t] : "unknown";
 }
 
-static uint64_t hash_bytes(const char *p, uint64_t n)
-{
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-	for (uint64_t i = 0; i < n; i++) {
-		h ^= (uint8_t)p[i];
-		h *= 1099511628211ull;
-	}
-	return h;
-}
-
 static int str_eq(struct gguf_str a, const char *b, size_t blen)
 {
 	return a.len == blen && memcmp(a.ptr, b, blen) == 0;
@@ -168,7 +159,7 @@ static uint64_t hash_slot(const uint64_t *table, uint64_t cap,
 			  struct gguf_str (*get_name)(const struct gguf *, uint64_t),
 			  const struct gguf *g)
 {
-	uint64_t i = hash_bytes(key, len) & (cap - 1);
+	uint64_t i = hash_fnv1a64(HASH_FNV1A64_INIT, key, len) & (cap - 1);
 	while (table[i] && !str_eq(get_name(g, table[i] - 1), key, len))
 		i = (i + 1) & (cap - 1);
 	return i;

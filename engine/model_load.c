@@ -11,6 +11,7 @@
 
 #include "engine/err.h"
 #include "engine/gguf.h"
+#include "engine/hash.h"
 #include "engine/quant.h"
 
 #include <math.h>
@@ -129,18 +130,16 @@ static int load_norm(struct model *m, const char *name, int n, float *dst,
  * tensor in file order; printed as 16 lowercase hex digits. */
 static void fingerprint(const struct gguf *g, char out[65])
 {
-	uint64_t h = 1469598103934665603ULL, size = g->size;
+	uint8_t size[8];
 
-	for (size_t i = 0; i < g->data_offset && i < g->size; i++)
-		h = (h ^ g->map[i]) * 1099511628211ULL;
 	for (int i = 0; i < 8; i++)
-		h = (h ^ ((size >> (8 * i)) & 0xff)) * 1099511628211ULL;
-	for (uint64_t t = 0; t < g->n_tensor; t++) {
-		const uint8_t *p = g->tensor[t].data;
-		size_t n = g->tensor[t].nbytes < 4096 ? g->tensor[t].nbytes : 4096;
-		for (size_t i = 0; i < n; i++)
-			h = (h ^ p[i]) * 1099511628211ULL;
-	}
+		size[i] = (uint8_t)(g->size >> (8 * i));
+	uint64_t h = hash_fnv1a64(HASH_FNV1A64_INIT, g->map,
+				  g->data_offset < g->size ? g->data_offset : g->size);
+	h = hash_fnv1a64(h, size, sizeof size);
+	for (uint64_t t = 0; t < g->n_tensor; t++)
+		h = hash_fnv1a64(h, g->tensor[t].data,
+				 g->tensor[t].nbytes < 4096 ? g->tensor[t].nbytes : 4096);
 	snprintf(out, 65, "%016llx", (unsigned long long)h);
 }
 

@@ -220,6 +220,15 @@ static const char *const store_migration[] = {
 	"ALTER TABLE ingest_state ADD COLUMN part INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE ingest_state ADD COLUMN n_part INTEGER NOT NULL DEFAULT 1;"
 	"ALTER TABLE ingest_state ADD COLUMN part_limit INTEGER NOT NULL DEFAULT 0;"
+	/* and next_pending: 1 once the document (a part but the last) is
+	 * ready while the parts after it are not yet begun: the row stays as
+	 * their continuation (`sekv ingest --resume` of the part stores them)
+	 * and goes in the transaction that creates the next part's document;
+	 * text_fp: FNV-1a 64 (engine/hash.h) of the whole text the split
+	 * ingest read, 16 hex digits, which a resume reading the file again
+	 * must find (NULL: not split, or a row from before) */
+	"ALTER TABLE ingest_state ADD COLUMN next_pending INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE ingest_state ADD COLUMN text_fp TEXT;"
 	/* and turn_evidence.peak: the byte (in [start, end)) of the passage's
 	 * most attended token, where its snippet starts; NULL for rows from
 	 * before, read as start */

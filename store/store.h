@@ -96,8 +96,9 @@ int store_doc_put_swa(struct store *s, int64_t doc, int n_layer,
 		      char *err, size_t errlen);
 
 /* Stores (replacing any earlier one) the SeKV memory and marks the document
- * READY (forgetting its resume state, releasing this connection's ingest
- * lock on it), in one transaction. budget/r_max are recorded in the doc row.
+ * READY (forgetting its resume state unless store_ingest_pend marked it,
+ * releasing this connection's ingest lock on it), in one transaction.
+ * budget/r_max are recorded in the doc row.
  * m (borrowed) must match the document: n_layer = n_layer_global, n_head_kv,
  * d_h (else SEKV_EMISMATCH), m->n_tok <= n_tok, comp_span = the spans with
  * full == 0 in order, ranks in 0..min(len, d_h) (else SEKV_EINVAL). */
@@ -251,13 +252,18 @@ struct store_ingest {
 	int n_part;           /* parts that ingest planned, >= 1 (1: not split) */
 	int part_limit;       /* most tokens of a part in its plan (app_plan's
 	                         limit), 0: none */
+	int next_pending;     /* 1: the document is ready and the parts after it
+	                         are still to be stored (store_ingest_pend) */
+	char text_fp[17];     /* of a split ingest, the fingerprint of the whole
+	                         text it read (16 hex digits); "": none */
 };
 
 /* Records the resume state of document doc (in state PREFILL) at pos_end 0:
  * in's settings, n_tok_total, n_probe and its place in a split ingest
- * (part, n_part, part_limit; its pos_end, h_next ignored). Replaces an
- * earlier row. Joins an open transaction. 0, SEKV_EINVAL (bad values:
- * also n_part < 1, part outside 0..n_part-1), SEKV_EDB. */
+ * (part, n_part, part_limit, text_fp; its pos_end, h_next, next_pending
+ * ignored). Replaces an earlier row. Joins an open transaction. 0,
+ * SEKV_EINVAL (bad values: also n_part < 1, part outside 0..n_part-1, a
+ * text_fp not of 16 hex digits or ""), SEKV_EDB. */
 int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *in,
 		       char *err, size_t errlen);
 /* Advances it to the document's stored n_tok (call in the transaction of
@@ -269,11 +275,23 @@ int store_ingest_advance(struct store *s, int64_t doc, float h_next, const float
 			 int64_t ld, char *err, size_t errlen);
 /* Reads it into *out and, when probe is not NULL, the probe mass into a
  * malloc'ed *probe [n_probe][pos_end] (caller frees; NULL when empty).
- * SEKV_ENOTFOUND: no resume state (the document is ready, absent, or its
- * ingest started before resume states were kept); SEKV_EFORMAT: pos_end
+ * SEKV_ENOTFOUND: no resume state (the document is ready and no split
+ * ingest's continuation, absent, or its ingest started before resume
+ * states were kept); SEKV_EFORMAT: pos_end
  * is not the document's n_tok, or a bad shape or blob length. */
 int store_ingest_get(struct store *s, int64_t doc, struct store_ingest *out, float **probe,
 		     char *err, size_t errlen);
+/* Marks the resume state of document doc, part in->part < n_part - 1 of a
+ * split ingest, as the continuation of that ingest (next_pending; the
+ * probe goes): store_doc_put_mem, in the same transaction, then keeps it,
+ * so that a resume of the ready document stores the parts after it. Joins
+ * an open transaction. 0, SEKV_EINVAL (no resume state, or of the last
+ * part), SEKV_EDB. */
+int store_ingest_pend(struct store *s, int64_t doc, char *err, size_t errlen);
+/* Deletes the continuation of document doc (the part before the one whose
+ * document is being created, in the same transaction). Joins an open
+ * transaction. 0, SEKV_ENOTFOUND (none: another ingest took it up), SEKV_EDB. */
+int store_ingest_end(struct store *s, int64_t doc, char *err, size_t errlen);
 
 /* ---- sekv check ------------------------------------------------------ */
 

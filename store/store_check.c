@@ -228,8 +228,13 @@ static void check_doc(struct check *c, const struct store_doc *d)
 		check_pages(c, d->id, text_len);
 	free(text);
 	rc = store_ingest_get(c->s, d->id, &in, NULL, err, sizeof err);
-	if (ready && rc != SEKV_ENOTFOUND)
+	/* a ready part keeps its state as the continuation of a split ingest
+	 * whose later parts are not yet begun */
+	if (ready && rc != SEKV_ENOTFOUND && !(rc == 0 && in.next_pending))
 		problem(c, "doc %lld: ready, yet a resume state (ingest_state) is left", (long long)d->id);
+	else if (!ready && rc == 0 && in.next_pending)
+		problem(c, "doc %lld: incomplete, yet its resume state says it is ready (next_pending)",
+			(long long)d->id);
 	else if (!ready && rc && rc != SEKV_ENOTFOUND)
 		problem(c, "%s", err);
 	/* SWA rows are written with every chunk; an incomplete document from

@@ -4,7 +4,9 @@
  * not hold (the next token's surprisal, H2O's probe mass).
  * Invariant: a row's pos_end equals its document's n_tok, because
  * app/ingest.c advances it in each chunk's own transaction; readers check
- * it, and every blob length, before use. store_doc_put_mem deletes the row.
+ * it, and every blob length, before use. store_doc_put_mem deletes the row
+ * unless it is a split ingest's continuation (next_pending), which the
+ * next part's creation deletes (store_ingest_end).
  */
 #include "store/store_int.h"
 #include "engine/err.h"
@@ -12,6 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A text fingerprint as stored: "" or 16 lowercase hex digits. */
+static int fp_ok(const char *fp)
+{
+	size_t n = strnlen(fp, 17);
+	return n == 0 || (n == 16 && strspn(fp, "0123456789abcdef") == 16);
+}
 
 int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *in,
 		       char *err, size_t errlen)
@@ -23,7 +32,7 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
 	if (in->n_tok_total < 0 || in->n_tok_total > INT32_MAX || in->n_batch < 1 ||
 	    in->n_probe < 0 || in->n_probe > STORE_MAX_DIM || in->n_part < 1 || in->part < 0 ||
-	    in->part >= in->n_part || in->part_limit < 0)
+	    in->part >= in->n_part || in->part_limit < 0 || !fp_ok(in->text_fp))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "store_ingest_begin: %s: bad values", obj);
 	if ((rc = store_stmt(s, ST_ING_INSERT, &st, err, errlen)))
 		return rc;
@@ -40,6 +49,10 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 	sqlite3_bind_int(st, 11, in->part);
 	sqlite3_bind_int(st, 12, in->n_part);
 	sqlite3_bind_int(st, 13, in->part_limit);
+	if (in->text_fp[0])
+		sqlite3_bind_text(st, 14, in->text_fp, -1, SQLITE_TRANSIENT);
+	else
+		sqlite3_bind_null(st, 14);
 	rc = store_step(s, st);
 	rc = rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, "store_ingest_begin", obj);
 	store_stmt_reset_all(s);
@@ -143,16 +156,23 @@ static int ingest_row(sqlite3_stmt *st, const struct store_doc *d, struct store_
 	out->part = sqlite3_column_int(st, 12);
 	out->n_part = sqlite3_column_int(st, 13);
 	out->part_limit = sqlite3_column_int(st, 14);
+	out->next_pending = sqlite3_column_int(st, 15);
+	const unsigned char *fp = sqlite3_column_text(st, 16);
+	snprintf(out->text_fp, sizeof out->text_fp, "%s", fp ? (const char *)fp : "");
 	if (out->pos_end != d->n_tok || out->n_tok_total < d->n_tok ||
 	    out->n_tok_total > INT32_MAX || out->n_batch < 1 || out->n_probe < 0 ||
 	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0 || out->n_part < 1 ||
-	    out->part < 0 || out->part >= out->n_part || out->part_limit < 0)
+	    out->part < 0 || out->part >= out->n_part || out->part_limit < 0 ||
+	    (out->next_pending != 0 && out->next_pending != 1) ||
+	    (out->next_pending && out->part + 1 >= out->n_part) ||
+	    (fp && (sqlite3_column_bytes(st, 16) != 16 || !fp_ok(out->text_fp))))
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "store_ingest_get: doc %lld: ingest_state: pos_end %lld of %lld "
 				 "tokens (document has %lld), n_batch %d, n_probe %d, part %d of %d "
-				 "(limit %d)", (long long)d->id, (long long)out->pos_end,
-				 (long long)out->n_tok_total, (long long)d->n_tok, out->n_batch,
-				 out->n_probe, out->part, out->n_part, out->part_limit);
+				 "(limit %d, next pending %d, text_fp '%s')", (long long)d->id,
+				 (long long)out->pos_end, (long long)out->n_tok_total,
+				 (long long)d->n_tok, out->n_batch, out->n_probe, out->part,
+				 out->n_part, out->part_limit, out->next_pending, out->text_fp);
 	return 0;
 }
 
@@ -208,4 +228,32 @@ fail:
 	store_tx_rollback(s);
 	store_stmt_reset_all(s);
 	return rc;
+}
+
+/* Runs the keyed statement id on doc's row: it must change exactly one
+ * row, else code with err "what: doc N: why". */
+static int ingest_exec_one(struct store *s, enum store_st id, int64_t doc, const char *what,
+			   int code, const char *why, char *err, size_t errlen)
+{
+	char obj[48];
+	int changes = 0;
+
+	snprintf(obj, sizeof obj, "doc %lld", (long long)doc);
+	int rc = store_exec_key(s, id, doc, &changes, what, obj, err, errlen);
+	if (rc == 0 && changes != 1)
+		rc = sekv_errf(err, errlen, code, "%s: %s: %s", what, obj, why);
+	return rc;
+}
+
+int store_ingest_pend(struct store *s, int64_t doc, char *err, size_t errlen)
+{
+	return ingest_exec_one(s, ST_ING_PEND, doc, "store_ingest_pend", SEKV_EINVAL,
+			       "no resume state of a part with parts after it", err, errlen);
+}
+
+int store_ingest_end(struct store *s, int64_t doc, char *err, size_t errlen)
+{
+	return ingest_exec_one(s, ST_ING_END, doc, "store_ingest_end", SEKV_ENOTFOUND,
+			       "the parts after it are no longer pending (another ingest stored "
+			       "them?)", err, errlen);
 }

@@ -11,7 +11,10 @@
  * it are refused at once and `ls` says `ingesting`; a --split ingest
  * killed in its second part leaves that part resumable, page map kept,
  * and its resume stores the parts after it as an uninterrupted --split
- * ingest does; a document whose exact KV was dropped at the end of its
+ * ingest does, as it does after a SIGINT between two parts (the ids
+ * stored printed, the part to resume named, `ls` saying which parts are
+ * missing); a resume reads the source again before it stores anything,
+ * refusing a file gone or changed; a document whose exact KV was dropped at the end of its
  * ingest (the default) gets it back, bit for bit, by a prefill of its
  * stored tokens. Short documents (~650 to ~1,300 tokens) keep it to about
  * a minute.
@@ -38,6 +41,7 @@
 #include "engine/model.h"
 #include "store/store.h"
 #include "tests/pdf_fixture.h"
+#include "tests/store_fixtures.h"
 #include "tests/test.h"
 
 #define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
@@ -131,15 +135,18 @@ static pid_t spawn(char *const argv[], int *err_fd)
 	return pid;
 }
 
-/* documents.n_tok of document doc in the library at path (-1: not yet). */
-static long long stored_tokens(const char *path, long long doc)
+/* Column col (n_tok, state) of document doc in the library at path (-1:
+ * no such document yet). */
+static long long doc_int(const char *path, long long doc, const char *col)
 {
 	sqlite3 *db = NULL;
 	sqlite3_stmt *st = NULL;
 	long long n = -1;
+	char sql[128];
 
+	snprintf(sql, sizeof sql, "SELECT %s FROM documents WHERE id = ?", col);
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
-	    sqlite3_prepare_v2(db, "SELECT n_tok FROM documents WHERE id = ?", -1, &st, NULL) == SQLITE_OK) {
+	    sqlite3_prepare_v2(db, sql, -1, &st, NULL) == SQLITE_OK) {
 		sqlite3_bind_int64(st, 1, doc);
 		if (sqlite3_step(st) == SQLITE_ROW)
 			n = sqlite3_column_int64(st, 0);
@@ -149,12 +156,18 @@ static long long stored_tokens(const char *path, long long doc)
 	return n;
 }
 
-/* Waits (at most 120 s) until document doc of path holds >= n tokens or
- * pid exits; 1 when the tokens are there and pid still runs. */
-static int wait_tokens(const char *path, long long doc, long long n, pid_t pid)
+/* documents.n_tok of document doc in the library at path (-1: not yet). */
+static long long stored_tokens(const char *path, long long doc)
+{
+	return doc_int(path, doc, "n_tok");
+}
+
+/* Waits (at most 120 s) until column col of document doc of path is >= n
+ * or pid exits; 1 when it is and pid still runs. */
+static int wait_doc(const char *path, long long doc, const char *col, long long n, pid_t pid)
 {
 	for (int i = 0; i < 12000; i++) {
-		if (stored_tokens(path, doc) >= n)
+		if (doc_int(path, doc, col) >= n)
 			return waitpid(pid, NULL, WNOHANG) == 0;
 		if (waitpid(pid, NULL, WNOHANG) != 0)
 			return 0;
@@ -231,7 +244,7 @@ static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
 			 "--batch", "64", "-m", (char *)test_model_path(), "-q", "--keep-full-kv", NULL };
 	pid_t pid = spawn(argv, NULL);
 	T_CHECK(t, pid > 0);
-	int running = wait_tokens(db, 1, 128, pid);
+	int running = wait_doc(db, 1, "n_tok", 128, pid);
 	if (running && kill(pid, SIGKILL) == 0)
 		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
 	else
@@ -420,7 +433,7 @@ static void durable_two_processes_ingest_and_ask(struct test_ctx *t)
 		log[0] = c;
 		log[1] = 0;
 	}
-	int writing = wait_tokens(g_ref_db, 2, 1, pid);
+	int writing = wait_doc(g_ref_db, 2, "n_tok", 1, pid);
 	snprintf(cmd, sizeof cmd, "%s ask 1 'Who may convey copies?' --db %s -t 1 -n 8 "
 		 "--no-evidence -m %s 2>/dev/null", test_sekv_bin(), g_ref_db, test_model_path());
 	char *answer = test_run_cmd(cmd, &status);
@@ -552,7 +565,7 @@ static void durable_second_process_refused_while_ingesting(struct test_ctx *t)
 			 "--batch", "64", "-m", (char *)test_model_path(), "-q", NULL };
 	pid_t pid = spawn(argv, NULL);
 	T_CHECK(t, pid > 0);
-	int running = wait_tokens(db, 1, 64, pid);
+	int running = wait_doc(db, 1, "n_tok", 64, pid);
 	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s 2>&1", test_sekv_bin(), db,
 		 test_model_path());
 	char *res = test_run_cmd(cmd, &st_res);
@@ -600,23 +613,39 @@ static int write_pdf(const char *path, char *err, size_t errlen)
 	return fx_pdf_write(path, pages, 6, NULL, 0, err, errlen);
 }
 
-/* The PDF at pdf ingested with --split --max-tokens 400 without
- * interruption, in process, one thread, chunks of 64, into the library
- * at db: 0, or the failing code with err filled. */
-static int split_reference(const char *pdf, const char *db, char *err, size_t errlen)
+static char g_split_pdf[512]; /* the PDF of write_pdf */
+static char g_split_ref[512]; /* its uninterrupted --split ingest (3 parts) */
+
+/* The PDF (g_split_pdf) ingested with --split --max-tokens 400 without
+ * interruption, in process, one thread, chunks of 64, into g_split_ref.
+ * 1 when both are there. */
+static int split_reference(struct test_ctx *t)
 {
 	struct app_opts o;
+	char pdf[512], db[512], err[1024] = "";
 	int64_t *ids = NULL;
 	int n = 0;
 
+	if (g_split_ref[0])
+		return 1;
+	snprintf(pdf, sizeof pdf, "%s/durable_split.pdf", test_tmpdir());
+	snprintf(db, sizeof db, "%s/durable_split_ref.db", test_tmpdir());
+	if (write_pdf(pdf, err, sizeof err)) {
+		T_FAIL(t, "%s", err);
+		return 0;
+	}
 	ingest_opts(&o, db);
 	o.max_tokens = 400;
 	o.split = 1;
-	int rc = app_ingest_parts(&o, pdf, NULL, NULL, &ids, &n, err, errlen);
+	int rc = app_ingest_parts(&o, pdf, NULL, NULL, &ids, &n, err, sizeof err);
 	free(ids);
-	if (rc == 0 && n != 3)
-		rc = sekv_errf(err, errlen, SEKV_EINVAL, "%d parts, expected 3", n);
-	return rc;
+	if (rc || n != 3) {
+		T_FAIL(t, "uninterrupted --split: %d parts: %s", n, err);
+		return 0;
+	}
+	snprintf(g_split_pdf, sizeof g_split_pdf, "%s", pdf);
+	snprintf(g_split_ref, sizeof g_split_ref, "%s", db);
+	return 1;
 }
 
 /* Each of documents 1..n_doc of the library at path against the one at
@@ -643,7 +672,7 @@ static int split_parts_differ(const char *path, const char *ref, int n_doc, cons
  * memory, at -t 1 the same bytes), and the library checks clean. */
 static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 {
-	char pdf[512], db[512], ref[512], cmd[2048], err[512];
+	char *pdf = g_split_pdf, db[512], cmd[2048], err[512];
 	struct store *st = NULL;
 	struct store_ingest in;
 	int status = 0, killed = 0, page0 = 0, n_page = 0, page0_after = 0;
@@ -652,16 +681,14 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 
 	if (access(test_model_path(), R_OK) != 0)
 		T_SKIP(t, "model %s missing (make model)", test_model_path());
-	snprintf(pdf, sizeof pdf, "%s/durable_split.pdf", test_tmpdir());
+	T_CHECK(t, split_reference(t));
 	snprintf(db, sizeof db, "%s/durable_split.db", test_tmpdir());
-	snprintf(ref, sizeof ref, "%s/durable_split_ref.db", test_tmpdir());
-	T_CHECKF(t, write_pdf(pdf, err, sizeof err) == 0, "%s", err);
 	char *argv[] = { (char *)test_sekv_bin(), "ingest", pdf, "--split", "--max-tokens", "400",
 			 "--db", db, "-t", "1", "--batch", "64", "-m", (char *)test_model_path(), "-q",
 			 NULL };
 	pid_t pid = spawn(argv, NULL);
 	T_CHECK(t, pid > 0);
-	int running = wait_tokens(db, 2, 64, pid);
+	int running = wait_doc(db, 2, "n_tok", 64, pid);
 	if (running && kill(pid, SIGKILL) == 0)
 		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
 	else
@@ -705,10 +732,157 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 	free(start);
 	T_CHECKF(t, pages == 0 && page0_after == page0, "page map after resume: %d, first page %d", pages,
 		 page0_after);
-	T_CHECKF(t, split_reference(pdf, ref, err, sizeof err) == 0, "uninterrupted --split: %s", err);
-	int doc = split_parts_differ(db, ref, 3, &bad);
+	int doc = split_parts_differ(db, g_split_ref, 3, &bad);
 	T_CHECKF(t, doc == 0, "document %d: table %s differs from the uninterrupted --split ingest's",
 		 doc, bad ? bad : "");
+}
+
+/* An empty library at path with sql run on it (raw, planted): 0 or -1. */
+static int library_with(const char *path, const char *sql)
+{
+	struct store *st = NULL;
+	char err[512];
+
+	if (store_open(&st, path, err, sizeof err))
+		return -1;
+	store_close(st);
+	return fixture_raw_exec(path, sql);
+}
+
+/* The whole of file path (malloc'ed; NULL when unreadable). */
+static char *file_text(const char *path)
+{
+	char cmd[1100];
+	int status = 0;
+
+	snprintf(cmd, sizeof cmd, "cat '%s'", path);
+	return test_run_cmd(cmd, &status);
+}
+
+/* The PDF's --split ingest stopped by SIGINT between parts: part 1 ready,
+ * part 2's document held in its creation by a slow trigger (so rolled
+ * back). The interrupt prints id 1 on stdout and names document 1 to
+ * resume; `ls` shows it incomplete with parts 2-3 not stored, `check`
+ * passes; `--resume 1` prints 1, 2, 3, and every part is then what an
+ * uninterrupted --split ingest stores. */
+static void durable_split_interrupted_between_parts_resumed(struct test_ctx *t)
+{
+	char db[512], cmd[2048], out_path[600], err_path[600];
+	int status = 0, stopped = 0;
+	const char *bad = NULL;
+
+	if (access(test_model_path(), R_OK) != 0)
+		T_SKIP(t, "model %s missing (make model)", test_model_path());
+	T_CHECK(t, split_reference(t));
+	snprintf(db, sizeof db, "%s/durable_between.db", test_tmpdir());
+	snprintf(out_path, sizeof out_path, "%s/between.out", test_tmpdir());
+	snprintf(err_path, sizeof err_path, "%s/between.err", test_tmpdir());
+	T_CHECK(t, library_with(db, "CREATE TABLE slow (x); WITH RECURSIVE c(i) AS (SELECT 1 UNION "
+				"ALL SELECT i + 1 FROM c WHERE i < 1000) INSERT INTO slow SELECT i FROM c; "
+				"CREATE TRIGGER hold BEFORE INSERT ON documents "
+				"WHEN NEW.title LIKE '%(part 2/3)' BEGIN SELECT count(*) FROM slow a, "
+				"slow b, slow c; END") == 0);
+	snprintf(cmd, sizeof cmd, "exec %s ingest %s --split --max-tokens 400 --db %s -t 1 --batch 64 "
+		 "-m %s -q >%s 2>%s", test_sekv_bin(), g_split_pdf, db, test_model_path(), out_path,
+		 err_path);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	pid_t pid = spawn(argv, NULL);
+	T_CHECK(t, pid > 0);
+	int between = wait_doc(db, 1, "state", STORE_DOC_READY, pid);
+	usleep(300000);
+	between = between && doc_int(db, 2, "n_tok") < 0 && waitpid(pid, NULL, WNOHANG) == 0;
+	if (kill(pid, between ? SIGINT : SIGKILL) == 0)
+		stopped = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status) &&
+			  WTERMSIG(status) == SIGINT;
+	char *ids = file_text(out_path), *said = file_text(err_path);
+	int named = ids && !strcmp(ids, "1\n") && said &&
+		    strstr(said, "continue with 'sekv ingest --resume 1'");
+	T_CHECKF(t, between && stopped, "not interrupted between parts (%d, %d)", between, stopped);
+	T_CHECKF(t, named, "interrupted: stdout '%s', stderr %.300s", ids ? ids : "", said ? said : "");
+	free(ids);
+	free(said);
+	T_CHECK(t, fixture_raw_exec(db, "DROP TRIGGER hold; DROP TABLE slow") == 0);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s && %s check --db %s 2>&1", test_sekv_bin(), db,
+		 test_sekv_bin(), db);
+	char *out = test_run_cmd(cmd, &status);
+	int listed = out && status == 0 && !strncmp(out, "1\tincomplete\t", 13) &&
+		     strstr(out, "tokens; parts 2-3 of 3 not stored\t") && !strstr(out, "\n2\t") &&
+		     strstr(out, ": ok");
+	T_CHECKF(t, listed, "ls and check after the interrupt (%d): %.400s", status, out ? out : "");
+	free(out);
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s 2>/dev/null", test_sekv_bin(),
+		 db, test_model_path());
+	out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out && status == 0 && !strcmp(out, "1\n2\n3\n"), "resume (%d): '%s'", status,
+		 out ? out : "");
+	free(out);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s && %s check --db %s 2>&1", test_sekv_bin(), db,
+		 test_sekv_bin(), db);
+	out = test_run_cmd(cmd, &status);
+	int ok = out && status == 0 && !strstr(out, "incomplete") && strstr(out, "\n3\tready\t") &&
+		 strstr(out, ": ok");
+	T_CHECKF(t, ok, "ls and check after resume (%d): %.400s", status, out ? out : "");
+	free(out);
+	int doc = split_parts_differ(db, g_split_ref, 3, &bad);
+	T_CHECKF(t, doc == 0, "document %d: table %s differs from the uninterrupted --split ingest's",
+		 doc, bad ? bad : "");
+}
+
+/* A --split ingest of a text (2 parts) failing in part 1 (a planted
+ * trigger refuses its third chunk) prints that part's id before exiting
+ * 1. Its resume reads the source again before anything else: with the
+ * file gone, then changed after part 1's text, it refuses saying why,
+ * part 1 still incomplete at 128 tokens; with the file back it stores both
+ * parts, printing both ids. */
+static void durable_split_resume_checks_source_first(struct test_ctx *t)
+{
+	char db[512], path[512], away[600], cmd[2048];
+	int status = 0;
+
+	T_CHECK(t, reference(t));
+	snprintf(db, sizeof db, "%s/durable_source.db", test_tmpdir());
+	snprintf(path, sizeof path, "%s/durable_source.txt", test_tmpdir());
+	snprintf(away, sizeof away, "%s.away", path);
+	T_CHECK(t, write_prefix(path, 3000) == 0);
+	T_CHECK(t, library_with(db, "CREATE TRIGGER stop BEFORE INSERT ON tok_chunk WHEN NEW.pos0 = "
+				"128 BEGIN SELECT RAISE(ABORT, 'planted'); END") == 0);
+	snprintf(cmd, sizeof cmd, "%s ingest %s --split --max-tokens 400 --db %s -t 1 --batch 64 -m %s "
+		 "-q 2>/dev/null", test_sekv_bin(), path, db, test_model_path());
+	char *out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out && status == 1 && !strcmp(out, "1\n"), "failed ingest (%d): '%s'", status,
+		 out ? out : "");
+	free(out);
+	T_CHECK(t, fixture_raw_exec(db, "DROP TRIGGER stop") == 0);
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s -q 2>&1", test_sekv_bin(),
+		 db, test_model_path());
+	T_CHECK(t, rename(path, away) == 0);
+	out = test_run_cmd(cmd, &status);
+	int kept = doc_int(db, 1, "n_tok") == 128 && doc_int(db, 1, "state") == 0;
+	T_CHECKF(t, out && status == 1 && strstr(out, "durable_source.txt") &&
+		 strstr(out, "nothing was stored") && kept, "resume without the file (%d, kept %d): %.400s",
+		 status, kept, out ? out : "");
+	free(out);
+	char *text = file_text(away);
+	size_t len = text ? strlen(text) : 0;
+	T_CHECK(t, len > 100);
+	for (size_t i = len - 60; i < len; i++)
+		text[i] = text[i] >= 'a' && text[i] <= 'z' ? (char)(text[i] - 'a' + 'A') : text[i];
+	int written = test_write_file(path, text, len);
+	free(text);
+	T_CHECK(t, written == 0);
+	out = test_run_cmd(cmd, &status);
+	kept = doc_int(db, 1, "n_tok") == 128 && doc_int(db, 1, "state") == 0;
+	T_CHECKF(t, out && status == 1 && strstr(out, "has changed since") &&
+		 strstr(out, "ingest the file again with --split") && kept,
+		 "resume of a changed file (%d, kept %d): %.400s", status, kept, out ? out : "");
+	free(out);
+	T_CHECK(t, rename(away, path) == 0);
+	snprintf(cmd, sizeof cmd, "%s ingest --resume 1 --db %s -t 1 -m %s -q 2>/dev/null && %s check "
+		 "--db %s 2>&1", test_sekv_bin(), db, test_model_path(), test_sekv_bin(), db);
+	out = test_run_cmd(cmd, &status);
+	T_CHECKF(t, out && status == 0 && !strncmp(out, "1\n2\n", 4) && strstr(out, ": ok"),
+		 "resume with the file back (%d): %.400s", status, out ? out : "");
+	free(out);
 }
 
 const struct test_case test_durable[] = {
@@ -719,5 +893,8 @@ const struct test_case test_durable[] = {
 	{ "durable_disk_filled_by_another_then_rm", durable_disk_filled_by_another_then_rm },
 	{ "durable_second_process_refused_while_ingesting", durable_second_process_refused_while_ingesting },
 	{ "durable_split_part_killed_then_resumed", durable_split_part_killed_then_resumed },
+	{ "durable_split_interrupted_between_parts_resumed",
+	  durable_split_interrupted_between_parts_resumed },
+	{ "durable_split_resume_checks_source_first", durable_split_resume_checks_source_first },
 	{ NULL, NULL },
 };

@@ -168,8 +168,10 @@ static void import_cli_chatgpt_sessions_then_ask(struct test_ctx *t)
 	T_CHECK(t, test_write_file(path, pets_json, strlen(pets_json)) == 0);
 	snprintf(args, sizeof args, "ingest %s", path);
 	char *out = sekv(db, 1, &st, args);
+	/* stdout: both documents' ids, after the listing */
 	int listed = out && st == 0 && strstr(out, "2 conversations imported") &&
-		     strstr(out, "1. Pets: document 1, session 1: 4 messages kept in 2 turns");
+		     strstr(out, "1. Pets: document 1, session 1: 4 messages kept in 2 turns") &&
+		     strstr(out, "\n1\n2\n");
 	T_CHECKF(t, listed, "ingest (%d): %.600s", st, out ? out : "");
 	free(out);
 	out = sekv(db, 0, &st, "sessions");

@@ -1,7 +1,9 @@
 /* test_store_durable.c - the library's durability without the model: the
  * resume state of an ingest (round trip, checked against the document,
- * gone once ready; a split ingest's part, parts and limit, and a version
- * 11 row migrated as a single part), `sekv check` (store_check and the CLI) on a good
+ * gone once ready; a split ingest's part, parts, limit and text
+ * fingerprint, and a version 11 row migrated as a single part; a part's
+ * state kept as the continuation of its split ingest once ready, until the
+ * next part takes it up), `sekv check` (store_check and the CLI) on a good
  * library and on planted corruption, file modes under umask 0, deleting
  * an incomplete document on a full file system (a small tmpfs; skipped
  * where mounting is not allowed), and `sekv ls`/`rm` of an incomplete
@@ -36,7 +38,8 @@ static int make_library(const char *path, struct fixture *ready, struct fixture 
 	struct store_turn turn = { .question = "Who?", .answer = "Mira", .stopped = "stop",
 				   .n_gen = 2, .n_ev = 1, .ev = ev };
 	struct store_ingest in = { .n_tok_total = 900, .n_batch = 64, .alpha = 1, .n_probe = 2,
-				   .part = 1, .n_part = 3, .part_limit = 400 };
+				   .part = 1, .n_part = 3, .part_limit = 400,
+				   .text_fp = "0123456789abcdef" };
 	const int64_t page_start[2] = { 0, 9 }; /* its text is CHECK_TITLE */
 	float probe[2 * 900] = { 0 };
 	struct store *s = NULL;
@@ -119,7 +122,7 @@ static void store_ingest_state_round_trip(struct test_ctx *t)
 	int ok = rc == 0 && in.n_tok_total == 900 && in.n_batch == 64 && in.pos_end == 200 &&
 		 in.h_next == 2.5f && in.n_probe == 2 && probe && probe[199] == 199.0f &&
 		 probe[200] == 900.0f && probe[399] == 1099.0f && in.part == 1 && in.n_part == 3 &&
-		 in.part_limit == 400;
+		 in.part_limit == 400 && in.next_pending == 0 && !strcmp(in.text_fp, "0123456789abcdef");
 	free(probe);
 	int r_ready = store_ingest_get(s, a.doc.id, &in, NULL, NULL, 0);
 	store_close(s);
@@ -144,6 +147,8 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 		{ .n_tok_total = 9, .n_batch = 1, .part = 3, .n_part = 3 },
 		{ .n_tok_total = 9, .n_batch = 1, .part = -1, .n_part = 3 },
 		{ .n_tok_total = 9, .n_batch = 1, .part = 0, .n_part = 2, .part_limit = -5 },
+		{ .n_tok_total = 9, .n_batch = 1, .part = 0, .n_part = 2, .text_fp = "0123" },
+		{ .n_tok_total = 9, .n_batch = 1, .part = 0, .n_part = 2, .text_fp = "0123456789abcdeX" },
 	};
 	const char *path = fixture_db_path("ingest_state_split");
 	struct fixture a = {0}, b = {0};
@@ -163,13 +168,15 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 	fixture_free(&a);
 	fixture_free(&b);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, refused == 4, "%d of 4 bad places refused", refused);
+	T_CHECKF(t, refused == 6, "%d of 6 bad places refused", refused);
 	rc = ingest_state_after(path, "UPDATE ingest_state SET part = 3", part, &in, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "part 3 of 3"), "rc %d: %s", rc, err);
 	/* back to version 11: the columns migration 12 adds go */
 	rc = ingest_state_after(path, "ALTER TABLE ingest_state DROP COLUMN part; ALTER TABLE ingest_state DROP COLUMN n_part;"
 		" ALTER TABLE ingest_state DROP COLUMN part_limit;"
 		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
+		" ALTER TABLE ingest_state DROP COLUMN next_pending;"
+		" ALTER TABLE ingest_state DROP COLUMN text_fp;"
 		" ALTER TABLE documents DROP COLUMN full_kv; ALTER TABLE turn_evidence DROP COLUMN peak;"
 		" PRAGMA user_version = 11", part, &in, err,
 		sizeof err);
@@ -177,9 +184,70 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	T_CHECKF(t, ver == 12, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, in.part == 0 && in.n_part == 1 && in.part_limit == 0 && in.keep_full_kv == 1 &&
-		 in.n_tok_total == 900 && in.pos_end == 200 && in.n_probe == 2, "migrated row: part %d "
+		 in.n_tok_total == 900 && in.pos_end == 200 && in.n_probe == 2 && !in.next_pending &&
+		 !in.text_fp[0], "migrated row: part %d "
 		 "of %d, limit %d, keep_full_kv %d, %lld of %lld tokens", in.part, in.n_part,
 		 in.part_limit, in.keep_full_kv, (long long)in.pos_end, (long long)in.n_tok_total);
+}
+
+/* The incomplete part (2 of 3) turning ready with its state marked as the
+ * continuation (store_ingest_pend, then store_doc_put_mem in one
+ * transaction) keeps the state, probe dropped; check passes it, and flags
+ * it once unmarked (a stale state) or marked on an incomplete document;
+ * store_ingest_end deletes it once, and nothing but such a part is marked. */
+static void store_ingest_continuation_kept_until_next_part(struct test_ctx *t)
+{
+	const char *path = fixture_db_path("ingest_continuation");
+	struct sekv_mem *m = fixture_synth_mem(75, 200, 2, 4, 2, 16, 8, 40);
+	struct fixture a = {0}, b = {0};
+	struct store_ingest in = {0};
+	struct store *s = NULL;
+	struct store_doc d = {0};
+	char err[512], buf[4096];
+
+	int rc = m ? make_library(path, &a, &b, err, sizeof err) : SEKV_ENOMEM;
+	int64_t part = b.doc.id, other = a.doc.id;
+	fixture_free(&a);
+	fixture_free(&b);
+	if (rc == 0)
+		rc = store_open(&s, path, err, sizeof err);
+	int lone = rc == 0 ? store_ingest_pend(s, other, NULL, 0) : 0;
+	if (rc == 0 && !(rc = store_tx_begin(s, err, sizeof err)) &&
+	    ((rc = store_ingest_pend(s, part, err, sizeof err)) ||
+	     (rc = store_doc_put_mem(s, part, m, 0.1, err, sizeof err)) ||
+	     (rc = store_tx_commit(s, err, sizeof err))))
+		store_tx_rollback(s);
+	if (rc == 0)
+		rc = store_doc_get(s, part, &d, err, sizeof err);
+	if (rc == 0)
+		rc = store_ingest_get(s, part, &in, NULL, err, sizeof err);
+	store_close(s);
+	s = NULL;
+	sekv_mem_free(m);
+	T_CHECKF(t, rc == 0, "%s", err);
+	T_CHECKF(t, lone == SEKV_EINVAL, "a document without a state marked: %d", lone);
+	T_CHECKF(t, d.state == STORE_DOC_READY && in.next_pending == 1 && in.n_probe == 0 &&
+		 in.part == 1 && in.n_part == 3 && in.pos_end == 200, "state %d, next_pending %d, "
+		 "n_probe %d, part %d of %d", d.state, in.next_pending, in.n_probe, in.part, in.n_part);
+	int n = check_library(path, buf, err, sizeof err);
+	T_CHECKF(t, n == 0, "%d problems with a continuation: %s", n, buf);
+	T_CHECK(t, fixture_raw_exec(path, "UPDATE ingest_state SET next_pending = 0") == 0);
+	n = check_library(path, buf, err, sizeof err);
+	T_CHECKF(t, n == 1 && strstr(buf, "ready, yet a resume state"), "stale state: %d: %s", n, buf);
+	T_CHECK(t, fixture_raw_exec(path, "UPDATE ingest_state SET next_pending = 1; UPDATE "
+				    "documents SET state = 0 WHERE id IN (SELECT doc FROM ingest_state)") == 0);
+	n = check_library(path, buf, err, sizeof err);
+	T_CHECKF(t, n >= 1 && strstr(buf, "incomplete, yet its resume state"), "%d: %s", n, buf);
+	T_CHECK(t, fixture_raw_exec(path, "UPDATE documents SET state = 1") == 0);
+	rc = store_open(&s, path, err, sizeof err);
+	int end1 = rc == 0 ? store_ingest_end(s, part, err, sizeof err) : rc;
+	int end2 = rc == 0 ? store_ingest_end(s, part, NULL, 0) : rc;
+	int gone = rc == 0 ? store_ingest_get(s, part, &in, NULL, NULL, 0) : rc;
+	store_close(s);
+	T_CHECKF(t, end1 == 0 && end2 == SEKV_ENOTFOUND && gone == SEKV_ENOTFOUND, "end %d, again "
+		 "%d, then get %d: %s", end1, end2, gone, err);
+	n = check_library(path, buf, err, sizeof err);
+	T_CHECKF(t, n == 0, "%d problems once ended: %s", n, buf);
 }
 
 static void store_check_passes_good_library(struct test_ctx *t)
@@ -212,6 +280,7 @@ static void store_check_names_planted_corruption(struct test_ctx *t)
 		{ "UPDATE ingest_state SET pos_end = 3", "pos_end" },
 		{ "UPDATE ingest_state SET probe = x'00'", "probe" },
 		{ "UPDATE ingest_state SET n_part = 0", "part 1 of 0" },
+		{ "UPDATE ingest_state SET text_fp = 'x'", "text_fp" },
 		{ "UPDATE doc_pages SET text_len = text_len + 4", "doc_pages" },
 		{ "UPDATE doc_pages SET start = x'00'", "doc_pages" },
 		{ "UPDATE turns SET idx = 7 WHERE idx = 1", "session" },
@@ -405,6 +474,7 @@ static void store_rm_incomplete_on_full_disk(struct test_ctx *t)
 const struct test_case test_store_durable[] = {
 	{ "store_ingest_state_round_trip", store_ingest_state_round_trip },
 	{ "store_ingest_state_split_fields", store_ingest_state_split_fields },
+	{ "store_ingest_continuation_kept_until_next_part", store_ingest_continuation_kept_until_next_part },
 	{ "store_check_passes_good_library", store_check_passes_good_library },
 	{ "store_check_names_planted_corruption", store_check_names_planted_corruption },
 	{ "store_library_private_under_umask_0", store_library_private_under_umask_0 },
