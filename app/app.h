@@ -34,7 +34,8 @@ struct app_ingest_progress {
 	                        text), "count" (bytes tokenized while counting),
 	                        "document" (once, when doc was created or taken
 	                        up by a resume: nothing to show), "prefill"
-	                        (tokens) */
+	                        (tokens), "stored" (once, when doc turned ready:
+	                        nothing to show; more says what follows) */
 	const char *path;    /* the input file */
 	long long done;      /* units of the stage */
 	long long total;
@@ -44,6 +45,8 @@ struct app_ingest_progress {
 	int64_t doc;         /* the document being written (or, between the parts
 	                        of a split ingest, the part a resume continues
 	                        from), 0 before it exists */
+	int more;            /* "stored": 1 when parts of a split ingest follow
+	                        (a resume of doc stores them), else 0 */
 	int page, n_page;    /* "prefill" of a PDF: the page (1-based) of the
 	                        last token prefilled, of n_page (a resumed
 	                        part: its last page); else 0, 0 */

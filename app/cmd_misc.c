@@ -210,6 +210,17 @@ static void ingest_progress(void *ud, const struct app_ingest_progress *p)
 		atomic_signal_fence(memory_order_seq_cst);
 		g_intr_len = n > 0 && n < (int)sizeof g_intr_msg ? n : 0;
 	}
+	/* the document is stored whole: a Ctrl-C from now on has nothing to
+	 * resume in it */
+	if (!strcmp(p->stage, "stored") && !p->more) {
+		g_intr_len = 0;
+		atomic_signal_fence(memory_order_seq_cst);
+		int n = snprintf(g_intr_msg, sizeof g_intr_msg, "\nsekv ingest: interrupted after "
+				 "document %lld was stored whole; nothing after it was begun\n",
+				 (long long)p->doc);
+		atomic_signal_fence(memory_order_seq_cst);
+		g_intr_len = n > 0 && n < (int)sizeof g_intr_msg ? n : 0;
+	}
 	if (ud)
 		app_ingest_print(ud, p);
 }

@@ -83,6 +83,7 @@ static void report(struct ingest *g, const char *stage, long long done, long lon
 	struct app_ingest_progress p = {
 		.stage = stage, .path = g->path, .done = done, .total = total, .rate = rate,
 		.eta_s = rate > 0 ? (total - done) / rate : -1, .final = final, .doc = g->doc.id,
+		.more = !g->chat && g->part + 1 < g->plan.n_part,
 	};
 	if (g->tok_byte && !strcmp(stage, "prefill") && done > 0) {
 		long long i = done - 1;
@@ -688,6 +689,7 @@ int app_ingest_finish(struct ingest *g, char *err, size_t errlen)
 	if ((rc = stage_prefill(g, err, errlen)) || (rc = stage_build(g, err, errlen)) ||
 	    (rc = stage_persist(g, err, errlen)))
 		return rc;
+	report(g, "stored", 1, 1, clk_now(), 1);
 	if (!g->o->quiet)
 		print_summary(g);
 	return 0;

@@ -37,8 +37,8 @@ void app_ingest_print(void *ud, const struct app_ingest_progress *p)
 	int tenth = (int)(p->done * 10 / total), prefill = !strcmp(p->stage, "prefill");
 	char eta[32];
 
-	if (strcmp(p->stage, "document") == 0)
-		return; /* the document's line is ingest's own */
+	if (strcmp(p->stage, "document") == 0 || strcmp(p->stage, "stored") == 0)
+		return; /* the document's lines are ingest's own */
 	if (strcmp(p->stage, "extract") == 0) {
 		char sz[32];
 		fmt_bytes((size_t)p->done, sz, sizeof sz);

@@ -408,6 +408,44 @@ static void read_all(int fd, char *buf, size_t cap, double *first)
 	}
 }
 
+/* Ctrl-C after the document was stored whole (its summary is printed
+ * after that): the message says so and suggests no resume, and the
+ * document is ready. A run where the ingest ended before the signal
+ * came is reported, not passed. */
+static void durable_sigint_after_stored_suggests_no_resume(struct test_ctx *t)
+{
+	char db[512], buf[8192] = "", cmd[1024];
+	double first = 0;
+	int fd = -1, status = 0, st_ls = -1;
+	size_t n = 0;
+	ssize_t r;
+
+	T_CHECK(t, reference(t));
+	snprintf(db, sizeof db, "%s/durable_sigint.db", test_tmpdir());
+	char *argv[] = { (char *)test_sekv_bin(), "ingest", g_doc_path, "--db", db, "-t", "1",
+			 "-m", (char *)test_model_path(), NULL };
+	pid_t pid = spawn(argv, &fd);
+	T_CHECK(t, pid > 0 && fd >= 0);
+	while (!strstr(buf, "memory built") && n + 1 < sizeof buf &&
+	       (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0) {
+		n += (size_t)r;
+		buf[n] = 0;
+	}
+	kill(pid, SIGINT);
+	read_all(fd, buf, sizeof buf, &first);
+	close(fd);
+	waitpid(pid, &status, 0);
+	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
+	char *ls = test_run_cmd(cmd, &st_ls);
+	int ready = ls && st_ls == 0 && !strncmp(ls, "1\tready\t", 8);
+	free(ls);
+	T_CHECKF(t, WIFSIGNALED(status), "the ingest ended before the signal (status %d)", status);
+	const char *said = strstr(buf, "sekv ingest: interrupted");
+	T_CHECKF(t, said && strstr(said, "interrupted after document 1 was stored whole") &&
+		 !strstr(said, "--resume"), "message: %.600s", said ? said : buf);
+	T_CHECK(t, ready);
+}
+
 /* One process ingests a second document into the library while another
  * answers a question about the first; both succeed. The ingest's stderr
  * is a pipe: its first line comes within 2 s, and the prefill reports
@@ -888,6 +926,7 @@ static void durable_split_resume_checks_source_first(struct test_ctx *t)
 const struct test_case test_durable[] = {
 	{ "durable_sigkill_then_resume_bit_identical", durable_sigkill_then_resume_bit_identical },
 	{ "durable_dropped_full_kv_prefilled_again", durable_dropped_full_kv_prefilled_again },
+	{ "durable_sigint_after_stored_suggests_no_resume", durable_sigint_after_stored_suggests_no_resume },
 	{ "durable_two_processes_ingest_and_ask", durable_two_processes_ingest_and_ask },
 	{ "durable_disk_full_ingest_then_rm", durable_disk_full_ingest_then_rm },
 	{ "durable_disk_filled_by_another_then_rm", durable_disk_filled_by_another_then_rm },
