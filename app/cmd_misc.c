@@ -501,7 +501,7 @@ static int rm_doc(struct store *st, const struct app_opts *o, int64_t id)
 		     store_doc_delete(st, id, err, sizeof err);
 	if (rc == SEKV_ENOTFOUND)
 		snprintf(err, sizeof err, "document %lld is not in %.400s (see 'sekv ls')", (long long)id, o->db);
-	else if (rc == SEKV_EBUSY)
+	else if (rc == SEKV_EBUSY || (rc == SEKV_EINVAL && o->only_full_kv && store_doc_busy(st, id)))
 		snprintf(err, sizeof err, "document %lld is being ingested by another process", (long long)id);
 	else if (rc == SEKV_EINVAL && o->only_full_kv)
 		snprintf(err, sizeof err, "document %lld is incomplete: its exact KV is what "

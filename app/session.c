@@ -379,6 +379,10 @@ static int read_doc(struct session *s, int64_t doc_id, char *err, size_t errlen)
 				 "document %lld was ingested with another model (%s, fingerprint %.12s); "
 				 "this model (%s) has fingerprint %.12s: ingest it again with this model or pass -m",
 				 (long long)doc_id, s->doc.model_name, s->doc.model_fp, o->model, s->hp->fingerprint);
+	if (s->doc.state != STORE_DOC_READY && store_doc_busy(s->st, doc_id))
+		return sekv_errf(err, errlen, SEKV_EBUSY, "document %lld is being ingested by another "
+				 "process (%lld tokens stored so far): ask when 'sekv ls' says ready",
+				 (long long)doc_id, (long long)s->doc.n_tok);
 	if (s->doc.state != STORE_DOC_READY)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
 				 "document %lld is incomplete (%lld tokens stored): finish its ingest with "

@@ -611,6 +611,13 @@ static void durable_second_process_refused_while_ingesting(struct test_ctx *t)
 	char *rm = test_run_cmd(cmd, &st_rm);
 	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
 	char *ls = test_run_cmd(cmd, &st_ls);
+	/* asking it, or deleting its exact KV, is told the same */
+	int st_ask = -1, st_kv = -1;
+	snprintf(cmd, sizeof cmd, "%s ask 1 'What is it?' -n 4 -t 1 -m %s --db %s 2>&1",
+		 test_sekv_bin(), test_model_path(), db);
+	char *ask = test_run_cmd(cmd, &st_ask);
+	snprintf(cmd, sizeof cmd, "%s rm --only-full-kv 1 --db %s 2>&1", test_sekv_bin(), db);
+	char *kv = test_run_cmd(cmd, &st_kv);
 	int overlapped = running && waitpid(pid, NULL, WNOHANG) == 0;
 	waitpid(pid, &status, 0);
 	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
@@ -625,12 +632,18 @@ static void durable_second_process_refused_while_ingesting(struct test_ctx *t)
 	T_CHECKF(t, res_ok, "ingest --resume beside it (%d): %.300s", st_res, res ? res : "");
 	T_CHECKF(t, rm_ok, "rm beside it (%d): %.300s", st_rm, rm ? rm : "");
 	T_CHECKF(t, ls_ok, "ls beside it: %.200s", ls ? ls : "");
+	T_CHECKF(t, ask && st_ask == 1 && strstr(ask, "document 1 is being ingested by another "
+		 "process"), "ask beside it (%d): %.300s", st_ask, ask ? ask : "");
+	T_CHECKF(t, kv && st_kv == 1 && strstr(kv, "document 1 is being ingested by another "
+		 "process"), "rm --only-full-kv beside it (%d): %.300s", st_kv, kv ? kv : "");
 	T_CHECKF(t, done && access(lock, F_OK) != 0, "ingest after (%d): %.200s, lock file left %d",
 		 status, ls2 ? ls2 : "", access(lock, F_OK) == 0);
 	free(res);
 	free(rm);
 	free(ls);
 	free(ls2);
+	free(ask);
+	free(kv);
 }
 
 /* A PDF of 6 pages, 12 lines each (about 1,000 tokens), to path; every
