@@ -176,6 +176,27 @@ static int wait_doc(const char *path, long long doc, const char *col, long long 
 	return 0;
 }
 
+/* Runs argv and kills it with SIGKILL once document doc of the library at
+ * path holds n tokens. 1 when it was killed then; *running (when not NULL)
+ * whether it still ran when the tokens were there. */
+static int kill_at_tokens(char *const argv[], const char *path, long long doc, long long n,
+			  int *running)
+{
+	int status = 0, killed = 0;
+	pid_t pid = spawn(argv, NULL);
+
+	if (pid <= 0)
+		return 0;
+	int run = wait_doc(path, doc, "n_tok", n, pid);
+	if (run && kill(pid, SIGKILL) == 0)
+		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
+	else
+		waitpid(pid, &status, 0);
+	if (running)
+		*running = run;
+	return killed;
+}
+
 /* Rows of document doc in table of main that are not in ref, plus the
  * other way round (blobs compared byte for byte), plus 1 when main has
  * none; -1 when the query fails. "documents": its row but for the times
@@ -242,13 +263,8 @@ static void durable_sigkill_then_resume_bit_identical(struct test_ctx *t)
 	snprintf(db, sizeof db, "%s/durable_killed.db", test_tmpdir());
 	char *argv[] = { (char *)test_sekv_bin(), "ingest", g_doc_path, "--db", db, "-t", "1",
 			 "--batch", "64", "-m", (char *)test_model_path(), "-q", "--keep-full-kv", NULL };
-	pid_t pid = spawn(argv, NULL);
-	T_CHECK(t, pid > 0);
-	int running = wait_doc(db, 1, "n_tok", 128, pid);
-	if (running && kill(pid, SIGKILL) == 0)
-		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
-	else
-		waitpid(pid, &status, 0);
+	int running = 0;
+	killed = kill_at_tokens(argv, db, 1, 128, &running);
 	long long at_kill = stored_tokens(db, 1);
 	T_CHECKF(t, killed, "the ingest was not killed mid-way (running %d, %lld tokens)", running, at_kill);
 	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
@@ -737,13 +753,8 @@ static void durable_split_part_killed_then_resumed(struct test_ctx *t)
 	char *argv[] = { (char *)test_sekv_bin(), "ingest", pdf, "--split", "--max-tokens", "400",
 			 "--db", db, "-t", "1", "--batch", "64", "-m", (char *)test_model_path(), "-q",
 			 NULL };
-	pid_t pid = spawn(argv, NULL);
-	T_CHECK(t, pid > 0);
-	int running = wait_doc(db, 2, "n_tok", 64, pid);
-	if (running && kill(pid, SIGKILL) == 0)
-		killed = waitpid(pid, &status, 0) == pid && WIFSIGNALED(status);
-	else
-		waitpid(pid, &status, 0);
+	int running = 0;
+	killed = kill_at_tokens(argv, db, 2, 64, &running);
 	T_CHECKF(t, killed, "the ingest was not killed in part 2 (running %d, %lld tokens)", running,
 		 stored_tokens(db, 2));
 	snprintf(cmd, sizeof cmd, "%s ls --db %s", test_sekv_bin(), db);
