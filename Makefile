@@ -20,8 +20,8 @@ BUILD  ?= build
 BIN    ?= bin
 MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf
 
-LIB_C   = $(wildcard engine/*.c engine/sekv/*.c store/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
-LIB_CC  = $(wildcard engine/*.cc)
+LIB_C   = $(wildcard engine/*/*.c store/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
+LIB_CC  = $(wildcard engine/*/*.cc)
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
@@ -47,7 +47,7 @@ $(BIN)/sekv-attn-dump: $(BUILD)/bench/qa/attn_dump.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 
-$(BIN)/sekv-membw: $(BUILD)/bench/membw.o $(BUILD)/engine/clock.o
+$(BIN)/sekv-membw: $(BUILD)/bench/membw.o $(BUILD)/engine/base/clock.o
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^
 

@@ -1,7 +1,7 @@
 /* app.h - the sub-commands and the pieces they share: loading the model and
  * tokenizer, ingesting a document (app/ingest.c), and a stored document
  * opened for questions (app/session.c; the conversation itself is
- * engine/conv.c). Only app/ calls exit(). */
+ * engine/conv/conv.c). Only app/ calls exit(). */
 #ifndef SEKV_APP_H
 #define SEKV_APP_H
 
@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 #include "app/config.h"
-#include "engine/chat.h"
+#include "engine/conv/chat.h"
 
 struct model;
 struct tok;
@@ -207,8 +207,8 @@ char *app_json_inert_dup(const char *json);
  * file name, a title or other outside text (at most 4,095 bytes are kept). */
 void app_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Evidence passages of one answer (app/evidence.c; engine/evidence.h). */
-#include "engine/evidence.h"
+/* Evidence passages of one answer (app/evidence.c; engine/evidence/evidence.h). */
+#include "engine/evidence/evidence.h"
 struct session;
 struct cJSON;
 struct store_turn;
@@ -313,7 +313,7 @@ void app_evidence_print(const struct app_evidence *ev, FILE *f);
  * page_first and page_last (page numbers) for a PDF. */
 struct cJSON *app_evidence_json(const struct app_evidence *ev);
 void app_evidence_free(struct app_evidence *ev);
-/* Runs the needle calibration (engine/evidence.h) for m, picks the top 3
+/* Runs the needle calibration (engine/evidence/evidence.h) for m, picks the top 3
  * heads into head [*n_head], reports scores on stderr unless quiet, and
  * stores them for the model in st (when not NULL). */
 int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct store *st,

@@ -12,12 +12,12 @@
 
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
-#include "engine/utf8.h"
+#include "engine/tok/tokenizer.h"
+#include "engine/base/utf8.h"
 
 #define ASK_MAX_SPANS_JSON 64 /* zoomed spans listed in --json */
 static int print_step(void *ud, const struct conv_step *st)

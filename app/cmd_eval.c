@@ -23,11 +23,11 @@
 
 #include "app/app.h"
 #include "app/eval.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 
 #define EVAL_N_PREDICT 32     /* answer tokens unless -n says: a quoted needle sentence is ~20 */
 #define EVAL_CTX_ROOM 512     /* tokens a haystack leaves in the context for questions */

@@ -7,7 +7,7 @@
  * stdout only through app_print_inert.
  */
 #include "app/app.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "store/store.h"
 
 #include <stdio.h>

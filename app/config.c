@@ -12,9 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/sampler.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/conv/sampler.h"
 #include "engine/sekv/sekv.h"
 #include "store/store.h"
 

@@ -33,7 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/chat.h"
+#include "engine/conv/chat.h"
 
 struct tok;
 struct model;

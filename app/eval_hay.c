@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 
 #include "app/app.h"
-#include "engine/err.h"
-#include "engine/hash.h"
-#include "engine/tokenizer.h"
+#include "engine/base/err.h"
+#include "engine/base/hash.h"
+#include "engine/tok/tokenizer.h"
 
 #define CORPUS_MIN_FILE 64           /* bytes: shorter files add nothing */
 #define CORPUS_MAX_FILE (4u << 20)   /* bytes: larger files are skipped */

@@ -15,7 +15,7 @@
 
 #include <cairo.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #define HEAT_W 560
 #define HEAT_H 400

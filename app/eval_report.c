@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/app.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "engine/sekv/sekv.h"
 
 #define MAX_GROUPS 64

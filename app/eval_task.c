@@ -19,12 +19,12 @@
 
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/clock.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 #include "store/store.h"
 
 #define EVAL_KL_MAX 64 /* answer positions compared by the kl task, at most */

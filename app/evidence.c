@@ -4,14 +4,14 @@
  * it answers, ranks passages and prints them (plain text, inert) or adds
  * them to --json. One formatter writes a passage's line, for a live answer
  * and for the rows a stored turn kept (a resumed chat's transcript). The
- * ranking itself is engine/evidence.c; storing rows is app/session.c.
+ * ranking itself is engine/evidence/evidence.c; storing rows is app/session.c.
  */
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/model.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/model/model.h"
 #include "store/store.h"
 
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /* extract.c - reading a document file: PDF or text by its first bytes,
  * text decoded from UTF-8 (BOM dropped), UTF-16 LE/BE with BOM, or a
  * single-byte Latin encoding when the bytes are not UTF-8 (extract.h).
- * Every decoder writes through engine/utf8.c (the one UTF-8 codec); the
+ * Every decoder writes through engine/base/utf8.c (the one UTF-8 codec); the
  * result is always valid UTF-8 with LF line ends. PDF parsing lives in
  * extract_pdf.c, joining page texts in extract_pages.c.
  */
@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/err.h"
-#include "engine/file.h"
-#include "engine/utf8.h"
+#include "engine/base/err.h"
+#include "engine/base/file.h"
+#include "engine/base/utf8.h"
 
 /* Windows-1252 bytes 0x80..0x9F; 0 where the code page leaves one undefined. */
 static const uint16_t cp1252_c1[32] = {

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #define EDGE_LINES 2 /* lines at the top and at the bottom of a page that may be a header/footer */
 #define KEY_MAX 160  /* bytes of a line compared for repetition */

@@ -13,7 +13,7 @@
 
 #include <poppler.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 /* Opens the file at uri, trying p->password, then what p->ask_password
  * gives. NULL and the error in err when it cannot. By file, not from

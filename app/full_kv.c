@@ -6,9 +6,9 @@
  * prefilled again here from its stored tokens, with the same model.
  */
 #include "app/app.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "store/store.h"
 
 #include <stdlib.h>

@@ -18,7 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/extract.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #define HISTORY_PART_SEP "\n\n" /* between text parts of one message */
 

@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "app/extract.h"
-#include "engine/chat.h"
-#include "engine/err.h"
-#include "engine/tokenizer.h"
+#include "engine/conv/chat.h"
+#include "engine/base/err.h"
+#include "engine/tok/tokenizer.h"
 #include "store/store.h"
 
 #define IMPORT_SOURCE_TAG "#conversation="

@@ -1,6 +1,6 @@
 /* import.h - a conversation of a chat history (app/history.h) as a stored
  * document and session: its messages become turns (a user message and the
- * answer to it), rendered with the one turn builder (engine/chat.h) in the
+ * answer to it), rendered with the one turn builder (engine/conv/chat.h) in the
  * model's prompt format exactly as sekv's own conversations are, so that
  * a question asked over the document continues the conversation:
  *   template:   <bos><start_of_turn>user\n{q1}<end_of_turn>\n

@@ -28,14 +28,14 @@
 #include "app/extract.h"
 #include "app/history.h"
 #include "app/import.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/fmt.h"
-#include "engine/hash.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/base/fmt.h"
+#include "engine/base/hash.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 #include "store/store.h"
 
 #define INGEST_COUNT_PIECE ((size_t)64 << 10) /* bytes tokenized per counting step */
@@ -327,7 +327,7 @@ out:
 }
 
 /* Probes every query head of every global layer during the prefill, for
- * H2O's accumulated attention (engine/kv_select.h): a model with more
+ * H2O's accumulated attention (engine/kv/kv_select.h): a model with more
  * global heads than a probe holds gets no scores (a note says so). */
 static int h2o_probe_start(struct ingest *g, char *err, size_t errlen)
 {

@@ -7,8 +7,8 @@
 
 #include "app/app.h"
 #include "app/extract.h"
-#include "engine/chat.h"
-#include "engine/model.h"
+#include "engine/conv/chat.h"
+#include "engine/model/model.h"
 #include "store/store.h"
 
 struct import_conv;
@@ -75,7 +75,7 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen);
 /* Reads g->path (a PDF or text; g->o->password, else asked for on a
  * terminal) into g->x, reporting pages and bytes. */
 int app_ingest_extract(struct ingest *g, char *err, size_t errlen);
-/* The fingerprint of x's whole text (FNV-1a 64, engine/hash.h) as 16
+/* The fingerprint of x's whole text (FNV-1a 64, engine/base/hash.h) as 16
  * lowercase hex digits into fp (NUL-terminated). */
 void app_ingest_text_fp(const struct extract_doc *x, char fp[17]);
 /* Plans g->x against g->o->max_tokens and g->o->split (app_plan) into

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/clock.h"
-#include "engine/fmt.h"
+#include "engine/base/clock.h"
+#include "engine/base/fmt.h"
 
 void app_ingest_meter_init(struct app_ingest_meter *mt)
 {

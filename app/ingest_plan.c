@@ -15,9 +15,9 @@
 #include <unistd.h>
 
 #include "app/extract.h"
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/tokenizer.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/tok/tokenizer.h"
 
 #define PLAN_MARGIN 4  /* tokens kept free under the limit: a cut's pieces may merge differently */
 #define PLAN_MIN_ROOM 16 /* fewest text tokens a part must be able to hold */

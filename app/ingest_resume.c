@@ -15,9 +15,9 @@
 
 #include "app/history.h"
 #include "app/import.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/tokenizer.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/tok/tokenizer.h"
 
 /* ---- resume ---------------------------------------------------------- */
 

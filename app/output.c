@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "engine/utf8.h"
+#include "engine/base/utf8.h"
 #include "ui/text.h"
 
 #define INERT_CHUNK 256       /* input bytes made inert per step */

@@ -7,7 +7,7 @@
  * slices, sliding-window rows), never from a forward pass over earlier
  * tokens; the model state is resumed at the end of the document (or of
  * the stored session) before the conversation starts. Turns, decoding,
- * eviction and streaming live in engine/conv.c.
+ * eviction and streaming live in engine/conv/conv.c.
  */
 #include "app/session_int.h"
 
@@ -17,17 +17,17 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "engine/chat.h"
-#include "engine/conv.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/kv_quest.h"
-#include "engine/kv_subset.h"
-#include "engine/model.h"
+#include "engine/conv/chat.h"
+#include "engine/conv/conv.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/kv/kv_quest.h"
+#include "engine/kv/kv_subset.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
-#include "engine/utf8.h"
+#include "engine/tok/tokenizer.h"
+#include "engine/base/utf8.h"
 #include "store/store.h"
 
 

@@ -5,7 +5,7 @@
  * sliding-window rows from the library and resumes
  * the model state at the end of the document: no forward pass over
  * document tokens ever happens here. Questions go to the session's
- * conversation (engine/conv.h: turns, decoding, eviction, streaming live
+ * conversation (engine/conv/conv.h: turns, decoding, eviction, streaming live
  * there). One session is one stream: not thread-safe.
  */
 #ifndef SEKV_APP_SESSION_H
@@ -52,7 +52,7 @@ int session_open_stored(struct session **out, const struct model *m, const struc
 			size_t errlen);
 
 /* The conversation over the document (borrowed, valid until session_close):
- * ask with conv_ask (engine/conv.h). */
+ * ask with conv_ask (engine/conv/conv.h). */
 struct conv *session_conv(struct session *s);
 
 /* Stores question, answer a and, when ev is on, its evidence passages (at

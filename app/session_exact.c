@@ -14,12 +14,12 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/kv_quest.h"
-#include "engine/kv_select.h"
-#include "engine/kv_subset.h"
-#include "engine/model.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/kv/kv_quest.h"
+#include "engine/kv/kv_select.h"
+#include "engine/kv/kv_subset.h"
+#include "engine/model/model.h"
 
 #define SESSION_N_SINK 4       /* StreamingLLM's attention sinks (the paper's 4) */
 #define SESSION_SNAP_KERNEL 7  /* SnapKV's pooling kernel (the paper's 7) */

@@ -3,11 +3,11 @@
  *
  * Modes: prefill (chunks of B tokens, no scores), prefill_surprisal (every
  * token's -log p), decode (C tokens prefilled untimed, then N teacher-forced
- * tokens fed one by one to a full-KV conversation, engine/conv.h, with
+ * tokens fed one by one to a full-KV conversation, engine/conv/conv.h, with
  * logits). Only the forward-pass calls are timed.
  * Prints `tok_s X peak_rss_mib Y bytes_per_token Z`; bytes_per_token is the
  * memory a decoded token has to read (all weights + attended KV rows), 0
- * outside decode. Uses only the public API of engine/model.h, conv.h and
+ * outside decode. Uses only the public API of engine/model/model.h, conv.h and
  * gguf.h.
  */
 #include <errno.h>
@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/conv.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/gguf.h"
-#include "engine/model.h"
+#include "engine/conv/conv.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/gguf/gguf.h"
+#include "engine/model/model.h"
 
 #define BENCH_DEFAULT_BATCH 512
 #define BENCH_DEFAULT_CTX 4096

@@ -7,7 +7,7 @@
  * Buffers are touched by their threads before timing; best of 5 passes.
  * Prints `copy_gb_s X` and `read_gb_s X` (GB = 1e9 bytes).
  */
-#include "engine/clock.h"
+#include "engine/base/clock.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -8,13 +8,13 @@
  * shapes are the integer columns beside them (or of the parent row).
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdio.h>
 
 #define STORE_APP_ID 0x73656b76 /* "sekv" */
 
-/* Retrieval heads of a model (evidence, engine/evidence.h): heads is
+/* Retrieval heads of a model (evidence, engine/evidence/evidence.h): heads is
  * "L:H,..." (model layer : query head), scores the calibration's report. */
 #define STORE_MIGRATION_EVIDENCE_HEADS \
 	"CREATE TABLE evidence_heads (" \
@@ -123,7 +123,7 @@ static const char *const store_migration[] = {
 	"ALTER TABLE mem ADD COLUMN bar_f16 INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE mem_layer ADD COLUMN lm_k BLOB;"
 	"ALTER TABLE mem_layer ADD COLUMN lm_s BLOB;",
-	/* 6 -> 7: h2o_score: H2O's accumulated attention (engine/kv_select.h),
+	/* 6 -> 7: h2o_score: H2O's accumulated attention (engine/kv/kv_select.h),
 	 * score f32 [n_layer][n_head_kv][n_tok]: the softmax weight each
 	 * position got from every document token under full attention at
 	 * ingest, summed over each KV head's query heads. Documents ingested
@@ -224,7 +224,7 @@ static const char *const store_migration[] = {
 	 * ready while the parts after it are not yet begun: the row stays as
 	 * their continuation (`sekv ingest --resume` of the part stores them)
 	 * and goes in the transaction that creates the next part's document;
-	 * text_fp: FNV-1a 64 (engine/hash.h) of the whole text the split
+	 * text_fp: FNV-1a 64 (engine/base/hash.h) of the whole text the split
 	 * ingest read, 16 hex digits, which a resume reading the file again
 	 * must find (NULL: not split, or a row from before) */
 	"ALTER TABLE ingest_state ADD COLUMN next_pending INTEGER NOT NULL DEFAULT 0;"

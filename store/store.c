@@ -6,7 +6,7 @@
  * the SeKV memory in store_mem.c, the schema in schema.c.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -120,7 +120,7 @@ int store_doc_list(struct store *s, struct store_doc **out, int *n,
  * lock (store_doc_lock; it is held for the length of the delete). */
 int store_doc_delete(struct store *s, int64_t doc, char *err, size_t errlen);
 /* Retrieval heads stored for the model with fingerprint model_fp
- * ("L:H,...", engine/evidence.h) into buf [cap] (NUL-terminated).
+ * ("L:H,...", engine/evidence/evidence.h) into buf [cap] (NUL-terminated).
  * 0, SEKV_ENOTFOUND (none stored), SEKV_EFORMAT (longer than cap), SEKV_EDB. */
 int store_evidence_heads_get(struct store *s, const char *model_fp, char *buf, size_t cap,
 			     char *err, size_t errlen);
@@ -178,7 +178,7 @@ void store_swa_free(int n_layer, int32_t *layer_id, uint16_t **k, uint16_t **v);
 int store_doc_get_mem(struct store *s, int64_t doc, struct sekv_mem **out,
 		      char *err, size_t errlen);
 
-/* H2O's scores of document doc (app/ingest.c; engine/kv_select.h):
+/* H2O's scores of document doc (app/ingest.c; engine/kv/kv_select.h):
  * score [n_layer][n_head_kv][n_tok] f32, borrowed for the call, the
  * accumulated attention each position got during the prefill, summed
  * over each KV head's query heads. Replaces earlier ones; joins an open

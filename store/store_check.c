@@ -7,7 +7,7 @@
  * uses, so a library that passes here loads. Nothing here writes.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "engine/sekv/sekv.h"
 
 #include <stdarg.h>

@@ -6,7 +6,7 @@
  * end at. Readers check both, and every blob length, before copying.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

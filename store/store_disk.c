@@ -9,7 +9,7 @@
  * store_session.c's.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <errno.h>
 #include <fcntl.h>

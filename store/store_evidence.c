@@ -1,9 +1,9 @@
 /* store_evidence.c - retrieval heads per model fingerprint (table
  * evidence_heads, schema.c): what a calibration found, so that it runs
- * once per model and library. The heads' meaning lives in engine/evidence.h.
+ * once per model and library. The heads' meaning lives in engine/evidence/evidence.h.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <string.h>
 #include <time.h>

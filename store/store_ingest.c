@@ -9,7 +9,7 @@
  * next part's creation deletes (store_ingest_end).
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

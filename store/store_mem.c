@@ -9,8 +9,8 @@
  * saturating, so a corrupt shape can only make a length mismatch.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
-#include "engine/quant.h"
+#include "engine/base/err.h"
+#include "engine/quant/quant.h"
 #include "engine/sekv/sekv.h"
 
 #include <math.h>

@@ -6,7 +6,7 @@
  * app/extract.h.
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,10 +4,10 @@
  * memory's transaction and read when `--kv h2o` selects its rows.
  * Invariant: the blob's length is the document's n_layer_global x
  * n_head_kv x n_tok floats, checked on write and on read. The scores'
- * meaning lives in engine/kv_select.h (kv_select_h2o).
+ * meaning lives in engine/kv/kv_select.h (kv_select_h2o).
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
  * Deleting a document cascades to its sessions (foreign keys).
  */
 #include "store/store_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "engine/sekv/sekv.h"
 
 #include <stdio.h>

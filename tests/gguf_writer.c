@@ -2,12 +2,12 @@
  * as in ggml's docs/gguf.md) and the "full" file that exercises every
  * metadata type, arrays, nested arrays and three tensor types. Nothing here
  * checks what it writes: tests build malformed files with it on purpose.
- * Contracts are in gguf_writer.h; the GGUF reader is engine/gguf.c.
+ * Contracts are in gguf_writer.h; the GGUF reader is engine/gguf/gguf.c.
  */
 #include "tests/gguf_writer.h"
 #include "tests/test.h"
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #ifndef SEKV_TESTS_GGUF_WRITER_H
 #define SEKV_TESTS_GGUF_WRITER_H
 
-#include "engine/gguf.h"
+#include "engine/gguf/gguf.h"
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,7 +1,7 @@
 /* sekv_fixture.c - synthetic SeKV documents and reference attention for
  * the SeKV tests (sekv_fixture.h). */
 #include "tests/sekv_fixture.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include "tests/store_fixtures.h"
 #include "tests/test.h"
 
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 
 #include <sqlite3.h>
 #include <stdlib.h>

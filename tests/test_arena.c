@@ -2,8 +2,8 @@
  * computation, and the allocation of a planned layout. */
 #include "tests/test.h"
 
-#include "engine/arena.h"
-#include "engine/err.h"
+#include "engine/base/arena.h"
+#include "engine/base/err.h"
 
 #include <stdint.h>
 #include <stdlib.h>

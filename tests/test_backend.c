@@ -8,10 +8,10 @@
  */
 #include "tests/test.h"
 
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/gguf/gguf.h"
+#include "engine/quant/quant.h"
 #include "engine/sekv/sekv.h"
 
 #include <math.h>

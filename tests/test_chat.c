@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/chat.h"
-#include "engine/err.h"
-#include "engine/gguf.h"
+#include "engine/conv/chat.h"
+#include "engine/base/err.h"
+#include "engine/gguf/gguf.h"
 #include "tests/gguf_writer.h"
 #include "tests/test.h"
 

@@ -1,9 +1,9 @@
-/* test_clock.c - the process clock (engine/clock.h): monotonic seconds
+/* test_clock.c - the process clock (engine/base/clock.h): monotonic seconds
  * that follow a real sleep, and a peak RSS that sees memory being touched. */
 #include <stdlib.h>
 #include <time.h>
 
-#include "engine/clock.h"
+#include "engine/base/clock.h"
 #include "tests/test.h"
 
 static void clk_now_follows_sleep(struct test_ctx *t)

@@ -1,4 +1,4 @@
-/* test_conv.c - the conversation (engine/conv.c) with the real model over a
+/* test_conv.c - the conversation (engine/conv/conv.c) with the real model over a
  * short document ingested into a fresh library: a conversation resumed
  * from stored rows answers as one over a state prefilled live, streamed
  * pieces are whole UTF-8 and make up the answer, a KV method that evicts
@@ -12,13 +12,13 @@
 
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/chat.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/conv/chat.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
-#include "engine/utf8.h"
+#include "engine/tok/tokenizer.h"
+#include "engine/base/utf8.h"
 #include "store/store.h"
 #include "tests/store_fixtures.h"
 #include "tests/test.h"

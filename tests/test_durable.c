@@ -36,9 +36,9 @@
 #include <sqlite3.h>
 
 #include "app/app.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "store/store.h"
 #include "tests/pdf_fixture.h"
 #include "tests/store_fixtures.h"

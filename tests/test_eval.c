@@ -13,10 +13,10 @@
 
 #include "app/app.h"
 #include "app/eval.h"
-#include "engine/chat.h"
-#include "engine/err.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/conv/chat.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/test.h"
 
 #define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"

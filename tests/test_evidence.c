@@ -6,13 +6,13 @@
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
 
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/evidence.h"
-#include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/evidence/evidence.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 
 #include <math.h>
 #include <stdlib.h>

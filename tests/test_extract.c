@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "app/extract.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "tests/pdf_fixture.h"
 #include "tests/test.h"
 

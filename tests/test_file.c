@@ -1,5 +1,5 @@
 /* test_file.c - files opened for reading must be regular files
- * (engine/file.h): a FIFO (or a directory, or a device) given as the input
+ * (engine/base/file.h): a FIFO (or a directory, or a device) given as the input
  * document, as -m or as --tokenizer is refused at once instead of blocking
  * in open(). Each open runs in a child process under alarm(), so a
  * regression fails the test instead of hanging the suite. */
@@ -13,10 +13,10 @@
 #include <unistd.h>
 
 #include "app/extract.h"
-#include "engine/err.h"
-#include "engine/file.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/base/err.h"
+#include "engine/base/file.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/test.h"
 
 #define GUARD_S 5    /* seconds an open may take before it counts as hung */

@@ -1,9 +1,9 @@
 /* test_fmt.c - the byte formatter shared by sekv ls and the UI gauge
- * (engine/fmt.h): unit steps, rounding to three digits, truncation. */
+ * (engine/base/fmt.h): unit steps, rounding to three digits, truncation. */
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/fmt.h"
+#include "engine/base/fmt.h"
 #include "tests/test.h"
 
 static void fmt_bytes_binary_units(struct test_ctx *t)

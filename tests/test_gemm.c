@@ -1,11 +1,11 @@
-/* test_gemm.c - gemm_nt / gemm_nn (engine/gemm.c) against a double
+/* test_gemm.c - gemm_nt / gemm_nn (engine/cpu/gemm.c) against a double
  * reference: shapes with every remainder of the register blocks (rows of
  * A not a multiple of 14 or 4, columns not a multiple of 32 or 16),
  * strides wider than the matrices, alpha, and accumulate into C.
  */
 #include "tests/test.h"
 
-#include "engine/gemm.h"
+#include "engine/cpu/gemm.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,9 +8,9 @@
 #include "tests/test.h"
 #include "tests/gguf_writer.h"
 
-#include "engine/err.h"
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/base/err.h"
+#include "engine/gguf/gguf.h"
+#include "engine/quant/quant.h"
 
 #include <inttypes.h>
 #include <stdint.h>

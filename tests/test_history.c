@@ -11,7 +11,7 @@
 
 #include "app/history.h"
 #include "app/import.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "tests/test.h"
 
 /* Three conversations: the tree above, "Recipes" (linear), one untitled. */

@@ -13,9 +13,9 @@
 
 #include "app/app.h"
 #include "app/import.h"
-#include "engine/chat.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/conv/chat.h"
+#include "engine/model/model.h"
+#include "engine/tok/tokenizer.h"
 #include "tests/test.h"
 
 /* Two turns of a conversation, for the renderings. */

@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "app/extract.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "store/store.h"
 #include "tests/pdf_fixture.h"
 #include "tests/test.h"

@@ -13,12 +13,12 @@
 
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/conv.h"
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/conv/conv.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
-#include "engine/tokenizer.h"
+#include "engine/tok/tokenizer.h"
 #include "store/store.h"
 #include "tests/test.h"
 
@@ -629,7 +629,7 @@ static void integration_multi_turn_stays_in_budget(struct test_ctx *t)
 	if (t->failed)
 		return;
 	/* the rows questions and answers may hold: half of what the budget
-	 * leaves after the fixed part (engine/conv.c); more than that in all
+	 * leaves after the fixed part (engine/conv/conv.c); more than that in all
 	 * must have evicted a turn, whatever the model chose to say */
 	size_t row_bytes = in.full_kv_bytes / ((size_t)in.n_tok * in.n_layer);
 	long long cap = (long long)((in.full_kv_bytes / 10 - in.static_bytes) / (row_bytes * in.n_layer)) / 2;

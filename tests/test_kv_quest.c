@@ -1,4 +1,4 @@
-/* test_kv_quest.c - Quest's stream (engine/kv_quest.c): the page bound on
+/* test_kv_quest.c - Quest's stream (engine/kv/kv_quest.c): the page bound on
  * hand-made keys and on random pages (never below a true score); the page
  * holding the key most aligned with a query is chosen, a group keeps what
  * any of its heads needs; the budget's rows are never exceeded; decoding
@@ -9,11 +9,11 @@
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
 
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/kv_quest.h"
-#include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/kv/kv_quest.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>

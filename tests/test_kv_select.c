@@ -1,4 +1,4 @@
-/* test_kv_select.c - the rivals' selection rules (engine/kv_select.c) on
+/* test_kv_select.c - the rivals' selection rules (engine/kv/kv_select.c) on
  * hand-made scores: the order of merit of the top-k (ties, NaN, sizes),
  * SnapKV's pooled votes keeping a peak's neighbours, H2O's heavy hitters
  * beside the recent window. Quest's page choice is tested with its
@@ -6,8 +6,8 @@
  */
 #include "tests/test.h"
 
-#include "engine/err.h"
-#include "engine/kv_select.h"
+#include "engine/base/err.h"
+#include "engine/kv/kv_select.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* test_kv_subset.c - the stream over a kept subset of a document's exact
- * rows (engine/kv_subset.c): decoding checked against a double-precision
+ * rows (engine/kv/kv_subset.c): decoding checked against a double-precision
  * softmax over exactly the rows each (layer, KV head) keeps plus the tail
  * rows it was given (the same positions everywhere, positions per layer
  * and KV head, all rows); bad positions refused; the evidence probe per KV
@@ -9,12 +9,12 @@
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
 
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/kv_select.h"
-#include "engine/kv_subset.h"
-#include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/kv/kv_select.h"
+#include "engine/kv/kv_subset.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>

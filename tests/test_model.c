@@ -12,9 +12,9 @@
  */
 #include "tests/test.h"
 
-#include "engine/err.h"
-#include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

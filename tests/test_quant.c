@@ -7,8 +7,8 @@
  */
 #include "tests/test.h"
 
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/gguf/gguf.h"
+#include "engine/quant/quant.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>

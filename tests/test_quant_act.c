@@ -6,8 +6,8 @@
  */
 #include "tests/test.h"
 
-#include "engine/gguf.h"
-#include "engine/quant.h"
+#include "engine/gguf/gguf.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -2,8 +2,8 @@
  * and the sampled distribution against the softmax it should follow. */
 #include "tests/test.h"
 
-#include "engine/err.h"
-#include "engine/sampler.h"
+#include "engine/base/err.h"
+#include "engine/conv/sampler.h"
 
 #include <math.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * Synthetic data only, fixed seeds; references are computed in double. */
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
-#include "engine/err.h"
-#include "engine/quant.h"
+#include "engine/base/err.h"
+#include "engine/quant/quant.h"
 
 #include <lapacke.h>
 #include <math.h>

@@ -6,8 +6,8 @@
 #include "tests/test.h"
 #include "tests/sekv_fixture.h"
 #include "tests/store_fixtures.h"
-#include "engine/err.h"
-#include "engine/quant.h"
+#include "engine/base/err.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>

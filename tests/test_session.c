@@ -11,10 +11,10 @@
 
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/conv.h"
-#include "engine/err.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/conv/conv.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
+#include "engine/tok/tokenizer.h"
 #include "store/store.h"
 #include "tests/test.h"
 

@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "store/store.h"
 #include "tests/store_fixtures.h"
 #include "tests/test.h"

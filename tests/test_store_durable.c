@@ -19,7 +19,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "store/store.h"
 #include "tests/store_fixtures.h"
 #include "tests/test.h"

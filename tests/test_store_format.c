@@ -5,9 +5,9 @@
  * migrates and its memory loads as fp32. Helpers in store_fixtures.c.
  */
 #include "tests/test.h"
-#include "engine/quant.h"
+#include "engine/quant/quant.h"
 #include "tests/store_fixtures.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <sqlite3.h>
 #include <stdint.h>

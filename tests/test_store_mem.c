@@ -6,7 +6,7 @@
  */
 #include "tests/test.h"
 #include "tests/store_fixtures.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -6,7 +6,7 @@
 #include "test.h"
 #include "store_fixtures.h"
 
-#include "engine/err.h"
+#include "engine/base/err.h"
 #include "engine/sekv/sekv.h"
 
 #include <stdio.h>

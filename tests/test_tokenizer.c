@@ -10,9 +10,9 @@
 #include "tests/test.h"
 #include "tests/gguf_writer.h"
 
-#include "engine/err.h"
-#include "engine/gguf.h"
-#include "engine/tokenizer.h"
+#include "engine/base/err.h"
+#include "engine/gguf/gguf.h"
+#include "engine/tok/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdint.h>

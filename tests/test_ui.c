@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "engine/err.h"
-#include "engine/utf8.h"
+#include "engine/base/err.h"
+#include "engine/base/utf8.h"
 #include "store/store.h"
 #include "ui/screen.h"
 #include "ui/text.h"

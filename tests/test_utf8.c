@@ -1,4 +1,4 @@
-/* test_utf8.c - the UTF-8 codec (engine/utf8.h): well-formed sequences at
+/* test_utf8.c - the UTF-8 codec (engine/base/utf8.h): well-formed sequences at
  * every length boundary, each kind of malformed input (overlong, surrogate,
  * above U+10FFFF, truncated, bad continuation), an exhaustive check of
  * validity against encode(decode(x)) == x, repair counts, and the stream
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/utf8.h"
+#include "engine/base/utf8.h"
 #include "tests/test.h"
 
 /* One decode: bytes consumed, code point, validity. */

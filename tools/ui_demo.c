@@ -6,8 +6,8 @@
  * "long" streams a long answer.
  *
  * Build:  cc -std=c11 -D_GNU_SOURCE -Wall -Wextra -I. -o /tmp/ui_demo
- *           tools/ui_demo.c ui/[a-z]*.c engine/err.c engine/utf8.c \
- *           engine/clock.c engine/fmt.c -lncursesw
+ *           tools/ui_demo.c ui/[a-z]*.c engine/base/err.c engine/base/utf8.c \
+ *           engine/base/clock.c engine/base/fmt.c -lncursesw
  * Run:    /tmp/ui_demo [--delay MS] [--layers N] [--heads N] [--full]
  *                      [--budget MIB] [--crash]
  *         (--crash: a question containing "crash" calls abort(), to check
@@ -18,9 +18,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/clock.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
 #include "ui/ui.h"
 

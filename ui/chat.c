@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/clock.h"
-#include "engine/err.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
 
 #define IDLE_POLL_MS 200
 

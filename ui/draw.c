@@ -9,7 +9,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "engine/utf8.h"
+#include "engine/base/utf8.h"
 
 int ui_put(WINDOW *w, int y, int x, int maxw, const char *s, int len, attr_t attr)
 {

@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "engine/fmt.h"
+#include "engine/base/fmt.h"
 
 #define LABEL_W 9
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/utf8.h"
+#include "engine/base/utf8.h"
 
 #define CTL(c) ((c) & 0x1f)
 

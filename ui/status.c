@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "engine/clock.h"
+#include "engine/base/clock.h"
 
 void ui_header_draw(WINDOW *w, struct ui_chat *ui)
 {

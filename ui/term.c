@@ -25,8 +25,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "engine/clock.h"
-#include "engine/err.h"
+#include "engine/base/clock.h"
+#include "engine/base/err.h"
 
 static const int fatal_sig[] = {
 	SIGTERM, SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT,

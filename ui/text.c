@@ -1,5 +1,5 @@
 /* text.c - the pure text helpers declared in text.h: column widths (UTF-8
- * from engine/utf8.h), word wrap, truncation, count and percentage formatting.
+ * from engine/base/utf8.h), word wrap, truncation, count and percentage formatting.
  *
  * Invariant: no function reads past len, writes past cap, or returns a
  * length that ends inside a UTF-8 sequence it produced. Drawing with these
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/utf8.h"
+#include "engine/base/utf8.h"
 
 struct range {
 	uint32_t lo, hi;

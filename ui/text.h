@@ -1,6 +1,6 @@
 /* text.h - pure text helpers of the UI: display widths, sanitising,
  * word wrap into a column width, truncation without splitting a character,
- * and count and percentage formatting (bytes: engine/fmt.h).
+ * and count and percentage formatting (bytes: engine/base/fmt.h).
  *
  * Nothing here touches ncurses, the locale or the heap, so every function is
  * thread-safe and unit-tested (tests/test_ui.c). Widths are terminal columns

@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/err.h"
-#include "engine/utf8.h"
+#include "engine/base/err.h"
+#include "engine/base/utf8.h"
 
 #define GUTTER 2   /* columns before the text: role mark + space */
 

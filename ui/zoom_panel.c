@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/err.h"
-#include "engine/utf8.h"
+#include "engine/base/err.h"
+#include "engine/base/utf8.h"
 
 #define MAP_MAX 512   /* widest document map, columns */
 

@@ -14,10 +14,10 @@
  */
 #include "app/app.h"
 #include "app/session.h"
-#include "engine/conv.h"
-#include "engine/evidence.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
+#include "engine/conv/conv.h"
+#include "engine/evidence/evidence.h"
+#include "engine/model/model.h"
+#include "engine/tok/tokenizer.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -73,7 +73,7 @@ def load(out):
 
 def passages_of(start, text_len):
     """Passage id per position (-1: not document) and [start, end) per passage,
-    as engine/evidence.c cuts them."""
+    as engine/evidence/evidence.c cuts them."""
     pid = np.full(len(start), -1, dtype=np.int64)
     bounds, k = [], 0
     for i, s in enumerate(start):

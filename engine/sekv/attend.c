@@ -12,12 +12,12 @@
  * storage in mem.c.
  */
 #include "engine/sekv/ctx_int.h"
-#include "engine/arena.h"
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/model.h"
-#include "engine/quant.h"
-#include "engine/vec.h"
+#include "engine/base/arena.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
+#include "engine/base/vec.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -8,10 +8,10 @@
  * Storage layout lives in mem.c, segmentation in segment.c.
  */
 #include "engine/sekv/sekv_int.h"
-#include "engine/backend.h"
-#include "engine/err.h"
-#include "engine/model.h"
-#include "engine/quant.h"
+#include "engine/backend/backend.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>

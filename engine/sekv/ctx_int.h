@@ -6,8 +6,8 @@
 #define SEKV_CTX_INT_H
 
 #include "engine/sekv/sekv_int.h"
-#include "engine/backend.h"
-#include "engine/model.h"
+#include "engine/backend/backend.h"
+#include "engine/model/model.h"
 
 /* Rows of a layer's region holding span comp's window r0 .. r0 + n - 1
  * rebuilt for KV head kv (id = kv * n_comp + comp), from row `row` on. */

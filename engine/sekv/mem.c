@@ -7,9 +7,9 @@
  */
 #include "engine/sekv/sekv.h"
 #include "engine/sekv/sekv_int.h"
-#include "engine/arena.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/arena.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 
 #include <stdlib.h>
 #include <string.h>

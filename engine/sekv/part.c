@@ -7,7 +7,7 @@
  */
 #include "engine/sekv/sekv.h"
 #include "engine/sekv/sekv_int.h"
-#include "engine/err.h"
+#include "engine/base/err.h"
 
 #include <stdlib.h>
 #include <string.h>

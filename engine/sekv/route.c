@@ -7,9 +7,9 @@
  * attention live in attend.c.
  */
 #include "engine/sekv/ctx_int.h"
-#include "engine/err.h"
-#include "engine/quant.h"
-#include "engine/vec.h"
+#include "engine/base/err.h"
+#include "engine/quant/quant.h"
+#include "engine/base/vec.h"
 
 #include <math.h>
 #include <stdlib.h>

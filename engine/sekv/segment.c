@@ -6,8 +6,8 @@
  * Summaries, factors and the router are built in build.c.
  */
 #include "engine/sekv/sekv_int.h"
-#include "engine/err.h"
-#include "engine/model.h"
+#include "engine/base/err.h"
+#include "engine/model/model.h"
 
 #include <math.h>
 #include <stdio.h>

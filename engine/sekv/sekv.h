@@ -20,8 +20,8 @@
 
 #define SEKV_D_ROUTE 32  /* d' of the router (DESIGN.md section 3) */
 
-struct backend;          /* engine/backend.h */
-struct model_probe;      /* engine/model.h */
+struct backend;          /* engine/backend/backend.h */
+struct model_probe;      /* engine/model/model.h */
 
 #define SEKV_MAX_ZOOM_SHARE 8
 
@@ -329,7 +329,7 @@ void sekv_mem_update_counts(struct sekv_mem *m);
 
 /* A zoomed span: the one zoom record of engine, app (--json) and ui. In a
  * step's list (sekv_stats.zoom) steps is 1; in an answer's aggregate
- * (engine/conv.h, conv_answer.zoom) steps counts the answer tokens during
+ * (engine/conv/conv.h, conv_answer.zoom) steps counts the answer tokens during
  * which the span was zoomed, and head and alpha are those of the highest
  * alpha seen. */
 struct sekv_zoom {
@@ -393,7 +393,7 @@ void sekv_ctx_free(struct sekv_ctx *c);
 /* Forgets tail rows and statistics (new conversation on the same doc). */
 void sekv_ctx_reset(struct sekv_ctx *c);
 
-/* model_attn callback (engine/model.h): `layer` is the MODEL layer index;
+/* model_attn callback (engine/model/model.h): `layer` is the MODEL layer index;
  * routes, zooms under the budget, reconstructs from factors and attends
  * with one softmax (DESIGN.md section 3). ctx is a struct sekv_ctx.
  * q [n_head][d_h] unscaled, k, v [n_head_kv][d_h] of this token (stored

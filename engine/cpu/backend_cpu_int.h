@@ -1,0 +1,251 @@
+/* backend_cpu_int.h - internals shared by the CPU backend's files (not for
+ * other modules): the thread pool (cpu_pool.c), the workspace, the fast
+ * exponential, and the operations each file implements for the table in
+ * backend_cpu.c (attention in cpu_attention.c, SeKV decode operations in
+ * cpu_sekv.c, LAPACK ones in cpu_lapack.c).
+ */
+#ifndef SEKV_BACKEND_CPU_INT_H
+#define SEKV_BACKEND_CPU_INT_H
+
+#include "engine/backend/backend.h"
+#include "engine/quant/quant.h"
+
+#include <math.h>
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#define ATTN_TILE 256 /* keys per attention tile */
+#define ATTN_QBLK 64  /* queries per batch-attention work item */
+#define MIX_PART 256 /* rows per part of a SeKV mixed attention */
+#define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
+
+/* NEOX RoPE of one head's row x [>= n_rot]: the pair (x[j], x[j + half])
+ * rotated by the angle of cosine c[j], sine s[j], j < half = n_rot / 2
+ * (the one rotation of the CPU backend: forward pass and SeKV rebuild). */
+static inline void cpu_rope_row(float *x, int half, const float *c, const float *s)
+{
+	for (int j = 0; j < half; j++) {
+		float x0 = x[j], x1 = x[j + half];
+		x[j] = x0 * c[j] - x1 * s[j];
+		x[j + half] = x0 * s[j] + x1 * c[j];
+	}
+}
+
+/* exp(x) for x in [-87, 88] (clamped outside), relative error < 1e-7
+ * (measured 8e-8 against exp in double): Cephes expf's range reduction
+ * x = n ln2 + r and degree-6 polynomial, written branch-free so loops
+ * over it vectorise; libm's expf does not, and the vocabulary
+ * log-sum-exp takes n_vocab of them per token. */
+static inline float exp_fast(float x)
+{
+	float n, r, p, sc;
+	uint32_t u;
+
+	x = x < -87.0f ? -87.0f : x;
+	x = x > 88.0f ? 88.0f : x;
+	n = rintf(x * 1.44269504088896341f);
+	r = fmaf(n, -0.693359375f, x);
+	r = fmaf(n, 2.12194440e-4f, r);
+	p = 1.9875691500e-4f;
+	p = fmaf(p, r, 1.3981999507e-3f);
+	p = fmaf(p, r, 8.3334519073e-3f);
+	p = fmaf(p, r, 4.1665795894e-2f);
+	p = fmaf(p, r, 1.6666665459e-1f);
+	p = fmaf(p, r, 5.0000001201e-1f);
+	p = fmaf(p, r * r, r) + 1.0f;
+	u = (uint32_t)((int32_t)n + 127) << 23;
+	memcpy(&sc, &u, sizeof sc);
+	return p * sc;
+}
+
+/* ---- decode attention kernels: exact attention (cpu_attention.c) and
+ * SeKV's mixed attention (cpu_sekv.c) score and sum rows with these ---- */
+
+/* sum_e x[e] y[e] in 2 x LANES partial sums (vectorised without
+ * -ffast-math; two independent chains so FMA latency does not bound it) */
+static inline float cpu_dot_lanes(const float *restrict x, const float *restrict y, int n)
+{
+	float acc[LANES] = { 0 }, acc2[LANES] = { 0 }, s = 0.0f;
+	int e = 0;
+
+	for (; e + 2 * LANES <= n; e += 2 * LANES)
+		for (int k = 0; k < LANES; k++) {
+			acc[k] += x[e + k] * y[e + k];
+			acc2[k] += x[e + LANES + k] * y[e + LANES + k];
+		}
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			acc[k] += x[e + k] * y[e + k];
+	for (int k = 0; k < LANES; k++)
+		s += acc[k] + acc2[k];
+	for (; e < n; e++)
+		s += x[e] * y[e];
+	return s;
+}
+
+/* y[e] += a x[e] */
+static inline void cpu_axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
+{
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			y[e + k] += a * x[e + k];
+	for (; e < n; e++)
+		y[e] += a * x[e];
+}
+
+/* Scores of one key row (fp16, or int8 when i8) against the G query heads
+ * of its group: s[h * lds] = scale * q[h] . k for h < G (q rows d apart).
+ * The key is widened to fp32 once and feeds G accumulators. */
+static inline __attribute__((always_inline)) void
+cpu_scores_row(const float *q, int G, int d, const void *k, int i8, float scale,
+	       float *s, size_t lds, float *kbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 acc[8];
+		for (int h = 0; h < G; h++)
+			acc[h] = _mm512_setzero_ps();
+		for (int e = 0; e < d; e += 16) {
+			__m512 kv = i8 ? _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+						_mm_loadu_si128((const __m128i *)((const int8_t *)k + e))))
+				       : _mm512_cvtph_ps(_mm256_loadu_si256(
+						(const __m256i *)((const uint16_t *)k + e)));
+			for (int h = 0; h < G; h++)
+				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
+		}
+		for (int h = 0; h < G; h++)
+			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+		return;
+	}
+#endif
+	if (i8)
+		for (int e = 0; e < d; e++)
+			kbuf[e] = (float)((const int8_t *)k)[e];
+	else
+		quant_f16_to_f32_row(k, kbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		s[(size_t)h * lds] = scale * cpu_dot_lanes(q + (size_t)h * d, kbuf, d);
+}
+
+/* o[h] += p[h * ldp] * v for h < G (o rows d apart): the fp16 value row is
+ * converted once for the G heads. */
+static inline __attribute__((always_inline)) void
+cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t ldp,
+	     float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 pv[8];
+		for (int h = 0; h < G; h++)
+			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
+		for (int e = 0; e < d; e += 16) {
+			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	quant_f16_to_f32_row(v, vbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
+}
+
+/* A decode step runs ~130 short parallel matvecs; waking a sleeping thread
+ * costs tens of microseconds each, as much as the matvec. So workers
+ * spin on the job counter for POOL_SPIN_NS after their last job (a decode
+ * step's gaps are far shorter) and only then sleep on the condition
+ * variable. The caller spins for the workers to finish. */
+#define POOL_SPIN_NS 2000000LL
+
+/* Runs items [i0, i1) on worker tid (0 = the calling thread). */
+typedef void (*pool_fn)(void *ctx, int i0, int i1, int tid);
+
+struct cpu {
+	int n_threads;
+	pthread_t *th;          /* [n_threads - 1] */
+	int n_started;
+	pthread_mutex_t mu;     /* guards sleeping workers' hand-over */
+	pthread_cond_t cv_go;
+	atomic_ulong gen;       /* bumped once per parallel_for */
+	atomic_int pending;     /* workers still running this generation */
+	atomic_int sleepers;    /* workers waiting on cv_go */
+	atomic_int quit;
+	pool_fn fn;             /* job of the current generation; written */
+	void *ctx;              /* before gen is bumped (release) */
+	int n_items;
+};
+
+/* Items [i0, i1) of n_items split into n_parts contiguous chunks: part's. */
+void cpu_chunk(int n_items, int n_parts, int part, int *i0, int *i1);
+/* Starts n_threads - 1 workers (c->n_threads set); 0 or SEKV_EIO. */
+int cpu_pool_start(struct cpu *c, char *err, size_t errlen);
+/* Stops and joins the workers; frees the pool's own memory. */
+void cpu_pool_stop(struct cpu *c);
+/* Runs fn over [0, n_items) split into n_threads contiguous chunks. Small
+ * jobs run on the calling thread alone. One caller at a time. */
+void cpu_parallel_for(struct cpu *c, int n_items, int min_per_thread,
+		      pool_fn fn, void *ctx);
+
+/* A part of a SeKV mixed attention (cpu_sekv.c): up to MIX_PART
+ * consecutive unmasked rows of KV head g, from row i of block b on; row is
+ * the index of its first row among g's rows. */
+struct mix_part {
+	int g, b, i, n, row;
+};
+
+struct backend_ws {
+	struct backend_ws_size sz;
+	float *wbuf;   /* [max_w_elems] dequantised weight rows */
+	float *kt;     /* [ATTN_TILE][d_head] keys of one tile, fp32 */
+	float *vt;     /* [ATTN_TILE][d_head] */
+	float *s;      /* [n_batch][ATTN_TILE] scores */
+	float *mx;     /* [n_head][n_batch] running maxima */
+	float *sm;     /* [n_head][n_batch] running sums */
+	struct quant_act act; /* one token's input as int8 blocks: q [max_cols],
+	                         d, s [max_cols / 32] */
+	int n_part;    /* decode attention: key ranges run in parallel (threads) */
+	float *pk;     /* [n_part][ATTN_TILE][d_head] keys of a part's tile */
+	float *pv;     /* [n_part][ATTN_TILE][d_head] */
+	int ps_rows;   /* max(n_head, ATTN_QBLK): score rows of one part */
+	float *ps;     /* [n_part][ps_rows][ATTN_TILE] scores */
+	float *po;     /* [n_part][n_head][d_head] unnormalised outputs */
+	float *pm;     /* [n_part][ps_rows] running maxima */
+	float *pl;     /* [n_part][ps_rows] running sums */
+	size_t gs_stride; /* floats of gemm scratch per thread */
+	float *gs;     /* [n_threads][gs_stride] gemm packing scratch, 64-byte aligned */
+	/* SeKV (mix_rows > 0, else NULL) */
+	float *mix_logit; /* [n_head][mix_rows] scores, then exp(score - part max) */
+	struct mix_part *mix_part; /* [mix_parts] parts of a mixed attention */
+	int mix_parts;    /* n_head * (mix_rows / MIX_PART + 1) */
+	float *mix_pm;    /* [mix_parts][n_head] a part's maximum per head of its group */
+	float *mix_pl;    /* [mix_parts][n_head] its sum of exponentials */
+	float *mix_po;    /* [mix_parts][n_head][d_head] its unnormalised output */
+	float *mix_row;   /* [n_threads][d_head] a converted row per thread */
+	float *rc_vf;     /* [n_threads][d_head][d_head] factor v's kept columns as
+	                     fp32 rows [r][d_head] */
+	float *rc_us;     /* [n_threads][d_head + 1] u_i * s */
+	float *rc_row;    /* [n_threads][d_head] a reconstructed row */
+};
+
+/* 1 when probe p (NULL: none) names at most BACKEND_PROBE_MAX heads, each
+ * < n_head with a mass row; 0 otherwise (the op returns SEKV_EINVAL). */
+int cpu_probe_ok(const struct backend_probe *p, int n_head);
+int cpu_attention(struct backend *b, struct backend_ws *ws, const struct backend_attn *a);
+int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct backend_mix *a);
+int cpu_score_i8(struct backend *b, struct backend_ws *ws, const struct backend_score *a);
+int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
+		    const struct backend_recon *r, int n);
+int cpu_svd(struct backend *b, const struct backend_svd *job, int n, int *bad, int *info);
+int cpu_pca(struct backend *b, const struct backend_pca *job, int n, int *bad, int *info);
+
+#endif

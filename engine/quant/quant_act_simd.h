@@ -1,0 +1,226 @@
+/* quant_act_simd.h - the int8-activation kernels, written once and compiled
+ * per instruction set: quant_act_avx2.c (pmaddubsw + pmaddwd) and
+ * quant_act_avx512.c (AVX-512 VNNI vpdpbusd) include this file after
+ * defining QA_FN (function attributes), QA_NAME(x) (exported name of
+ * kernel x) and QA_VNNI (1: vpdpbusd).
+ *
+ * Invariant: each kernel is its scalar twin in quant_act.c: per activation
+ * block of 32 the integer dot product is exact (8 int32 lanes, no
+ * saturation: weight codes are turned into unsigned bytes <= 128 and
+ * activation codes are in [-127, 127]) and is scaled once in fp32.
+ */
+#define QSIMD_FN QA_FN
+#include "engine/quant/quant_simd.h"
+
+/* acc + sum over each group of four bytes of u (unsigned) times s (signed) */
+QA_FN static inline __m256i qa_dpbusd(__m256i acc, __m256i u, __m256i s)
+{
+#if QA_VNNI
+	return _mm256_dpbusd_epi32(acc, u, s);
+#else
+	return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s),
+						       _mm256_set1_epi16(1)));
+#endif
+}
+
+/* Eight int32 lanes of the dot product of two signed byte vectors: w * x
+ * as |w| * (x with w's sign), the unsigned-by-signed form both
+ * instructions take. */
+QA_FN static inline __m256i qa_dot_s8(__m256i w, __m256i x)
+{
+	return qa_dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+}
+
+
+/* 0xff in byte j when bit j of bits is set (j < 32): byte j/8 of bits is
+ * broadcast to byte j, which then has every bit but bit j%8 forced on. */
+QA_FN static inline __m256i qa_bits_to_bytes(uint32_t bits)
+{
+	const __m256i sel = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+					       0x0202020202020202, 0x0303030303030303);
+	__m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), sel);
+
+	v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+	return _mm256_cmpeq_epi8(v, _mm256_set1_epi64x(-1));
+}
+
+/* Q8_0: two accumulators (even and odd blocks) hide the FMA latency.
+ * With AVX-512, pairs of blocks share one 512-bit product: the sign of w
+ * moves onto x through a byte mask (there is no 512-bit psignb), and the
+ * two blocks' scales fill the two halves of the scale vector. */
+QA_FN float QA_NAME(q8_0)(const uint8_t *w, const struct quant_act *a)
+{
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	size_t nb = a->n / 32, k = 0, b = 0;
+
+#if QA_VNNI
+	__m512 acc2 = _mm512_setzero_ps();
+
+	for (; b + 2 <= nb; b += 2, w += 68) {
+		__m512i wq = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(w + 2))),
+			_mm256_loadu_si256((const __m256i *)(w + 36)), 1);
+		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(wq),
+						  _mm512_setzero_si512(), xq);
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(wq), xs);
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qsimd_f16(w) * a->d[b]),
+						 _mm512_set1_ps(qsimd_f16(w + 34) * a->d[b + 1]));
+		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
+	}
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+#endif
+	for (; b < nb; b++, w += 34, k ^= 1) {
+		__m256i wq = _mm256_loadu_si256((const __m256i *)(w + 2));
+		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
+}
+
+/* Q5_0: q - 16 as a signed byte is the nibble when the fifth bit is set,
+ * else the nibble with its top four bits set. Bytes 0..15 take the low
+ * nibbles (elements 0..15), bytes 16..31 the high ones. */
+QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), hi4 = _mm256_set1_epi8((char)0xf0);
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	size_t nb = a->n / 32, k = 0;
+
+#if QA_VNNI
+	/* AVX-512: the fifth bits are a byte mask as they are, and the codes
+	 * q in [0, 31] go unsigned into vpdpbusd; the offset of 16 is taken
+	 * off once per block through the activation's block sum s. */
+	const __m256i b4 = _mm256_set1_epi8(0x10);
+	float off = 0.0f;
+	size_t b = 0;
+	__m512 acc2 = _mm512_setzero_ps();
+
+	(void)hi4;
+	/* pairs of blocks in one 512-bit product, as in Q8_0 */
+	for (; b + 2 <= nb; b += 2, w += 44) {
+		uint32_t h0, h1;
+		memcpy(&h0, w + 2, sizeof h0);
+		memcpy(&h1, w + 24, sizeof h1);
+		__m128i s0 = _mm_loadu_si128((const __m128i *)(w + 6));
+		__m128i s1 = _mm_loadu_si128((const __m128i *)(w + 28));
+		__m512i wq = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(s0, 4), s0)),
+			_mm256_set_m128i(_mm_srli_epi16(s1, 4), s1), 1);
+		wq = _mm512_and_si512(wq, _mm512_set1_epi8(0x0f));
+		wq = _mm512_mask_add_epi8(wq, (__mmask64)h0 | (__mmask64)h1 << 32, wq,
+					  _mm512_set1_epi8(0x10));
+		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xq);
+		float d0 = qsimd_f16(w), d1 = qsimd_f16(w + 22);
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(d0 * a->d[b]),
+						 _mm512_set1_ps(d1 * a->d[b + 1]));
+		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
+		off += d0 * a->s[b] + d1 * a->s[b + 1];
+	}
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+	for (; b < nb; b++, w += 22, k ^= 1) {
+		uint32_t qh;
+		memcpy(&qh, w + 2, sizeof qh);
+		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
+		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
+		wq = _mm256_mask_add_epi8(wq, (__mmask32)qh, wq, b4);
+		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq));
+		float dw = qsimd_f16(w);
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dw * a->d[b]), p, acc[k]);
+		off += dw * a->s[b];
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) - 16.0f * off;
+#else
+	for (size_t b = 0; b < nb; b++, w += 22, k ^= 1) {
+		uint32_t qh;
+		memcpy(&qh, w + 2, sizeof qh);
+		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
+		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
+		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes(qh), hi4));
+		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
+#endif
+}
+
+/* Q4_K: 32-byte group g holds sub-block 2g in its low nibbles and 2g+1 in
+ * its high ones; nibbles are unsigned, so they go straight into the
+ * unsigned operand. The mins term uses the activation's block sums. */
+QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	float mins = 0.0f;
+
+	for (size_t i = 0; i < a->n; i += 256, w += 144) {
+		float d = qsimd_f16(w), dmin = qsimd_f16(w + 2);
+		const uint8_t *sc = w + 4, *qs = w + 16;
+		const float *dx = a->d + i / 32, *sx = a->s + i / 32;
+		for (int g = 0; g < 4; g++, qs += 32) {
+			int s0, m0, s1, m1;
+			quant_k_scale_min(sc, 2 * g, &s0, &m0);
+			quant_k_scale_min(sc, 2 * g + 1, &s1, &m1);
+			__m256i v = _mm256_loadu_si256((const __m256i *)qs);
+			__m256i x0 = _mm256_loadu_si256((const __m256i *)(a->q + i + 64 * g));
+			__m256i x1 = _mm256_loadu_si256((const __m256i *)(a->q + i + 64 * g + 32));
+			__m256i p0 = qa_dpbusd(_mm256_setzero_si256(), _mm256_and_si256(v, m4), x0);
+			__m256i p1 = qa_dpbusd(_mm256_setzero_si256(),
+					       _mm256_and_si256(_mm256_srli_epi16(v, 4), m4), x1);
+			acc[0] = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)s0 * dx[2 * g]),
+						 _mm256_cvtepi32_ps(p0), acc[0]);
+			acc[1] = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)s1 * dx[2 * g + 1]),
+						 _mm256_cvtepi32_ps(p1), acc[1]);
+			mins += dmin * ((float)m0 * sx[2 * g] + (float)m1 * sx[2 * g + 1]);
+		}
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) - mins;
+}
+
+/* Q6_K: per half of 128 elements, byte l of q[k] is element l + 32k (an
+ * unsigned 6-bit code: a nibble of ql, two bits of qh[l]). One chunk of
+ * 32 is one activation block and two scales of 16, so int32 lanes 0..3
+ * take sc[2k] and lanes 4..7 sc[2k+1]; the code's offset of 32 is taken
+ * off as 32 times the activation sums of the same lanes. */
+QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+	const __m256i one = _mm256_set1_epi8(1);
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+
+	for (size_t i = 0; i < a->n; i += 256, w += 210) {
+		const uint8_t *ql = w, *qh = w + 128;
+		const int8_t *sc = (const int8_t *)(w + 192);
+		float d = qsimd_f16(w + 208);
+		for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8) {
+			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+			__m256i q[4];
+			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+					       _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+					       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+					       _mm256_and_si256(hb, m2));
+			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+			for (int k = 0; k < 4; k++) {
+				size_t off = i + 128 * (size_t)h + 32 * (size_t)k;
+				__m256i x = _mm256_loadu_si256((const __m256i *)(a->q + off));
+				__m256i p = qa_dpbusd(_mm256_setzero_si256(), q[k], x);
+				__m256i xs = qa_dpbusd(_mm256_setzero_si256(), one, x);
+				__m256i scv = _mm256_set_m128i(_mm_set1_epi32(sc[2 * k + 1]),
+							       _mm_set1_epi32(sc[2 * k]));
+				p = _mm256_mullo_epi32(_mm256_sub_epi32(p, _mm256_slli_epi32(xs, 5)), scv);
+				acc[k & 1] = _mm256_fmadd_ps(_mm256_set1_ps(d * a->d[off / 32]),
+							     _mm256_cvtepi32_ps(p), acc[k & 1]);
+			}
+		}
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
+}
