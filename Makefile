@@ -15,7 +15,7 @@ CAIRO_LIBS   := $(shell pkg-config --libs cairo 2>/dev/null || echo -lcairo)
 # poppler-glib: PDF text (app/extract_pdf.c only includes it)
 POPPLER_CFLAGS := $(shell pkg-config --cflags poppler-glib 2>/dev/null)
 POPPLER_LIBS   := $(shell pkg-config --libs poppler-glib 2>/dev/null || echo -lpoppler-glib -lgobject-2.0 -lglib-2.0)
-LDLIBS  = -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(POPPLER_LIBS) $(CAIRO_LIBS) -lm -lpthread
+LDLIBS  = -lpcre2-8 -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(POPPLER_LIBS) $(CAIRO_LIBS) -lm -lpthread
 BUILD  ?= build
 BIN    ?= bin
 MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf

@@ -5,7 +5,7 @@
 # PDFs), fonts-dejavu-core (ligature glyphs) and r-doc-pdf (a real 113-page PDF).
 set -e
 PKGS="build-essential pkg-config libsentencepiece-dev libopenblas-dev liblapacke-dev \
-libsqlite3-dev libncurses-dev libcjson-dev libcairo2-dev libpoppler-glib-dev \
+libpcre2-dev libsqlite3-dev libncurses-dev libcjson-dev libcairo2-dev libpoppler-glib-dev \
 poppler-utils qpdf fonts-dejavu-core r-doc-pdf"
 missing=""
 for p in $PKGS; do
