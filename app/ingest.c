@@ -678,6 +678,13 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen)
 	if (g->hp->n_global <= 0)
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer",
 				 g->o->model);
+	/* Pre-RoPE key factors are rotated again with model_rope_inv_freq's
+	 * plain NEOX angles (engine/sekv/build.c, attend.c). */
+	if (g->o->key_pre_rope && !g->hp->rope_plain)
+		return sekv_errf(err, errlen, SEKV_EUNSUP,
+				 "ingest: %s: --factor-keys pre-rope needs a plain NEOX RoPE; this %s model's"
+				 " RoPE %s (use post-rope, the default)", g->o->model, g->hp->arch,
+				 g->hp->rope_neox ? "is scaled" : "rotates adjacent pairs");
 	return 0;
 }
 

@@ -213,7 +213,7 @@ static void check_elementwise(struct test_ctx *t, struct backend *b, struct gguf
 					rr[((size_t)i * NH + h) * D + j] = qh[j] * c - qh[j + half] * s;
 					rr[((size_t)i * NH + h) * D + j + half] = qh[j] * s + qh[j + half] * c;
 				}
-		b->ops->rope(b, q, n, NH, D, nrot, cs, sn);
+		b->ops->rope(b, q, n, NH, D, nrot, 1, cs, sn);
 		T_CHECKF(t, max_rel(q, rr, (size_t)n * NH * D, 1e-2) < 1e-5, "rope");
 		free(q), free(cs), free(sn), free(rr);
 	}

@@ -234,15 +234,25 @@ struct backend_ops {
 	 * (RMSNorm; y may equal x). */
 	void (*rmsnorm)(struct backend *b, const float *x, const float *w,
 			int n_rows, int dim, float eps, float *y);
-	/* NEOX RoPE in place on x [n][n_head][d_head]: for j < n_rot/2 the
-	 * pair (x[j], x[j + n_rot/2]) is rotated by the angle whose cosine and
-	 * sine are cs[i][j], sn[i][j] ([n][n_rot/2], token i). */
+	/* RoPE in place on x [n][n_head][d_head]: for j < n_rot/2 the pair
+	 * (x[j], x[j + n_rot/2]) (neox = 1: GPT-NeoX / HF rotate_half, llama.cpp
+	 * LLAMA_ROPE_TYPE_NEOX) or (x[2j], x[2j + 1]) (neox = 0: GPT-J style,
+	 * LLAMA_ROPE_TYPE_NORM) is multiplied by the matrix [c -s; s c] with
+	 * c = cs[i][j], s = sn[i][j] ([n][n_rot/2], token i; a scaled RoPE
+	 * such as YaRN folds its magnitude into cs and sn). Dims >= n_rot
+	 * are left as they are. */
 	void (*rope)(struct backend *b, float *x, int n, int n_head, int d_head,
-		     int n_rot, const float *cs, const float *sn);
-	/* g[i] = gelu_tanh(g[i]) * u[i], i < n. */
+		     int n_rot, int neox, const float *cs, const float *sn);
+	/* g[i] = gelu_tanh(g[i]) * u[i], i < n (Gemma's GeGLU). */
 	void (*gelu_mul)(struct backend *b, float *g, const float *u, size_t n);
+	/* g[i] = silu(g[i]) * u[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n
+	 * (SwiGLU: Llama, Qwen2, Mistral, Phi-3). */
+	void (*silu_mul)(struct backend *b, float *g, const float *u, size_t n);
 	/* y[i] += x[i], i < n. */
 	void (*add)(struct backend *b, float *y, const float *x, size_t n);
+	/* y[r][j] += bias[j] for r < n_rows, j < dim (projection biases,
+	 * Qwen2's q/k/v). */
+	void (*add_bias)(struct backend *b, float *y, const float *bias, int n_rows, int dim);
 	/* Stores n rows (k, v [n][width] fp32) as fp16 (rounded to nearest) at
 	 * rows (pos0+i) % cap of kc, vc ([cap][width] fp16 buffers). */
 	void (*kv_store)(struct backend *b, struct backend_buf *kc, struct backend_buf *vc,

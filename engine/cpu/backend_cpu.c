@@ -232,7 +232,7 @@ static void cpu_rmsnorm(struct backend *b, const float *x, const float *w,
 }
 
 static void cpu_rope(struct backend *b, float *x, int n, int n_head, int d_head,
-		     int n_rot, const float *cs, const float *sn)
+		     int n_rot, int neox, const float *cs, const float *sn)
 {
 	int half = n_rot / 2;
 
@@ -240,7 +240,7 @@ static void cpu_rope(struct backend *b, float *x, int n, int n_head, int d_head,
 	for (int i = 0; i < n; i++) {
 		const float *ci = cs + (size_t)i * half, *si = sn + (size_t)i * half;
 		for (int h = 0; h < n_head; h++)
-			cpu_rope_row(x + ((size_t)i * n_head + h) * d_head, half, ci, si);
+			cpu_rope_row(x + ((size_t)i * n_head + h) * d_head, half, neox, ci, si);
 	}
 }
 
@@ -266,11 +266,37 @@ static void cpu_gelu_mul(struct backend *b, float *restrict g, const float *rest
 		g[i] = gelu_tanh(g[i]) * u[i];
 }
 
+/* silu(x) = x / (1 + exp(-x)), with the vectorisable exp_fast. */
+static inline float silu(float x)
+{
+	return x / (1.0f + exp_fast(-x));
+}
+
+static void cpu_silu_mul(struct backend *b, float *restrict g, const float *restrict u, size_t n)
+{
+	size_t i = 0;
+
+	(void)b;
+	for (; i + LANES <= n; i += LANES)
+		for (int k = 0; k < LANES; k++)
+			g[i + k] = silu(g[i + k]) * u[i + k];
+	for (; i < n; i++)
+		g[i] = silu(g[i]) * u[i];
+}
+
 static void cpu_add(struct backend *b, float *y, const float *x, size_t n)
 {
 	(void)b;
 	for (size_t i = 0; i < n; i++)
 		y[i] += x[i];
+}
+
+static void cpu_add_bias(struct backend *b, float *y, const float *bias, int n_rows, int dim)
+{
+	(void)b;
+	for (int r = 0; r < n_rows; r++)
+		for (int j = 0; j < dim; j++)
+			y[(size_t)r * dim + j] += bias[j];
 }
 
 static void cpu_kv_store(struct backend *b, struct backend_buf *kb, struct backend_buf *vb,
@@ -464,7 +490,9 @@ static const struct backend_ops cpu_ops = {
 	.rmsnorm = cpu_rmsnorm,
 	.rope = cpu_rope,
 	.gelu_mul = cpu_gelu_mul,
+	.silu_mul = cpu_silu_mul,
 	.add = cpu_add,
+	.add_bias = cpu_add_bias,
 	.kv_store = cpu_kv_store,
 	.attention = cpu_attention,
 	.lse_fold = cpu_lse_fold,

@@ -24,15 +24,19 @@
 #define MIX_PART 256 /* rows per part of a SeKV mixed attention */
 #define LANES 16      /* inner loops of fixed width so -O2 vectorises them */
 
-/* NEOX RoPE of one head's row x [>= n_rot]: the pair (x[j], x[j + half])
- * rotated by the angle of cosine c[j], sine s[j], j < half = n_rot / 2
- * (the one rotation of the CPU backend: forward pass and SeKV rebuild). */
-static inline void cpu_rope_row(float *x, int half, const float *c, const float *s)
+/* RoPE of one head's row x [>= n_rot]: the pair (x[j], x[j + half])
+ * (neox) or (x[2j], x[2j + 1]) rotated by the angle of cosine c[j], sine
+ * s[j], j < half = n_rot / 2 (the one rotation of the CPU backend:
+ * forward pass and SeKV rebuild; see backend_ops.rope). */
+static inline void cpu_rope_row(float *x, int half, int neox, const float *c, const float *s)
 {
+	int step = neox ? 1 : 2, off = neox ? half : 1;
+
 	for (int j = 0; j < half; j++) {
-		float x0 = x[j], x1 = x[j + half];
-		x[j] = x0 * c[j] - x1 * s[j];
-		x[j + half] = x0 * s[j] + x1 * c[j];
+		float *a = x + j * step, *b = a + off;
+		float x0 = *a, x1 = *b;
+		*a = x0 * c[j] - x1 * s[j];
+		*b = x0 * s[j] + x1 * c[j];
 	}
 }
 

@@ -344,7 +344,7 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 		for (int t = 0; t < r; t++)
 			cpu_axpy_lanes(row, us[t] * rc->s[t], vt + (size_t)t * d, d);
 		if (rc->cs)
-			cpu_rope_row(row, rc->n_rot / 2, rc->cs + (size_t)i * (rc->n_rot / 2),
+			cpu_rope_row(row, rc->n_rot / 2, 1, rc->cs + (size_t)i * (rc->n_rot / 2),
 				     rc->sn + (size_t)i * (rc->n_rot / 2));
 		if (rc->dst_f32)
 			memcpy((float *)rc->dst->host + at, row, (size_t)d * sizeof(float));

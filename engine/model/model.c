@@ -1,13 +1,14 @@
-/* model.c - Gemma 3 decoder: per-stream state, one forward pass, prefill
- * with streaming surprisal, and decode with an optional attention provider.
+/* model.c - the decoder: per-stream state, one forward pass for every
+ * family of the architecture table (arch.h), prefill with streaming
+ * surprisal, and decode with an optional attention provider.
  *
- * The forward pass is written once over the operations of engine/backend/backend.h
- * and serves both prefill (a batch, exact attention everywhere) and decode
- * (one token, global layers optionally delegated to a struct model_attn).
- * Architecture facts follow llama.cpp (src/models/gemma3.cpp, the gemma3
- * case of llama-model.cpp, is_masked_swa) and HF modeling_gemma3.py; see
- * the comments at each step. Invariant: after model_state_new nothing is
- * allocated. GGUF loading lives in engine/model/model_load.c.
+ * The forward pass is written once over the operations of
+ * engine/backend/backend.h and serves both prefill (a batch, exact
+ * attention everywhere) and decode (one token, global layers optionally
+ * delegated to a struct model_attn); the family's row decides the
+ * optional steps (q/k norm, post norms, biases, activation, RoPE pairing).
+ * Invariant: after model_state_new nothing is allocated. GGUF loading
+ * lives in model_load.c, RoPE tables in rope.c.
  */
 #include "engine/model/model_int.h"
 
@@ -302,24 +303,11 @@ int model_state_kv_cap(const struct model_state *s, int layer)
 
 /* ---- forward -------------------------------------------------------- */
 
-void model_rope_cos_sin(const double *inv_freq, int n_rot, int pos0, int n, float *cs,
-			float *sn)
-{
-	int half = n_rot / 2;
-
-	for (int i = 0; i < n; i++)
-		for (int j = 0; j < half; j++) {
-			double a = (pos0 + i) * inv_freq[j];
-			cs[(size_t)i * half + j] = (float)cos(a);
-			sn[(size_t)i * half + j] = (float)sin(a);
-		}
-}
-
-/* cos/sin of the RoPE angles pos * inv_freq for both bases. */
+/* cos/sin of the RoPE angles for both kinds of layer. */
 static void rope_tables(const struct model *m, struct model_scratch *sc, int pos0, int n)
 {
 	for (int b = 0; b < 2; b++)
-		model_rope_cos_sin(m->inv_freq[b], m->n_rot, pos0, n, sc->cs[b], sc->sn[b]);
+		model_rope_tables(&m->rope[b], pos0, n, sc->cs[b], sc->sn[b]);
 }
 
 int model_probe_backend(const struct model_probe *p, int layer, int n_head, float *rows,
@@ -347,8 +335,8 @@ int model_probe_backend(const struct model_probe *p, int layer, int n_head, floa
 	return pr->n > 0;
 }
 
-/* Attention block of layer il for n tokens at pos0: q, k, v projections,
- * per-head q/k RMSNorm, RoPE, attention (exact over the state's rows, or
+/* Attention block of layer il for n tokens at pos0: q, k, v projections
+ * (+ biases), per-head q/k RMSNorm (QK_NORM), RoPE, attention (exact over the state's rows, or
  * the provider on global layers), output projection into sc->t. */
 static int attn_block(const struct model *m, struct model_state *s, int il, int pos0,
 		      int n, const struct model_attn *attn)
@@ -365,10 +353,20 @@ static int attn_block(const struct model *m, struct model_state *s, int il, int 
 	op->matmul(be, sc->ws, &L->wq, 0, nq, sc->h, n, sc->q, nq);
 	op->matmul(be, sc->ws, &L->wk, 0, nkv, sc->h, n, sc->k, nkv);
 	op->matmul(be, sc->ws, &L->wv, 0, nkv, sc->h, n, sc->v, nkv);
-	op->rmsnorm(be, sc->q, L->q_norm, n * hp->n_head, hp->d_head, hp->norm_eps, sc->q);
-	op->rmsnorm(be, sc->k, L->k_norm, n * hp->n_head_kv, hp->d_head, hp->norm_eps, sc->k);
-	op->rope(be, sc->q, n, hp->n_head, hp->d_head, m->n_rot, sc->cs[glob], sc->sn[glob]);
-	op->rope(be, sc->k, n, hp->n_head_kv, hp->d_head, m->n_rot, sc->cs[glob], sc->sn[glob]);
+	if (L->bq)
+		op->add_bias(be, sc->q, L->bq, n, nq);
+	if (L->bk)
+		op->add_bias(be, sc->k, L->bk, n, nkv);
+	if (L->bv)
+		op->add_bias(be, sc->v, L->bv, n, nkv);
+	if (L->q_norm) {
+		op->rmsnorm(be, sc->q, L->q_norm, n * hp->n_head, hp->d_head, hp->norm_eps, sc->q);
+		op->rmsnorm(be, sc->k, L->k_norm, n * hp->n_head_kv, hp->d_head, hp->norm_eps, sc->k);
+	}
+	op->rope(be, sc->q, n, hp->n_head, hp->d_head, m->n_rot, hp->rope_neox, sc->cs[glob],
+		 sc->sn[glob]);
+	op->rope(be, sc->k, n, hp->n_head_kv, hp->d_head, m->n_rot, hp->rope_neox, sc->cs[glob],
+		 sc->sn[glob]);
 
 	if (glob && attn) {
 		/* Decode only (n == 1); exact rows are kept too when present. */
@@ -392,15 +390,18 @@ static int attn_block(const struct model *m, struct model_state *s, int il, int 
 			return rc;
 	}
 	op->matmul(be, sc->ws, &L->wo, 0, hp->n_embd, sc->att, n, sc->t, hp->n_embd);
+	if (L->bo)
+		op->add_bias(be, sc->t, L->bo, n, hp->n_embd);
 	return 0;
 }
 
 /* Runs tokens[0..n) at positions n_past.. through every layer and the final
- * norm; leaves the normed hidden states in sc->h [n][n_embd]. Gemma 3 block
- * (llama.cpp src/models/gemma3.cpp, iswa variant):
- *   x = embd * sqrt(n_embd)
- *   x = x + post_attn_norm(attn(attn_norm(x)))
- *   x = x + post_ffw_norm(down(gelu_tanh(gate(h)) * up(h))), h = ffn_norm(x)
+ * norm; leaves the normed hidden states in sc->h [n][n_embd]. The block
+ * (pre-norm transformer; the optional steps per the family's row):
+ *   x = embd (* sqrt(n_embd): EMBD_SCALE)
+ *   t = attn(attn_norm(x)); t = post_attn_norm(t) (POST_NORM); x = x + t
+ *   h = ffn_norm(x); t = down(act(gate(h)) * up(h))
+ *   t = post_ffw_norm(t) (POST_NORM); x = x + t
  *   h = output_norm(x) */
 static int forward(const struct model *m, struct model_state *s, const int32_t *tokens,
 		   int n, const struct model_attn *attn)
@@ -409,7 +410,7 @@ static int forward(const struct model *m, struct model_state *s, const int32_t *
 	const struct backend_ops *op = m->be->ops;
 	struct backend *be = m->be;
 	struct model_scratch *sc = s->scratch;
-	size_t ne = (size_t)n * hp->n_embd;
+	size_t ne = (size_t)n * hp->n_embd, nf = (size_t)n * hp->n_ff;
 	int pos0 = s->n_past, rc;
 
 	op->get_rows(be, &m->tok_embd, tokens, n, hp->embd_scale, sc->x);
@@ -420,15 +421,20 @@ static int forward(const struct model *m, struct model_state *s, const int32_t *
 		op->rmsnorm(be, sc->x, L->attn_norm, n, hp->n_embd, hp->norm_eps, sc->h);
 		if ((rc = attn_block(m, s, il, pos0, n, attn)))
 			return rc;
-		op->rmsnorm(be, sc->t, L->post_attn_norm, n, hp->n_embd, hp->norm_eps, sc->t);
+		if (L->post_attn_norm)
+			op->rmsnorm(be, sc->t, L->post_attn_norm, n, hp->n_embd, hp->norm_eps, sc->t);
 		op->add(be, sc->x, sc->t, ne);
 
 		op->rmsnorm(be, sc->x, L->ffn_norm, n, hp->n_embd, hp->norm_eps, sc->h);
 		op->matmul(be, sc->ws, &L->gate, 0, hp->n_ff, sc->h, n, sc->gate, hp->n_ff);
 		op->matmul(be, sc->ws, &L->up, 0, hp->n_ff, sc->h, n, sc->up, hp->n_ff);
-		op->gelu_mul(be, sc->gate, sc->up, (size_t)n * hp->n_ff);
+		if (m->arch->act == MODEL_ACT_SILU)
+			op->silu_mul(be, sc->gate, sc->up, nf);
+		else
+			op->gelu_mul(be, sc->gate, sc->up, nf);
 		op->matmul(be, sc->ws, &L->down, 0, hp->n_embd, sc->gate, n, sc->t, hp->n_embd);
-		op->rmsnorm(be, sc->t, L->post_ffw_norm, n, hp->n_embd, hp->norm_eps, sc->t);
+		if (L->post_ffw_norm)
+			op->rmsnorm(be, sc->t, L->post_ffw_norm, n, hp->n_embd, hp->norm_eps, sc->t);
 		op->add(be, sc->x, sc->t, ne);
 	}
 	op->rmsnorm(be, sc->x, m->output_norm, n, hp->n_embd, hp->norm_eps, sc->h);
@@ -436,8 +442,8 @@ static int forward(const struct model *m, struct model_state *s, const int32_t *
 }
 
 /* Logits of one hidden row h [n_embd] into s->last_logits, with last_lse.
- * The tied head is token_embd, unscaled; Gemma 3 with a sliding window has
- * no final softcapping (llama.cpp gemma3 iswa graph). */
+ * A tied head is token_embd, unscaled; no family we load soft-caps the
+ * final logits (Gemma 3 with a sliding window: llama.cpp gemma3 iswa). */
 static void last_logits_one(const struct model *m, struct model_state *s, const float *h)
 {
 	struct model_scratch *sc = s->scratch;

@@ -1,4 +1,5 @@
-/* model.h - Gemma 3 (and later other) decoder-only transformers on the CPU.
+/* model.h - decoder-only transformers (Gemma 3, Llama, Qwen2, Mistral,
+ * Phi-3: engine/model/arch.h) on the backend table.
  *
  * struct model holds read-only weights (memory-mapped GGUF) and
  * hyper-parameters; struct model_state holds one stream's KV cache and
@@ -32,7 +33,13 @@ struct model_hparams {
 	int swa_window;         /* sliding window in tokens (local layers), 0 = none */
 	float rope_base_global; /* RoPE theta on global layers */
 	float rope_base_local;  /* RoPE theta on sliding-window layers */
-	int n_rot;              /* rotated dims per head: NEOX pairs (j, j + n_rot/2) */
+	int n_rot;              /* rotated dims per head */
+	int rope_neox;          /* 1: pairs (j, j + n_rot/2) (NEOX: Gemma 3, Qwen2,
+	                           Phi-3), 0: pairs (2j, 2j + 1) (Llama, Mistral) */
+	int rope_plain;         /* 1: the global layers' RoPE is NEOX with base
+	                           rope_base_global and nothing else (no scaling,
+	                           no frequency factors): what model_rope_inv_freq
+	                           computes (SeKV's pre-RoPE key factors need it) */
 	float norm_eps;
 	float q_scale;          /* attention logits = q.k * q_scale */
 	float embd_scale;       /* token embeddings multiplied by this (sqrt(n_embd)) */
@@ -48,8 +55,23 @@ struct model_hparams {
 
 struct model; /* opaque: weights + hparams */
 
-/* RoPE as the model applies it (NEOX, as llama.cpp for Gemma 3; HF
- * rotate_half): inv_freq [n_rot/2] out, inv_freq[j] = base^(-2j/n_rot). */
+/* The RoPE one kind of layer applies (engine/model/rope.c builds it from
+ * the GGUF's base, scaling and frequency factors). */
+struct model_rope {
+	int neox;               /* pairing, as hparams.rope_neox */
+	int n_rot;              /* rotated dims (even) */
+	double *inv_freq;       /* [n_rot/2] radians per position */
+	float mscale;           /* magnitude of cos and sin (YaRN), else 1 */
+};
+
+/* The RoPE of model layer `layer` (borrowed, valid until model_close). */
+const struct model_rope *model_rope_of(const struct model *m, int layer);
+/* cos and sin [n][n_rot/2] of r at positions pos0 .. pos0 + n - 1:
+ * mscale * cos((pos0 + i) * inv_freq[j]), angles in double. Pure. */
+void model_rope_tables(const struct model_rope *r, int pos0, int n, float *cs, float *sn);
+
+/* Plain RoPE frequencies: inv_freq [n_rot/2] out, inv_freq[j] =
+ * base^(-2j/n_rot) (RoFormer; what a model with rope_plain applies). */
 void model_rope_inv_freq(float base, int n_rot, double *inv_freq);
 /* cos and sin [n][n_rot/2] of the angles (pos0 + i) * inv_freq[j], the
  * angle in double, for positions pos0 .. pos0 + n - 1. Pure. */
@@ -100,9 +122,10 @@ struct model_probe {
 int model_probe_backend(const struct model_probe *p, int layer, int n_head, float *rows,
 			size_t ld, int n_key, struct backend_probe *pr);
 
-/* Opens a GGUF model. n_threads <= 0 means all cores. Errors name the file
- * and the missing/bad key or tensor (SEKV_EFORMAT, SEKV_EUNSUP for an
- * architecture this build lacks). *out owns the mapping.
+/* Opens a GGUF model of a family in the architecture table
+ * (engine/model/arch.h). n_threads <= 0 means all cores. Errors name the
+ * file and the missing/bad key or tensor (SEKV_EFORMAT; SEKV_EUNSUP for an
+ * architecture this build lacks, naming the ones it has). *out owns the mapping.
  * Thread-safety: prefill/decode calls on states of one model are
  * serialised by a lock inside the model (they share its backend threads);
  * an attention provider must not call back into the model. */

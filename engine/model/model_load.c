@@ -1,11 +1,13 @@
-/* model_load.c - opens a Gemma 3 GGUF into a struct model: hyper-parameters
- * and layer kinds from the GGUF keys, weights (mapped, not copied), norms
- * (dequantised into one block), the weights fingerprint and the RoPE
- * frequency tables; plus the model's accessors and KV size formulas.
+/* model_load.c - opens a GGUF into a struct model for any family of the
+ * architecture table (arch.h): the common hyper-parameters from the GGUF
+ * keys, the family's own through its hook, weights (mapped, not copied;
+ * fused tensors as row views), norms and biases (dequantised into one
+ * block), RoPE scaling, the weights fingerprint; plus the model's
+ * accessors and KV size formulas.
  *
  * Invariant: every size and shape read from the file is checked before use;
  * a model_open that fails leaves nothing allocated. The forward pass and the
- * per-stream state live in engine/model/model.c; struct model in model_int.h.
+ * per-stream state live in model.c; struct model in model_int.h.
  */
 #include "engine/model/model_int.h"
 
@@ -143,48 +145,102 @@ static void fingerprint(const struct gguf *g, char out[65])
 	snprintf(out, 65, "%016llx", (unsigned long long)h);
 }
 
-/* Which layers are global. llama.cpp (gemma3): the key
- * <arch>.attention.sliding_window_pattern is a period n (default 6) and
- * layer il slides when il % n < n - 1, i.e. il is global when
- * (il + 1) % 6 == 0; an array gives each layer (true = sliding). No
- * sliding window at all makes every layer global. */
-static int load_layer_kinds(struct model *m, char *err, size_t errlen)
+int model_load_int(const struct model *m, const char *suffix, int required, int def,
+		   int lo, int hi, int *out, char *err, size_t errlen)
+{
+	return get_int(m->g, m->hp.arch, suffix, required, def, lo, hi, out, err, errlen);
+}
+
+int model_load_float(const struct model *m, const char *suffix, int required, float def,
+		     float *out, char *err, size_t errlen)
+{
+	return get_float(m->g, m->hp.arch, suffix, required, def, out, err, errlen);
+}
+
+void model_load_global_list(struct model *m)
 {
 	struct model_hparams *hp = &m->hp;
-	const struct gguf_kv *kv;
-	char key[128];
-	int period = 6;
 
-	if (key_of(key, sizeof key, hp->arch, "attention.sliding_window_pattern"))
-		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: key too long", m->g->path);
-	kv = gguf_find_kv(m->g, key);
-	if (hp->swa_window == 0) {
-		for (int il = 0; il < hp->n_layer; il++)
-			hp->is_global[il] = 1;
-	} else if (kv && kv->type == GGUF_ARRAY) {
-		if (kv->arr_n != (uint64_t)hp->n_layer)
-			return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s has %llu entries, not %d",
-					 m->g->path, key, (unsigned long long)kv->arr_n, hp->n_layer);
-		for (int il = 0; il < hp->n_layer; il++) {
-			double v;
-			if (gguf_arr_num(kv, (uint64_t)il, &v))
-				return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: %s: not numeric",
-						 m->g->path, key);
-			hp->is_global[il] = v == 0.0;
-		}
-	} else {
-		int rc = get_int(m->g, hp->arch, "attention.sliding_window_pattern", 0, 6,
-				 0, 1 << 20, &period, err, errlen);
-		if (rc)
-			return rc;
-		/* period 0: every layer slides (llama.cpp set_swa_pattern) */
-		for (int il = 0; il < hp->n_layer; il++)
-			hp->is_global[il] = period > 0 && il % period == period - 1;
-	}
 	hp->n_global = 0;
 	for (int il = 0; il < hp->n_layer; il++)
 		if (hp->is_global[il])
 			hp->global_layer[hp->n_global++] = il;
+}
+
+/* <arch>.rope.scaling.* (and the older rope.scale_linear) into the
+ * global layers' RoPE parameters; Llama 3's rope_freqs.weight (F32
+ * [n_rot/2]) as frequency factors. Sliding-window layers keep their own
+ * base without scaling (llama.cpp: rope_freq_scale_train_swa = 1). */
+static int load_rope_scaling(struct model *m, char *err, size_t errlen)
+{
+	struct model_rope_params *p = &m->rope_par[1];
+	const struct gguf_tensor *ff;
+	struct gguf_str type;
+	char key[128];
+	float lin;
+	int rc;
+
+	p->factor = 1.0f;
+	p->attn_factor = 1.0f;
+	p->beta_fast = 32.0f;
+	p->beta_slow = 1.0f;
+	if ((rc = model_load_float(m, "rope.scale_linear", 0, 1.0f, &lin, err, errlen)))
+		return rc;
+	if (lin != 1.0f) {
+		p->scaling = MODEL_ROPE_SCALING_LINEAR;
+		p->factor = lin;
+	}
+	if (key_of(key, sizeof key, m->hp.arch, "rope.scaling.type"))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: key too long", m->g->path);
+	if (gguf_get_str(m->g, key, &type) == 0) {
+		if (type.len == 4 && memcmp(type.ptr, "none", 4) == 0)
+			p->scaling = MODEL_ROPE_SCALING_NONE;
+		else if (type.len == 6 && memcmp(type.ptr, "linear", 6) == 0)
+			p->scaling = MODEL_ROPE_SCALING_LINEAR;
+		else if (type.len == 4 && memcmp(type.ptr, "yarn", 4) == 0)
+			p->scaling = MODEL_ROPE_SCALING_YARN;
+		else
+			return sekv_errf(err, errlen, SEKV_EUNSUP,
+					 "model: %s: %s = '%.*s' unsupported (none, linear, yarn)",
+					 m->g->path, key, (int)(type.len < 32 ? type.len : 32), type.ptr);
+		if (p->scaling != MODEL_ROPE_SCALING_NONE &&
+		    (rc = model_load_float(m, "rope.scaling.factor", 1, 1.0f, &p->factor, err, errlen)))
+			return rc;
+	}
+	if (p->scaling != MODEL_ROPE_SCALING_NONE && !(p->factor >= 1.0f && p->factor <= 1024.0f))
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: rope scaling factor %g out of [1, 1024]",
+				 m->g->path, p->factor);
+	if (p->scaling == MODEL_ROPE_SCALING_YARN &&
+	    ((rc = model_load_int(m, "rope.scaling.original_context_length", 0, m->hp.n_ctx_train, 1,
+				  1 << 30, &p->n_ctx_orig, err, errlen)) ||
+	     (rc = model_load_float(m, "rope.scaling.attn_factor", 0, 1.0f, &p->attn_factor, err, errlen)) ||
+	     (rc = model_load_float(m, "rope.scaling.yarn_beta_fast", 0, 32.0f, &p->beta_fast, err, errlen)) ||
+	     (rc = model_load_float(m, "rope.scaling.yarn_beta_slow", 0, 1.0f, &p->beta_slow, err, errlen))))
+		return rc;
+	if (p->scaling == MODEL_ROPE_SCALING_LINEAR && p->factor == 1.0f)
+		p->scaling = MODEL_ROPE_SCALING_NONE;
+	ff = gguf_find_tensor(m->g, "rope_freqs.weight");
+	if (ff) {
+		int half = m->n_rot / 2;
+		if (ff->type != QT_F32 || ff->ne[0] != (uint64_t)half || ff->ne[1] != 1 ||
+		    ff->nbytes < sizeof(float) * (size_t)half)
+			return sekv_errf(err, errlen, SEKV_EFORMAT,
+					 "model: %s: rope_freqs.weight: expected F32 [%d]", m->g->path, half);
+		if (!(m->freq_factors = malloc(sizeof(float) * (size_t)half)))
+			return sekv_errf(err, errlen, SEKV_ENOMEM, "model: %s: out of memory", m->g->path);
+		memcpy(m->freq_factors, ff->data, sizeof(float) * (size_t)half);
+		for (int j = 0; j < half; j++)
+			if (!(m->freq_factors[j] > 0.0f) || !isfinite(m->freq_factors[j]))
+				return sekv_errf(err, errlen, SEKV_EFORMAT,
+						 "model: %s: rope_freqs.weight[%d] is not a positive number",
+						 m->g->path, j);
+		p->freq_factors = m->freq_factors;
+	}
+	m->rope_par[0].base = m->hp.rope_base_local;
+	m->rope_par[0].factor = 1.0f;
+	m->rope_par[0].attn_factor = 1.0f;
+	p->base = m->hp.rope_base_global;
+	m->hp.rope_plain = m->arch->rope_neox && p->scaling == MODEL_ROPE_SCALING_NONE && !p->freq_factors;
 	return 0;
 }
 
@@ -202,9 +258,10 @@ static int load_hparams(struct model *m, char *err, size_t errlen)
 				 m->g->path);
 	memcpy(hp->arch, arch.ptr, arch.len);
 	hp->arch[arch.len] = 0;
-	if (strcmp(hp->arch, "gemma3") != 0)
-		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: architecture %s not supported",
-				 m->g->path, hp->arch);
+	if (!(m->arch = model_arch_find(hp->arch)))
+		return sekv_errf(err, errlen, SEKV_EUNSUP,
+				 "model: %s: architecture %s not supported (this build runs %s)",
+				 m->g->path, hp->arch, model_arch_names());
 	if ((rc = get_int(m->g, hp->arch, "block_count", 1, 0, 1, MODEL_MAX_LAYER, &hp->n_layer, err, errlen)) ||
 	    (rc = get_int(m->g, hp->arch, "embedding_length", 1, 0, 1, 1 << 16, &hp->n_embd, err, errlen)) ||
 	    (rc = get_int(m->g, hp->arch, "attention.head_count", 1, 0, 1, 1024, &hp->n_head, err, errlen)) ||
@@ -230,29 +287,123 @@ static int load_hparams(struct model *m, char *err, size_t errlen)
 	if ((rc = get_float(m->g, hp->arch, "rope.freq_base", 0, 10000.0f, &hp->rope_base_global, err, errlen)) ||
 	    (rc = get_float(m->g, hp->arch, "rope.freq_base_swa", 0, 10000.0f, &hp->rope_base_local, err, errlen)) ||
 	    (rc = get_float(m->g, hp->arch, "attention.layer_norm_rms_epsilon", 1, 0.0f, &hp->norm_eps, err, errlen)) ||
-	    (rc = get_float(m->g, hp->arch, "final_logit_softcapping", 0, 0.0f, &softcap, err, errlen)))
+	    (rc = get_float(m->g, hp->arch, "final_logit_softcapping", 0, 0.0f, &softcap, err, errlen)) ||
+	    (rc = get_float(m->g, hp->arch, "attention.scale", 0, 0.0f, &hp->q_scale, err, errlen)))
 		return rc;
-	if (hp->rope_base_global <= 1.0f || hp->rope_base_local <= 1.0f || hp->norm_eps < 0.0f)
-		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: bad rope base or norm epsilon",
-				 m->g->path);
-	/* llama.cpp applies final logit softcapping only to Gemma 3 without a
-	 * sliding window; we have no such path. */
-	if (softcap > 0.0f && hp->swa_window == 0)
+	if (hp->rope_base_global <= 1.0f || hp->rope_base_local <= 1.0f || hp->norm_eps < 0.0f ||
+	    hp->q_scale < 0.0f)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "model: %s: bad rope base, norm epsilon or attention scale", m->g->path);
+	/* Gemma 3 with a sliding window has no final softcapping in llama.cpp's
+	 * graph; any other family that asks for it is refused. */
+	if (softcap > 0.0f && !(m->arch == &model_arch_gemma3 && hp->swa_window > 0))
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "model: %s: final logit softcapping unsupported",
 				 m->g->path);
-	/* llama.cpp (gemma3, after gemma_pytorch config): q is scaled by
-	 * 1/sqrt(d_head), except 1/sqrt(n_embd/n_head) for the 62-layer 27B. */
-	hp->q_scale = hp->n_layer == 62 ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
-					: 1.0f / sqrtf((float)hp->d_head);
-	hp->embd_scale = sqrtf((float)hp->n_embd);
+	if (hp->q_scale == 0.0f)
+		hp->q_scale = 1.0f / sqrtf((float)hp->d_head);
+	hp->embd_scale = m->arch->flags & MODEL_ARCH_EMBD_SCALE ? sqrtf((float)hp->n_embd) : 1.0f;
+	hp->rope_neox = m->arch->rope_neox;
+	hp->n_rot = m->n_rot;
 	te = gguf_find_tensor(m->g, "token_embd.weight");
 	if (!te || te->ne[1] == 0 || te->ne[1] > (1u << 24))
 		return sekv_errf(err, errlen, SEKV_EFORMAT, "model: %s: token_embd.weight missing or bad",
 				 m->g->path);
 	hp->n_vocab = (int)te->ne[1];
-	if ((rc = load_layer_kinds(m, err, errlen)))
+	for (int il = 0; il < hp->n_layer; il++)
+		hp->is_global[il] = 1;
+	if (m->arch->hparams && (rc = m->arch->hparams(m, err, errlen)))
+		return rc;
+	model_load_global_list(m);
+	if ((rc = load_rope_scaling(m, err, errlen)))
 		return rc;
 	fingerprint(m->g, hp->fingerprint);
+	return 0;
+}
+
+/* An optional 1-D tensor (a bias) of n values into *dst from the norm
+ * block at *off, or *dst = NULL when absent and !required. */
+static int load_vec(struct model *m, const char *name, int n, int required, float **dst,
+		    size_t *off, char *err, size_t errlen)
+{
+	int rc;
+
+	*dst = NULL;
+	if (!required && !gguf_find_tensor(m->g, name))
+		return 0;
+	if ((rc = load_norm(m, name, n, m->norms + *off, err, errlen)))
+		return rc;
+	*dst = m->norms + *off;
+	*off += (size_t)n;
+	return 0;
+}
+
+/* A view of rows [r0, r0 + rows) of w (a fused tensor's part). */
+static struct backend_weight weight_rows(const struct backend_weight *w, int r0, int rows)
+{
+	struct backend_weight v = *w;
+
+	v.rows = rows;
+	v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+	return v;
+}
+
+static int load_layer(struct model *m, int il, size_t *off, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = &m->hp;
+	unsigned fl = m->arch->flags;
+	struct model_layer *L = &m->layer[il];
+	int E = hp->n_embd, D = hp->d_head, nq = hp->n_head * D, nkv = hp->n_head_kv * D;
+	struct backend_weight fused;
+	char name[96];
+	int rc;
+
+#define BLK(suffix) (snprintf(name, sizeof name, "blk.%d.%s", il, suffix), name)
+	if ((fl & MODEL_ARCH_FUSED_QKV) && gguf_find_tensor(m->g, BLK("attn_qkv.weight"))) {
+		if ((rc = load_weight(m, name, nq + 2 * nkv, E, &fused, err, errlen)))
+			return rc;
+		L->wq = weight_rows(&fused, 0, nq);
+		L->wk = weight_rows(&fused, nq, nkv);
+		L->wv = weight_rows(&fused, nq + nkv, nkv);
+	} else if ((rc = load_weight(m, BLK("attn_q.weight"), nq, E, &L->wq, err, errlen)) ||
+		   (rc = load_weight(m, BLK("attn_k.weight"), nkv, E, &L->wk, err, errlen)) ||
+		   (rc = load_weight(m, BLK("attn_v.weight"), nkv, E, &L->wv, err, errlen))) {
+		return rc;
+	}
+	if ((rc = load_weight(m, BLK("attn_output.weight"), E, nq, &L->wo, err, errlen)))
+		return rc;
+	if (fl & MODEL_ARCH_FUSED_GATE_UP) {
+		if ((rc = load_weight(m, BLK("ffn_up.weight"), 2 * hp->n_ff, E, &fused, err, errlen)))
+			return rc;
+		L->gate = weight_rows(&fused, 0, hp->n_ff);
+		L->up = weight_rows(&fused, hp->n_ff, hp->n_ff);
+	} else if ((rc = load_weight(m, BLK("ffn_gate.weight"), hp->n_ff, E, &L->gate, err, errlen)) ||
+		   (rc = load_weight(m, BLK("ffn_up.weight"), hp->n_ff, E, &L->up, err, errlen))) {
+		return rc;
+	}
+	if ((rc = load_weight(m, BLK("ffn_down.weight"), E, hp->n_ff, &L->down, err, errlen)))
+		return rc;
+	if ((size_t)(nq + 2 * nkv) * E > m->max_w_elems)
+		m->max_w_elems = (size_t)(nq + 2 * nkv) * E;
+	if ((size_t)2 * hp->n_ff * E > m->max_w_elems)
+		m->max_w_elems = (size_t)2 * hp->n_ff * E;
+	if ((size_t)nq * E > m->max_w_elems)
+		m->max_w_elems = (size_t)nq * E;
+	if ((rc = load_vec(m, BLK("attn_norm.weight"), E, 1, &L->attn_norm, off, err, errlen)) ||
+	    (rc = load_vec(m, BLK("ffn_norm.weight"), E, 1, &L->ffn_norm, off, err, errlen)) ||
+	    ((fl & MODEL_ARCH_QK_NORM) &&
+	     ((rc = load_vec(m, BLK("attn_q_norm.weight"), D, 1, &L->q_norm, off, err, errlen)) ||
+	      (rc = load_vec(m, BLK("attn_k_norm.weight"), D, 1, &L->k_norm, off, err, errlen)))) ||
+	    ((fl & MODEL_ARCH_POST_NORM) &&
+	     ((rc = load_vec(m, BLK("post_attention_norm.weight"), E, 1, &L->post_attn_norm, off, err, errlen)) ||
+	      (rc = load_vec(m, BLK("post_ffw_norm.weight"), E, 1, &L->post_ffw_norm, off, err, errlen)))))
+		return rc;
+	int need_b = (fl & MODEL_ARCH_QKV_BIAS) != 0;
+	if ((rc = load_vec(m, BLK("attn_q.bias"), nq, need_b, &L->bq, off, err, errlen)) ||
+	    (rc = load_vec(m, BLK("attn_k.bias"), nkv, need_b, &L->bk, off, err, errlen)) ||
+	    (rc = load_vec(m, BLK("attn_v.bias"), nkv, need_b, &L->bv, off, err, errlen)) ||
+	    (rc = load_vec(m, BLK("attn_output.bias"), E, 0, &L->bo, off, err, errlen)))
+		return rc;
+#undef BLK
 	return 0;
 }
 
@@ -260,13 +411,12 @@ static int load_tensors(struct model *m, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = &m->hp;
 	int E = hp->n_embd, D = hp->d_head, nq = hp->n_head * D, nkv = hp->n_head_kv * D;
-	size_t per_layer = 4 * (size_t)E + 2 * (size_t)D, off = 0;
-	char name[96];
+	size_t per_layer = 5 * (size_t)E + 2 * (size_t)D + (size_t)nq + 2 * (size_t)nkv, off = 0;
 	int rc;
 
 	if ((rc = load_weight(m, "token_embd.weight", hp->n_vocab, E, &m->tok_embd, err, errlen)))
 		return rc;
-	m->output = m->tok_embd; /* Gemma ties the output head to token_embd */
+	m->output = m->tok_embd; /* tied output head when there is no output.weight */
 	if (gguf_find_tensor(m->g, "output.weight") &&
 	    (rc = load_weight(m, "output.weight", hp->n_vocab, E, &m->output, err, errlen)))
 		return rc;
@@ -278,57 +428,17 @@ static int load_tensors(struct model *m, char *err, size_t errlen)
 	if ((rc = load_norm(m, "output_norm.weight", E, m->output_norm, err, errlen)))
 		return rc;
 	m->max_w_elems = 0;
-	for (int il = 0; il < hp->n_layer; il++) {
-		struct model_layer *L = &m->layer[il];
-		struct { const char *n; int rows, cols; struct backend_weight *w; } ws[] = {
-			{ "attn_q", nq, E, &L->wq }, { "attn_k", nkv, E, &L->wk },
-			{ "attn_v", nkv, E, &L->wv }, { "attn_output", E, nq, &L->wo },
-			{ "ffn_gate", hp->n_ff, E, &L->gate }, { "ffn_up", hp->n_ff, E, &L->up },
-			{ "ffn_down", E, hp->n_ff, &L->down },
-		};
-		struct { const char *n; int dim; float **dst; } ns[] = {
-			{ "attn_norm", E, &L->attn_norm }, { "attn_q_norm", D, &L->q_norm },
-			{ "attn_k_norm", D, &L->k_norm }, { "post_attention_norm", E, &L->post_attn_norm },
-			{ "ffn_norm", E, &L->ffn_norm }, { "post_ffw_norm", E, &L->post_ffw_norm },
-		};
-		for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
-			snprintf(name, sizeof name, "blk.%d.%s.weight", il, ws[i].n);
-			if ((rc = load_weight(m, name, ws[i].rows, ws[i].cols, ws[i].w, err, errlen)))
-				return rc;
-			if ((size_t)ws[i].rows * ws[i].cols > m->max_w_elems)
-				m->max_w_elems = (size_t)ws[i].rows * ws[i].cols;
-		}
-		for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-			snprintf(name, sizeof name, "blk.%d.%s.weight", il, ns[i].n);
-			*ns[i].dst = m->norms + off;
-			off += (size_t)ns[i].dim;
-			if ((rc = load_norm(m, name, ns[i].dim, *ns[i].dst, err, errlen)))
-				return rc;
-		}
-	}
+	for (int il = 0; il < hp->n_layer; il++)
+		if ((rc = load_layer(m, il, &off, err, errlen)))
+			return rc;
 	return 0;
-}
-
-/* inv_freq[j] = base^(-2j/n_rot): NEOX RoPE as llama.cpp applies it to
- * Gemma 3 (LLAMA_ROPE_TYPE_NEOX; HF rotate_half), dims j and j + n_rot/2. */
-void model_rope_inv_freq(float base, int n_rot, double *inv_freq)
-{
-	for (int j = 0; j < n_rot / 2; j++)
-		inv_freq[j] = pow((double)base, -2.0 * j / n_rot);
 }
 
 static int load_rope(struct model *m, char *err, size_t errlen)
 {
-	int half = m->n_rot / 2;
-	float base[2] = { m->hp.rope_base_local, m->hp.rope_base_global };
-
-	for (int b = 0; b < 2; b++) {
-		m->inv_freq[b] = malloc(sizeof(double) * (size_t)half);
-		if (!m->inv_freq[b])
+	for (int b = 0; b < 2; b++)
+		if (model_rope_build(&m->rope_par[b], m->n_rot, m->arch->rope_neox, &m->rope[b]))
 			return sekv_errf(err, errlen, SEKV_ENOMEM, "model: out of memory");
-		model_rope_inv_freq(base[b], m->n_rot, m->inv_freq[b]);
-	}
-	m->hp.n_rot = m->n_rot;
 	return 0;
 }
 
@@ -362,8 +472,9 @@ void model_close(struct model *m)
 	backend_close(m->be);
 	gguf_close(m->g);
 	free(m->norms);
-	free(m->inv_freq[0]);
-	free(m->inv_freq[1]);
+	free(m->freq_factors);
+	free(m->rope[0].inv_freq);
+	free(m->rope[1].inv_freq);
 	pthread_mutex_destroy(&m->lock);
 	free(m);
 }

@@ -104,7 +104,7 @@ static int unrope_keys(const struct sekv_params *p, struct backend *be, int n_to
 			for (size_t i = 0; i < (size_t)n * half; i++)
 				sn[i] = -sn[i];
 			quant_f16_to_f32_row(k[l] + (size_t)t0 * row, x, (size_t)n * row);
-			be->ops->rope(be, x, n, n_head_kv, d_h, p->n_rot, cs, sn);
+			be->ops->rope(be, x, n, n_head_kv, d_h, p->n_rot, 1, cs, sn);
 			quant_f32_to_f16_row(x, kpre[l] + (size_t)t0 * row, (size_t)n * row);
 		}
 	}
