@@ -215,8 +215,36 @@ static void check_elementwise(struct test_ctx *t, struct backend *b, struct gguf
 				}
 		b->ops->rope(b, q, n, NH, D, nrot, 1, cs, sn);
 		T_CHECKF(t, max_rel(q, rr, (size_t)n * NH * D, 1e-2) < 1e-5, "rope");
+		/* adjacent pairs (2j, 2j + 1): GPT-J / llama.cpp NORM */
+		free(q);
+		q = randv((size_t)n * NH * D, 26);
+		T_CHECK(t, q != NULL);
+		for (int i = 0; i < n; i++)
+			for (int h = 0; h < NH; h++)
+				for (int j = 0; j < half; j++) {
+					const float *qh = q + ((size_t)i * NH + h) * D;
+					double c = cs[i * half + j], s = sn[i * half + j];
+					rr[((size_t)i * NH + h) * D + 2 * j] = qh[2 * j] * c - qh[2 * j + 1] * s;
+					rr[((size_t)i * NH + h) * D + 2 * j + 1] = qh[2 * j] * s + qh[2 * j + 1] * c;
+				}
+		b->ops->rope(b, q, n, NH, D, nrot, 0, cs, sn);
+		T_CHECKF(t, max_rel(q, rr, (size_t)n * NH * D, 1e-2) < 1e-5, "rope pairs (2j, 2j+1)");
 		free(q), free(cs), free(sn), free(rr);
 	}
+	/* silu_mul: g / (1 + exp(-g)) * u */
+	for (int i = 0; i < n * FF; i++) {
+		double v = (i % 17 - 8) * 0.9;
+		gg[i] = (float)v;
+		ref[i] = v / (1 + exp(-v)) * u[i];
+	}
+	b->ops->silu_mul(b, gg, u, (size_t)n * FF);
+	T_CHECKF(t, max_rel(gg, ref, (size_t)n * FF, 1e-3) < 1e-5, "silu_mul");
+	/* add_bias: every row gets the same vector */
+	memcpy(y, x, sizeof(float) * n * E);
+	b->ops->add_bias(b, y, w, n, E);
+	for (int r = 0; r < n; r++)
+		for (int e = 0; e < E; e++)
+			T_CHECKF(t, y[r * E + e] == x[r * E + e] + w[e], "add_bias [%d][%d]", r, e);
 	free(x), free(w), free(y), free(u), free(gg), free(ref);
 }
 
