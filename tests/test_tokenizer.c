@@ -378,7 +378,7 @@ static void test_encode_cap_and_bos(struct test_ctx *t)
 /* What to break in the tiny vocabulary. */
 enum vocab_fault {
 	FAULT_NONE, FAULT_SHORT_SCORES, FAULT_SHORT_TYPES, FAULT_BAD_TYPE,
-	FAULT_UNK_RANGE, FAULT_NO_TOKENS, FAULT_GPT2, FAULT_EMPTY_PIECE, FAULT_TWO_UNK,
+	FAULT_UNK_RANGE, FAULT_NO_TOKENS, FAULT_BERT, FAULT_EMPTY_PIECE, FAULT_TWO_UNK,
 };
 
 /* <unk> <s> </s> ▁a a b ▁: a Llama-like vocabulary without byte pieces. */
@@ -392,7 +392,7 @@ static void tiny_vocab(struct gw_buf *b, enum vocab_fault fault)
 	uint64_t n = 7;
 
 	gw_header(b, 3, 0, fault == FAULT_NO_TOKENS ? 6 : 7);
-	gw_kv_str(b, "tokenizer.ggml.model", fault == FAULT_GPT2 ? "gpt2" : "llama");
+	gw_kv_str(b, "tokenizer.ggml.model", fault == FAULT_BERT ? "bert" : "llama");
 	if (fault != FAULT_NO_TOKENS) {
 		gw_arr_head(b, "tokenizer.ggml.tokens", GGUF_STRING, n);
 		for (uint64_t i = 0; i < n; i++)
@@ -456,7 +456,7 @@ static void test_malformed_vocab(struct test_ctx *t)
 		{FAULT_SHORT_SCORES, SEKV_EFORMAT}, {FAULT_SHORT_TYPES, SEKV_EFORMAT},
 		{FAULT_BAD_TYPE, SEKV_EFORMAT}, {FAULT_UNK_RANGE, SEKV_EFORMAT},
 		{FAULT_EMPTY_PIECE, SEKV_EFORMAT}, {FAULT_TWO_UNK, SEKV_EFORMAT},
-		{FAULT_NO_TOKENS, SEKV_ENOTFOUND}, {FAULT_GPT2, SEKV_EUNSUP},
+		{FAULT_NO_TOKENS, SEKV_ENOTFOUND}, {FAULT_BERT, SEKV_EUNSUP},
 	};
 	static const int32_t want[] = {3, 5};  /* "ab" -> ▁a b */
 	struct tok *tk = NULL;

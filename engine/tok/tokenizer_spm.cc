@@ -1,5 +1,6 @@
-/* tokenizer.cc - the SentencePiece shim behind tokenizer.h (the only C++ in
- * the project; every entry point is extern "C" and catches every exception).
+/* tokenizer_spm.cc - the SentencePiece shim behind tokenizer.h (the only C++
+ * in the project; every entry point, declared in spm.h, is extern "C" and
+ * catches every exception).
  *
  * A GGUF vocabulary becomes a SentencePiece ModelProto serialised by hand in
  * protobuf wire format (field numbers checked against sentencepiece 0.1.97
@@ -7,7 +8,8 @@
  * Encoding reproduces llama.cpp with parse_special = false: user-defined
  * pieces are carved out of the raw text first, control pieces never match.
  * Invariant: after open, kind[] and byte[] describe every id, so decoding
- * never allocates per token. GGUF parsing lives in gguf.c.
+ * never allocates per token. GGUF parsing lives in gguf.c, the choice
+ * between this and byte-level BPE (bpe.c) in tok.c.
  */
 #include <sentencepiece_processor.h>
 
@@ -26,7 +28,7 @@
 extern "C" {
 #include "engine/base/err.h"
 #include "engine/gguf/gguf.h"
-#include "engine/tok/tokenizer.h"
+#include "engine/tok/spm.h"
 }
 #include "engine/base/file.h"
 #include "engine/base/utf8.h"
@@ -67,7 +69,7 @@ const char *const EOG_TEXTS[] = {
 
 } /* namespace */
 
-struct tok {
+struct tok_spm {
 	sentencepiece::SentencePieceProcessor sp;
 	int n_vocab;
 	int bos, eos;                 /* ids or -1 */
@@ -375,7 +377,7 @@ int fix_types(const struct gguf *g, vocab &v, char *err, size_t errlen)
  * are escaped (its converter even stores Gemma's "\u2581\u2581" pieces as
  * "  "), longest piece first, each left to right; SentencePiece would
  * match them after escaping and never see a piece holding a space. */
-void user_pieces(struct tok *t, const vocab &v)
+void user_pieces(struct tok_spm *t, const vocab &v)
 {
 	for (size_t i = 0; i < v.piece.size(); i++)
 		if (v.type[i] == SP_USER_DEFINED)
@@ -396,7 +398,7 @@ struct frag {
 
 /* Splits text into raw stretches and user-defined pieces as llama.cpp's
  * tokenizer_st_partition does with parse_special = false. */
-void partition(const struct tok *t, const char *text, size_t len, std::vector<frag> &out)
+void partition(const struct tok_spm *t, const char *text, size_t len, std::vector<frag> &out)
 {
 	std::vector<frag> next;
 
@@ -430,7 +432,7 @@ void partition(const struct tok *t, const char *text, size_t len, std::vector<fr
 /* Appends the ids of text[0..len) to out. SentencePiece encodes each raw
  * stretch separately; like llama.cpp, each gets the dummy prefix when the
  * model adds one. */
-sentencepiece::util::Status encode_into(const struct tok *t, const char *text, size_t len,
+sentencepiece::util::Status encode_into(const struct tok_spm *t, const char *text, size_t len,
 					std::vector<int> &out)
 {
 	std::vector<frag> frags;
@@ -454,7 +456,7 @@ sentencepiece::util::Status encode_into(const struct tok *t, const char *text, s
 }
 
 /* Loads a serialised ModelProto into t and fills the per-id tables. */
-int tok_load(struct tok *t, const std::string &proto, const char *fn,
+int tok_load(struct tok_spm *t, const std::string &proto, const char *fn,
 	     const char *name, char *err, size_t errlen)
 {
 	sentencepiece::util::Status st = t->sp.LoadFromSerializedProto(proto);
@@ -498,7 +500,7 @@ int tok_load(struct tok *t, const std::string &proto, const char *fn,
 
 /* Length of id's decoded text; writes it to buf when buf is not NULL (the
  * caller has checked room). Never allocates. */
-int token_text(const struct tok *t, int32_t id, char *buf)
+int token_text(const struct tok_spm *t, int32_t id, char *buf)
 {
 	const std::string &p = t->sp.IdToPiece(id);
 	int n = 0;
@@ -533,33 +535,19 @@ int token_text(const struct tok *t, int32_t id, char *buf)
 
 /* ---- public interface ------------------------------------------------- */
 
-extern "C" int tok_open_gguf(struct tok **out, const struct gguf *g, char *err,
+extern "C" int tok_spm_open_gguf(struct tok_spm **out, const struct gguf *g, char *err,
 			     size_t errlen)
 {
-	struct tok *t = NULL;
+	struct tok_spm *t = NULL;
 	int rc;
 
-	if (!out || !g)
-		return sekv_errf(err, errlen, SEKV_EINVAL, "tok_open_gguf: no output or gguf");
 	*out = NULL;
 	try {
-		struct gguf_str model;
 		const char *name = gguf_name(g);
 		vocab v;
 		std::string proto;
 		int sp_flag;
 
-		rc = gguf_get_str(g, "tokenizer.ggml.model", &model);
-		if (rc == SEKV_ENOTFOUND)
-			return sekv_errf(err, errlen, SEKV_ENOTFOUND,
-					 "tok_open_gguf: %s: no vocabulary (tokenizer.ggml.model missing)", name);
-		if (rc)
-			return sekv_errf(err, errlen, SEKV_EFORMAT,
-					 "tok_open_gguf: %s: tokenizer.ggml.model: not a string", name);
-		if (!piece_is(model, "llama"))
-			return sekv_errf(err, errlen, SEKV_EUNSUP,
-					 "tok_open_gguf: %s: tokenizer.ggml.model \"%.*s\": only SentencePiece (\"llama\") vocabularies",
-					 name, (int)(model.len > 32 ? 32 : model.len), model.ptr);
 		if ((rc = read_arrays(g, v, err, errlen)))
 			return rc;
 		size_t n = v.piece.size();
@@ -579,7 +567,7 @@ extern "C" int tok_open_gguf(struct tok **out, const struct gguf *g, char *err,
 			return rc;
 		serialise(proto, v);
 
-		t = new struct tok();
+		t = new struct tok_spm();
 		if ((rc = tok_load(t, proto, "tok_open_gguf", name, err, errlen)))
 			goto fail;
 		t->bos = v.bos;
@@ -599,14 +587,12 @@ fail:
 	return rc;
 }
 
-extern "C" int tok_open_file(struct tok **out, const char *path, char *err, size_t errlen)
+extern "C" int tok_spm_open_file(struct tok_spm **out, const char *path, char *err, size_t errlen)
 {
-	struct tok *t = NULL;
+	struct tok_spm *t = NULL;
 	FILE *f = NULL;
 	int rc;
 
-	if (!out || !path)
-		return sekv_errf(err, errlen, SEKV_EINVAL, "tok_open_file: no output or path");
 	*out = NULL;
 	try {
 		std::string proto;
@@ -638,7 +624,7 @@ extern "C" int tok_open_file(struct tok **out, const char *path, char *err, size
 		fclose(f);
 		f = NULL;
 
-		t = new struct tok();
+		t = new struct tok_spm();
 		if ((rc = tok_load(t, proto, "tok_open_file", path, err, errlen)))
 			goto fail;
 		t->bos = t->sp.bos_id();
@@ -658,32 +644,32 @@ fail:
 	return rc;
 }
 
-extern "C" void tok_close(struct tok *t)
+extern "C" void tok_spm_close(struct tok_spm *t)
 {
 	delete t;
 }
 
-extern "C" int tok_n_vocab(const struct tok *t)
+extern "C" int tok_spm_n_vocab(const struct tok_spm *t)
 {
 	return t->n_vocab;
 }
 
-extern "C" int tok_bos(const struct tok *t)
+extern "C" int tok_spm_bos(const struct tok_spm *t)
 {
 	return t->bos;
 }
 
-extern "C" int tok_eos(const struct tok *t)
+extern "C" int tok_spm_eos(const struct tok_spm *t)
 {
 	return t->eos;
 }
 
-extern "C" int tok_max_text_len(const struct tok *t)
+extern "C" int tok_spm_max_text_len(const struct tok_spm *t)
 {
 	return t->max_text;
 }
 
-extern "C" int tok_piece_id(const struct tok *t, const char *piece)
+extern "C" int tok_spm_piece_id(const struct tok_spm *t, const char *piece)
 {
 	if (!piece)
 		return -1;
@@ -698,25 +684,21 @@ extern "C" int tok_piece_id(const struct tok *t, const char *piece)
 	}
 }
 
-extern "C" int tok_special_id(const struct tok *t, const char *piece)
+extern "C" int tok_spm_special_id(const struct tok_spm *t, const char *piece)
 {
-	int id = tok_piece_id(t, piece);
+	int id = tok_spm_piece_id(t, piece);
 
 	return id >= 0 && t->kind[id] == KIND_CONTROL ? id : -1;
 }
 
-extern "C" int tok_is_control(const struct tok *t, int32_t id)
+extern "C" int tok_spm_is_control(const struct tok_spm *t, int32_t id)
 {
 	return id >= 0 && id < t->n_vocab && t->kind[id] == KIND_CONTROL;
 }
 
-extern "C" int tok_encode(const struct tok *t, const char *text, size_t len, int add_bos,
+extern "C" int tok_spm_encode(const struct tok_spm *t, const char *text, size_t len, int add_bos,
 			  int32_t *ids, int cap, char *err, size_t errlen)
 {
-	if (!t || (!text && len) || cap < 0 || (!ids && cap > 0))
-		return sekv_errf(err, errlen, SEKV_EINVAL, "tok_encode: bad arguments");
-	if (add_bos && t->bos < 0)
-		return sekv_errf(err, errlen, SEKV_EINVAL, "tok_encode: add_bos: the vocabulary has no BOS");
 	try {
 		std::vector<int> v;
 		sentencepiece::util::Status st = encode_into(t, len ? text : "", len, v);
@@ -742,7 +724,7 @@ extern "C" int tok_encode(const struct tok *t, const char *text, size_t len, int
 	}
 }
 
-extern "C" int tok_token_text(const struct tok *t, int32_t id, char *buf, int cap)
+extern "C" int tok_spm_token_text(const struct tok_spm *t, int32_t id, char *buf, int cap)
 {
 	if (id < 0 || id >= t->n_vocab || cap < 0 || (!buf && cap > 0))
 		return SEKV_EINVAL;
@@ -752,14 +734,14 @@ extern "C" int tok_token_text(const struct tok *t, int32_t id, char *buf, int ca
 	return token_text(t, id, buf);
 }
 
-extern "C" const char *tok_piece(const struct tok *t, int32_t id)
+extern "C" const char *tok_spm_piece(const struct tok_spm *t, int32_t id)
 {
 	if (id < 0 || id >= t->n_vocab)
 		return NULL;
 	return t->sp.IdToPiece(id).c_str();
 }
 
-extern "C" char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n)
+extern "C" char *tok_spm_decode_dup(const struct tok_spm *t, const int32_t *ids, int n)
 {
 	size_t total = 0;
 	char *s, *w;
