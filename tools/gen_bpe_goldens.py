@@ -21,8 +21,10 @@ Reads two real GGUF models (read-only; not committed) and writes:
       ByteLevel(add_prefix_space=False, use_regex=False); decoder
       ByteLevel; no added tokens, so control and user-defined token texts
       are ordinary text. Strings that are not valid UTF-8 are encoded as
-      Python's decode(errors="replace") gives them (one U+FFFD for each
-      maximal invalid subpart); their raw bytes are stored as hex.
+      Python's UTF-8 decoder repairs them with one U+FFFD for each byte of
+      a malformed sequence (the errors="fffd_per_byte" handler below, the
+      rule of SentencePiece and of sekv's utf8_repair); their raw bytes
+      are stored as hex.
 
 Configurations: qwen2 and smollm on their own vocabularies; llama-bpe
 (Llama 3) on the Qwen2 vocabulary and gpt2 on the SmolLM2 one, for want
@@ -34,6 +36,7 @@ usage: tools/gen_bpe_goldens.py [--smollm PATH] [--qwen PATH] [--out DIR]
   (defaults /tmp/mdl/smollm2.gguf, /tmp/mdl/qwen05.gguf, the repository)
 """
 import argparse
+import codecs
 import json
 import os
 import random
@@ -68,6 +71,14 @@ CONFIGS = [
 KEYS_U32 = ["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
             "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id"]
 KEYS_BOOL = ["tokenizer.ggml.add_bos_token", "tokenizer.ggml.add_space_prefix"]
+
+
+def fffd_per_byte(e):
+    """Decode error handler: one U+FFFD per byte of the malformed sequence."""
+    return ("\ufffd" * (e.end - e.start), e.end)
+
+
+codecs.register_error("fffd_per_byte", fffd_per_byte)
 
 
 def field_str(f, i):
@@ -347,7 +358,7 @@ def main():
         ids, decoded = [], {}
         cfg_cases = tiny_texts() if own else cases
         for i, (_, raw) in enumerate(cfg_cases):
-            s = raw.decode("utf-8", errors="replace")
+            s = raw.decode("utf-8", errors="fffd_per_byte")
             enc = tk.encode(s, add_special_tokens=False).ids
             ids.append(enc)
             back = tk.decode(enc, skip_special_tokens=False)

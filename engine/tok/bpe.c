@@ -1,7 +1,7 @@
 /* bpe.c - byte-level BPE over a GGUF vocabulary (declared in bpe.h).
  *
- * Text is made well-formed UTF-8 (U+FFFD for each maximal invalid
- * subpart), split into words by the pre-tokenizer (pretok.c), and each
+ * Text is made well-formed UTF-8 (utf8_repair: U+FFFD for each byte of
+ * a malformed sequence), split into words by the pre-tokenizer (pretok.c), and each
  * word's bytes become the tokens of their GPT-2 byte characters, merged
  * pair by pair, lowest merge rank first and leftmost first among equals
  * (Hugging Face tokenizers' and llama.cpp's order), with a heap over a
@@ -578,26 +578,6 @@ static int encode_word(void *ud, const char *w, size_t n)
 	return 0;
 }
 
-/* Copies s[0..n) to out (>= 3n bytes) with one U+FFFD per maximal invalid
- * subpart (Unicode 15 section 3.9, as Python's errors="replace"). */
-static size_t repair_utf8(const char *s, size_t n, char *out)
-{
-	size_t w = 0;
-
-	for (size_t i = 0; i < n;) {
-		uint32_t cp;
-		int valid, k = utf8_decode(s + i, n - i, &cp, &valid);
-		if (valid) {
-			memcpy(out + w, s + i, (size_t)k);
-			w += (size_t)k;
-		} else {
-			w += (size_t)utf8_encode(UTF8_REPLACEMENT, out + w);
-		}
-		i += (size_t)k;
-	}
-	return w;
-}
-
 int tok_bpe_encode(const struct tok_bpe *b, const char *text, size_t len, int add_bos,
 		   int32_t *ids, int cap, char *err, size_t errlen)
 {
@@ -612,7 +592,7 @@ int tok_bpe_encode(const struct tok_bpe *b, const char *text, size_t len, int ad
 	if (n_bad) {
 		if (len > SIZE_MAX / 3 || !(fixed = malloc(3 * len)))
 			return sekv_errf(err, errlen, SEKV_ENOMEM, "tok_encode: %zu bytes: out of memory", len);
-		len = repair_utf8(text, len, fixed);
+		len = utf8_repair(text, len, fixed, NULL);
 		text = fixed;
 	}
 	rc = tok_pre_split(b->pre, text, len, encode_word, &e, err, errlen);

@@ -5,7 +5,10 @@
  * expression is compiled once (JIT when PCRE2 has it) and matched with
  * PCRE2_NO_UTF_CHECK, so that a long text is validated once, not once per
  * match. Invariant: no expression matches the empty string (checked at
- * open), so every match advances.
+ * open), so every match advances. Their backtracking is linear in the run
+ * of one character class (\s*[\r\n]+ over a run of spaces), so the match
+ * limit is raised from PCRE2's 10 million to its maximum: a 10 MB run of
+ * spaces needs about 20 million steps.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -13,6 +16,7 @@
 #include "engine/tok/pretok.h"
 #include "engine/base/err.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +50,7 @@ struct tok_pre {
 	const struct pre_row *row;
 	int n_regex;
 	pcre2_code *code[PRE_MAX_REGEX];  /* [n_regex], owned */
+	pcre2_match_context *mctx;        /* the match limit; owned, read-only */
 };
 
 void tok_pre_close(struct tok_pre *p)
@@ -54,6 +59,7 @@ void tok_pre_close(struct tok_pre *p)
 		return;
 	for (int i = 0; i < p->n_regex; i++)
 		pcre2_code_free(p->code[i]);
+	pcre2_match_context_free(p->mctx);
 	free(p);
 }
 
@@ -100,6 +106,11 @@ int tok_pre_open(struct tok_pre **out, const char *name, size_t len,
 	if (!(p = calloc(1, sizeof *p)))
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "tok_pre_open: %s: out of memory", row->name);
 	p->row = row;
+	if (!(p->mctx = pcre2_match_context_create(NULL))) {
+		tok_pre_close(p);
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "tok_pre_open: %s: out of memory", row->name);
+	}
+	pcre2_set_match_limit(p->mctx, UINT32_MAX);
 	for (int i = 0; i < PRE_MAX_REGEX && row->regex[i]; i++)
 		if ((rc = compile_one(p, row->regex[i], err, errlen))) {
 			tok_pre_close(p);
@@ -139,7 +150,7 @@ static int split_level(struct split *sp, int level, const char *s, size_t n)
 		return sp->fn(sp->ud, s, n);
 	while (gap < n) {
 		int m = pcre2_match(sp->p->code[level], (PCRE2_SPTR)s, n, gap,
-				    PCRE2_NO_UTF_CHECK, sp->md[level], NULL);
+				    PCRE2_NO_UTF_CHECK, sp->md[level], sp->p->mctx);
 		if (m == PCRE2_ERROR_NOMATCH)
 			break;
 		if (m < 0) {

@@ -29,9 +29,8 @@
  * (llama.cpp's expressions for "llama-bpe", "qwen2", "smollm", "gpt2", run
  * with PCRE2; any other name is refused), each word's bytes are mapped to
  * GPT-2's byte characters and merged by rank (goldens: Hugging Face
- * tokenizers). Malformed UTF-8 becomes one U+FFFD per maximal invalid
- * subpart (Unicode 15 section 3.9; Python's errors="replace") before
- * splitting. Neither control (type 3) nor user-defined (type 4) tokens are
+ * tokenizers). Malformed UTF-8 is repaired before splitting as
+ * SentencePiece does it (utf8_repair in engine/base/utf8.h). Neither control (type 3) nor user-defined (type 4) tokens are
  * matched in text (unlike llama.cpp, which matches user-defined ones such
  * as Qwen2's "<tool_call>"). A byte whose character has no token (SmolLM2
  * has none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1d) is left out, as Hugging
