@@ -2,17 +2,18 @@
  *
  * Goldens: tests/golden/bpe.json (tools/gen_bpe_goldens.py: the ids of the
  * same strings from `tokenizers` built from the same vocabulary and merges)
- * over the vocabulary-only GGUFs of tests/data/bpe/ (SmolLM2, Qwen2). The
- * llama-bpe and gpt2 pre-tokenizers run on those vocabularies with
- * tokenizer.ggml.pre rewritten in memory. Plus round trips, the tokenizer.h
- * API, special-token text, and malformed vocabularies made by editing one
- * key of a real one (tests/gguf_writer.c). Paths are relative to the
- * repository root.
+ * over the vocabulary-only GGUFs of tests/data/bpe/: SmolLM2 and Qwen2 (the
+ * llama-bpe and gpt2 pre-tokenizers run on them with tokenizer.ggml.pre
+ * rewritten in memory) and a made-up one where llama-bpe's digit groups and
+ * ignore_merges matter. Plus round trips, the rest of tokenizer.h, special
+ * token text, and malformed vocabularies made by editing one key of a real
+ * one (tests/gguf_writer.c). Paths are relative to the repository root.
  */
 #include "tests/test.h"
 #include "tests/gguf_writer.h"
 
 #include "engine/base/err.h"
+#include "engine/base/utf8.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tok/tokenizer.h"
 
@@ -474,6 +475,36 @@ static void test_special_text_is_ordinary(struct test_ctx *t)
 	}
 }
 
+/* Malformed UTF-8 encodes as its utf8_repair'ed text in both kinds (for
+ * SentencePiece: its own rule is utf8_repair's, one U+FFFD per byte). */
+static void test_malformed_utf8_as_repaired(struct test_ctx *t)
+{
+	static const char *const bad[] = {
+		"\xe2\x82", "\xc0\xaf", "a\xf0\x9f\x98" "b", "\xed\xa0\x80", "\xf4\x90\x80\x80",
+		"x\xffy", "\xe0\x80\xaf", "caf\xe9 au lait", "\xf0\x9f\x98\x80\xf0\x9f", "\x80\x80 \xc3",
+	};
+	struct tok *tks[3] = {NULL, NULL, NULL};
+	char err[512] = "", fixed[64];
+
+	T_CHECKF(t, tok_open_file(&tks[0], "tests/data/tokenizer/llama2-tokenizer.model", err,
+				  sizeof err) == 0, "%s", err);
+	tks[1] = open_vocab(t, VOCAB_QWEN2, NULL);
+	tks[2] = tks[1] ? open_vocab(t, VOCAB_SMOLLM, NULL) : NULL;
+	for (int k = 0; k < 3 && tks[2] && !t->failed; k++)
+		for (size_t i = 0; i < sizeof bad / sizeof bad[0] && !t->failed; i++) {
+			size_t n_bad = 0, n = utf8_repair(bad[i], strlen(bad[i]), fixed, &n_bad);
+			int na = 0, nb = 0;
+			int32_t *a = encode_dup(t, tks[k], bad[i], strlen(bad[i]), &na);
+			int32_t *b = a ? encode_dup(t, tks[k], fixed, n, &nb) : NULL;
+			if (b && (n_bad == 0 || na != nb || memcmp(a, b, (size_t)na * sizeof *a)))
+				T_FAIL(t, "tokenizer %d, string %zu: not encoded as its repair", k, i);
+			free(a);
+			free(b);
+		}
+	for (int k = 0; k < 3; k++)
+		tok_close(tks[k]);
+}
+
 /* ---- refusals ----------------------------------------------------------- */
 
 static void test_unknown_pre_refused(struct test_ctx *t)
@@ -852,6 +883,7 @@ const struct test_case test_bpe[] = {
 	{"bpe_tiny_qwen2_ids_vs_golden", test_tiny_qwen2_ids_vs_golden},
 	{"bpe_roundtrip_decode", test_roundtrip_decode},
 	{"bpe_special_text_is_ordinary", test_special_text_is_ordinary},
+	{"tok_malformed_utf8_as_repaired", test_malformed_utf8_as_repaired},
 	{"bpe_unknown_pre_refused", test_unknown_pre_refused},
 	{"bpe_malformed_vocab_refused", test_malformed_vocab_refused},
 	{"bpe_tok_api", test_tok_api},

@@ -205,6 +205,7 @@ def texts():
               "\n ", " \n", "\t\n", "\n\t", "a \n b", "a\r\n  b", "end of line  \r\n",
               "\u00a0nbsp\u00a0", "ideographic\u3000space", "nel\u0085next", "ls\u2028ps\u2029",
               "thin\u2009space", "zwsp\u200bword", "\v\f vertical", "en\u2002em\u2003",
+              "mongolian\u180evowel \u180e x", "x \u180ey \u180e\u1820\u1821", "\x1c\x1d\x1e\x1f info separators",
               "   \n\n   \t\t  x", "x" + " " * 10 + "y", "a\u202fb\u205fc", "ogham\u1680mark"]:
         add("ws-mix", s)
     code = [

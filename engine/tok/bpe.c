@@ -150,22 +150,21 @@ static const char *gguf_name(const struct gguf *g)
 	return g->path ? g->path : "gguf";
 }
 
-/* A required array of element type et (any numeric type when et is
- * GGUF_U32) with n elements (any count when n is 0). */
-static int need_array(const struct gguf *g, const char *key, enum gguf_vtype et, uint64_t n,
+/* A required array of strings (or, when strings is 0, of numbers) with n
+ * elements (any count when n is 0). */
+static int need_array(const struct gguf *g, const char *key, int strings, uint64_t n,
 		      const struct gguf_kv **out, char *err, size_t errlen)
 {
 	const struct gguf_kv *kv = gguf_find_kv(g, key);
-	int numeric;
 
 	if (!kv)
 		return sekv_errf(err, errlen, SEKV_EFORMAT, "tok_open_gguf: %s: %s missing",
 				 gguf_name(g), key);
-	numeric = kv->arr_type != GGUF_STRING && kv->arr_type != GGUF_ARRAY;
-	if (kv->type != GGUF_ARRAY || (et == GGUF_STRING ? kv->arr_type != GGUF_STRING : !numeric))
+	if (kv->type != GGUF_ARRAY || (strings ? kv->arr_type != GGUF_STRING
+			: kv->arr_type == GGUF_STRING || kv->arr_type == GGUF_ARRAY))
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "tok_open_gguf: %s: %s: not an array of %s", gguf_name(g), key,
-				 et == GGUF_STRING ? "strings" : "integers");
+				 strings ? "strings" : "numbers");
 	if (n && kv->arr_n != n)
 		return sekv_errf(err, errlen, SEKV_EFORMAT,
 				 "tok_open_gguf: %s: %s: %llu elements for %llu tokens", gguf_name(g),
@@ -207,12 +206,12 @@ static int read_tokens(struct tok_bpe *b, const struct gguf *g, char *err, size_
 		return sekv_errf(err, errlen, SEKV_ENOTFOUND,
 				 "tok_open_gguf: %s: no vocabulary (tokenizer.ggml.tokens missing)",
 				 gguf_name(g));
-	if ((rc = need_array(g, "tokenizer.ggml.tokens", GGUF_STRING, 0, &kt, err, errlen)))
+	if ((rc = need_array(g, "tokenizer.ggml.tokens", 1, 0, &kt, err, errlen)))
 		return rc;
 	if (kt->arr_n == 0 || kt->arr_n > INT_MAX / 2)
 		return sekv_errf(err, errlen, SEKV_EFORMAT, "tok_open_gguf: %s: tokenizer.ggml.tokens: %llu tokens",
 				 gguf_name(g), (unsigned long long)kt->arr_n);
-	if ((rc = need_array(g, "tokenizer.ggml.token_type", GGUF_U32, kt->arr_n, &ky, err, errlen)))
+	if ((rc = need_array(g, "tokenizer.ggml.token_type", 0, kt->arr_n, &ky, err, errlen)))
 		return rc;
 	b->n_vocab = (int)kt->arr_n;
 	for (int i = 0; i < b->n_vocab; i++) {
@@ -265,7 +264,7 @@ static int read_merges(struct tok_bpe *b, const struct gguf *g, char *err, size_
 	struct gguf_str s;
 	int rc;
 
-	if ((rc = need_array(g, "tokenizer.ggml.merges", GGUF_STRING, 0, &km, err, errlen)))
+	if ((rc = need_array(g, "tokenizer.ggml.merges", 1, 0, &km, err, errlen)))
 		return rc;
 	if (km->arr_n > INT_MAX / 2)
 		return sekv_errf(err, errlen, SEKV_EFORMAT, "tok_open_gguf: %s: tokenizer.ggml.merges: %llu merges",
@@ -626,7 +625,7 @@ int tok_bpe_eos(const struct tok_bpe *b)
 
 int tok_bpe_piece_id(const struct tok_bpe *b, const char *piece)
 {
-	return piece ? find_piece(b, piece, strlen(piece)) : -1;
+	return find_piece(b, piece, strlen(piece));
 }
 
 int tok_bpe_special_id(const struct tok_bpe *b, const char *piece)

@@ -1,13 +1,24 @@
 /* tokenizer.h - text to token ids and back, over the two kinds of GGUF
- * vocabulary: SentencePiece (tokenizer.ggml.model = "llama", Gemma; a C++
- * shim, engine/tok/tokenizer_spm.cc) and byte-level BPE ("gpt2": Llama 3,
- * Qwen2, SmolLM2; engine/tok/bpe.c). engine/tok/tok.c dispatches.
- *
- * Text is always encoded with special-token parsing off: "<start_of_turn>"
- * or "<|im_start|>" inside a document is ordinary text; only tok_piece_id
- * and tok_special_id give such ids (the chat templates use them).
- * Malformed UTF-8 is encoded as U+FFFD. A tokenizer is read-only after open
- * and safe to share between threads.
+ * vocabulary: SentencePiece (tokenizer.ggml.model "llama": Gemma; the C++
+ * shim engine/tok/tokenizer_spm.cc) and byte-level BPE ("gpt2": Llama 3,
+ * Qwen2, SmolLM2; engine/tok/bpe.c, pretok.c); engine/tok/tok.c dispatches.
+ * Invariant: text is always encoded with special-token parsing off, so
+ * "<start_of_turn>" or "<|im_start|>" inside a document is ordinary text;
+ * only tok_piece_id and tok_special_id give such ids (the chat templates
+ * use them). Malformed UTF-8 is encoded as if repaired by utf8_repair
+ * (engine/base/utf8.h: one U+FFFD per malformed byte) in both kinds.
+ * A tokenizer is read-only after open and safe to share between threads.
+ */
+#ifndef SEKV_TOKENIZER_H
+#define SEKV_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct gguf;
+struct tok;
+
+/* The two kinds, and where they follow their references.
  *
  * SentencePiece: built from a tokenizer.model file or from the GGUF
  * vocabulary (tokens/scores/token_type, BOS/EOS/UNK ids, add_space_prefix),
@@ -21,30 +32,24 @@
  * a GGUF, the unknown token is typed UNKNOWN (SentencePiece needs exactly
  * one) and user-defined pieces whose text llama.cpp treats as end of
  * generation (Gemma 3: "</s>") become control pieces, as llama.cpp makes
- * them. Malformed UTF-8 follows SentencePiece's rule (U+FFFD per malformed
- * byte) where llama.cpp emits byte pieces.
+ * them. Malformed UTF-8: llama.cpp emits byte pieces instead.
  *
- * Byte-level BPE: tokens, token types and merges ("a b", rank = order) from
- * the GGUF; the text is split by the pre-tokenizer tokenizer.ggml.pre names
- * (llama.cpp's expressions for "llama-bpe", "qwen2", "smollm", "gpt2", run
- * with PCRE2; any other name is refused), each word's bytes are mapped to
- * GPT-2's byte characters and merged by rank (goldens: Hugging Face
- * tokenizers). Malformed UTF-8 is repaired before splitting as
- * SentencePiece does it (utf8_repair in engine/base/utf8.h). Neither control (type 3) nor user-defined (type 4) tokens are
- * matched in text (unlike llama.cpp, which matches user-defined ones such
- * as Qwen2's "<tool_call>"). A byte whose character has no token (SmolLM2
- * has none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1d) is left out, as Hugging
- * Face tokenizers and llama.cpp leave it. Encoding is O(n log n) in the
- * longest word and allocates about 40 bytes per byte of it.
+ * Byte-level BPE (goldens: Hugging Face tokenizers): tokens, token types
+ * and merges ("a b", rank = index) from the GGUF; the text is split by the
+ * pre-tokenizer tokenizer.ggml.pre names (llama.cpp's expressions for
+ * "llama-bpe", "qwen2", "smollm", "gpt2", run with PCRE2; any other name is
+ * refused), each word's bytes are mapped to GPT-2's byte characters and
+ * merged by rank. Neither control (type 3) nor user-defined (type 4)
+ * tokens are matched in text (llama.cpp matches user-defined ones, such as
+ * Qwen2's "<tool_call>"). A byte whose character has no token (SmolLM2 has
+ * none for 0x04, 0x06, 0x13, 0x14, 0x16, 0x1d) is left out, as Hugging
+ * Face tokenizers and llama.cpp leave it. Known difference: letters and
+ * digits assigned after Unicode 14 (PCRE2 10.42's tables; Kawi, Garay,
+ * CJK extension H, ...) are not \p{L}/\p{N} here, as they are for Hugging
+ * Face's Oniguruma (Unicode 16). Encoding is O(n log n) in the longest word
+ * and allocates about 40 bytes per byte of it (bench/tok_bench.c: about 3
+ * million tokens/s on prose, a 1 MB line without spaces in 0.4 s).
  */
-#ifndef SEKV_TOKENIZER_H
-#define SEKV_TOKENIZER_H
-
-#include <stddef.h>
-#include <stdint.h>
-
-struct gguf;
-struct tok;
 
 /* Builds from the vocabulary inside an open GGUF (model or vocab-only). The
  * gguf may be closed afterwards. Errors: SEKV_ENOTFOUND (no vocabulary),

@@ -671,8 +671,6 @@ extern "C" int tok_spm_max_text_len(const struct tok_spm *t)
 
 extern "C" int tok_spm_piece_id(const struct tok_spm *t, const char *piece)
 {
-	if (!piece)
-		return -1;
 	try {
 		/* PieceToId answers unk for an absent piece: confirm the text. */
 		int id = t->sp.PieceToId(piece);
