@@ -2,7 +2,7 @@
  * before anything can block. open() of a FIFO waits for a writer and a
  * device may never end, so every input the user names (document, -m,
  * --tokenizer) goes through file_open_regular. Reading and mapping stay
- * with the callers (extract.c, gguf.c, tokenizer.cc).
+ * with the callers (extract.c, gguf.c, tokenizer_spm.cc).
  */
 #ifndef SEKV_FILE_H
 #define SEKV_FILE_H

@@ -6,7 +6,7 @@
  * surrogates (U+D800..U+DFFF), code points above U+10FFFF, bad
  * continuation bytes and truncated sequences are malformed. Pure functions
  * over caller buffers: no heap, no locale, thread-safe. Display widths and
- * terminal sanitising live in ui/text.c. C and C++ (engine/tok/tokenizer.cc).
+ * terminal sanitising live in ui/text.c. C and C++ (engine/tok/tokenizer_spm.cc).
  */
 #ifndef SEKV_UTF8_H
 #define SEKV_UTF8_H
