@@ -235,7 +235,7 @@ static int read_tokens(struct tok_bpe *b, const struct gguf *g, char *err, size_
 	b->piece_at[0] = 0;
 	for (int i = 0; i < b->n_vocab; i++) {
 		double y;
-		gguf_arr_str(g, kt, (uint64_t)i, &s);
+		gguf_arr_str(g, kt, (uint64_t)i, &s); /* read in the first pass */
 		memcpy(b->pieces + b->piece_at[i], s.ptr, (size_t)s.len);
 		b->pieces[b->piece_at[i] + s.len] = '\0';
 		b->piece_at[i + 1] = b->piece_at[i] + (size_t)s.len + 1;
