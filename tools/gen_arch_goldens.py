@@ -21,6 +21,8 @@ states every convention and where it was checked. Needs numpy and gguf only;
 seeded, byte-for-byte reproducible, a few seconds on one core.
 
 usage: python3 tools/gen_arch_goldens.py [OUTDIR]
+       python3 tools/gen_arch_goldens.py --crosscheck   (needs llama-cpp-python)
+ARCHGOLD_ONLY=case,case limits either to some cases.
 """
 import hashlib
 import importlib.metadata
@@ -35,7 +37,6 @@ import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf import TokenType as TT
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "tests/data/arch"
 N_TOKENS = 48                           # > 5 windows of 8
 POSITIONS = [0, 1, 7, 8, 9, 20, 33, 47]  # first, last, both sides of the window edge
 
@@ -407,6 +408,15 @@ def gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
+def gelu_ggml_table(x):
+    """ggml-cpu's GELU under GGML_GELU_FP16: the tanh GELU looked up at the
+    fp16-rounded input and rounded to fp16 (crosscheck only; the goldens use
+    gelu_tanh)."""
+    h = x.astype(np.float16).astype(np.float64)
+    y = gelu_tanh(h).astype(np.float16).astype(np.float64)
+    return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, y))
+
+
 def rope_tables(n, d, base, scaling=None, freq_factors=None, yarn_orig_ctx=None):
     """cos, sin [n][d/2] for pair j at position p.
     theta = p * base^(-2j/d) / freq_factors[j]; linear: theta / factor;
@@ -537,7 +547,8 @@ def forward(c, W, tokens, opt=None):
             gu = h @ W[b + "ffn_up.weight"].T
             f = silu(gu[:, :F]) * gu[:, F:]
         elif fam == "gemma3":
-            f = gelu_tanh(h @ W[b + "ffn_gate.weight"].T) * (h @ W[b + "ffn_up.weight"].T)
+            act = gelu_ggml_table if opt.get("ggml_gelu") else gelu_tanh
+            f = act(h @ W[b + "ffn_gate.weight"].T) * (h @ W[b + "ffn_up.weight"].T)
         else:
             f = silu(h @ W[b + "ffn_gate.weight"].T) * (h @ W[b + "ffn_up.weight"].T)
         f = f @ W[b + "ffn_down.weight"].T
@@ -650,28 +661,8 @@ def floats(a):
     return [float("%.9g" % v) for v in np.asarray(a, dtype=np.float64).ravel().tolist()]
 
 
-def build(c):
-    rng = np.random.default_rng(seed_of(c["case"]))
-    kind, layout = c["vocab"]
-    vocab = spm_vocab(layout) if kind == "spm" else bpe_vocab(layout)
-    n_vocab = len(vocab["tokens"])
-    raw = make_weights(c, n_vocab, rng)
-    stored = [(name, store(arr, qt), qt) for name, arr, qt in raw]
-    W = {name: s[2] for name, s, _ in stored}
-
-    lo, hi = vocab["plain"]
-    tokens = [vocab["ids"]["bos"]] + [int(t) for t in rng.integers(lo, hi, N_TOKENS - 1)]
-    logits = forward(c, W, tokens)
-
-    path = os.path.join(OUT, c["case"] + ".gguf")
-    write_gguf(c, path, vocab, stored)
-    check_gguf(path, c, vocab, W)
-    with open(path, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-
-    # how far the logits move when one convention is dropped: what a test
-    # tolerance must stay well below
-    sens = {}
+def variants_of(c):
+    """(label, forward options) dropping one convention each."""
     variants = []
     if c.get("swa"):
         variants.append(("no_sliding_window", {"no_swa": True}))
@@ -685,7 +676,36 @@ def build(c):
         variants.append(("adjacent_pair_rope", {"adjacent_rope": True}))
     if c["family"] == "gemma3" and c["rope_base_swa"]:
         variants.append(("rope_base_swa_10000", {"default_base_swa": True}))
-    for label, opt in variants:
+    return variants
+
+
+def build(c, out, all_f32=False):
+    """Write <out>/<case>.gguf (every tensor F32 when all_f32) and, unless
+    all_f32, <out>/<case>.json. Returns (path, stored values, tokens, logits)."""
+    rng = np.random.default_rng(seed_of(c["case"]))
+    kind, layout = c["vocab"]
+    vocab = spm_vocab(layout) if kind == "spm" else bpe_vocab(layout)
+    n_vocab = len(vocab["tokens"])
+    raw = make_weights(c, n_vocab, rng)
+    stored = [(name, store(arr, F32 if all_f32 else qt), F32 if all_f32 else qt) for name, arr, qt in raw]
+    W = {name: s[2] for name, s, _ in stored}
+
+    lo, hi = vocab["plain"]
+    tokens = [vocab["ids"]["bos"]] + [int(t) for t in rng.integers(lo, hi, N_TOKENS - 1)]
+    logits = forward(c, W, tokens)
+
+    path = os.path.join(out, c["case"] + ".gguf")
+    write_gguf(c, path, vocab, stored)
+    check_gguf(path, c, vocab, W)
+    if all_f32:
+        return path, W, tokens, logits
+    with open(path, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+
+    # how far the logits move when one convention is dropped: what a test
+    # tolerance must stay well below
+    sens = {}
+    for label, opt in variants_of(c):
         alt = forward(c, W, tokens, opt)
         sens[label] = float("%.4g" % np.abs(alt[POSITIONS] - logits[POSITIONS]).max())
 
@@ -723,12 +743,41 @@ def build(c):
         "hparams": hp, "sensitivity_max_abs_diff": sens,
         "notes": NOTES[c["case"]],
     }
-    with open(os.path.join(OUT, c["case"] + ".json"), "w") as f:
+    with open(os.path.join(out, c["case"] + ".json"), "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
     L = logits[POSITIONS]
     print("%-14s n_vocab %3d  %7d bytes  logit std %.2f  max|l| %.2f  sens %s"
           % (c["case"], n_vocab, os.path.getsize(path), L.std(axis=1).mean(), np.abs(L).max(), sens))
+    return path, W, tokens, logits
+
+
+def crosscheck(only):
+    """--crosscheck: every case again with all tensors F32 (so no quantised
+    activations blur the comparison), run through llama.cpp by way of
+    llama-cpp-python, and compared with this forward and with each variant
+    that drops one convention. Prints max |diff| over POSITIONS; the golden
+    convention should be the nearest by orders of magnitude, except where
+    llama.cpp knowingly differs (mistral's sliding window)."""
+    import tempfile
+    from llama_cpp import Llama
+    tmp = tempfile.mkdtemp(prefix="archgold-")
+    for c in CASES:
+        if only and c["case"] not in only:
+            continue
+        path, W, tokens, logits = build(c, tmp, all_f32=True)
+        llm = Llama(model_path=path, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=1,
+                    logits_all=True, type_k=0, type_v=0, flash_attn=False, verbose=False)  # F32 KV cache
+        llm.eval(tokens)
+        got = np.array(llm.scores[:len(tokens)], dtype=np.float64)[POSITIONS]
+        del llm
+        rows = [("golden", logits)] + [(label, forward(c, W, tokens, opt)) for label, opt in variants_of(c)]
+        if c["family"] == "gemma3":
+            rows.insert(1, ("golden_with_ggml_fp16_gelu", forward(c, W, tokens, {"ggml_gelu": True})))
+        print("%-14s " % c["case"] + "  ".join("%s %.3g" % (label, np.abs(got - L[POSITIONS]).max())
+                                               for label, L in rows))
+        os.unlink(path)
+    os.rmdir(tmp)
 
 
 NOTES = {
@@ -762,11 +811,16 @@ NOTES = {
 
 
 def main():
-    os.makedirs(OUT, exist_ok=True)
+    args = sys.argv[1:]
     only = set(os.environ.get("ARCHGOLD_ONLY", "").split(",")) - {""}
+    if args[:1] == ["--crosscheck"]:
+        crosscheck(only)
+        return
+    out = args[0] if args else "tests/data/arch"
+    os.makedirs(out, exist_ok=True)
     for c in CASES:
         if not only or c["case"] in only:
-            build(c)
+            build(c, out)
 
 
 if __name__ == "__main__":
