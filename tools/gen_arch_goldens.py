@@ -254,7 +254,7 @@ F32, F16, Q8, Q4K, Q6K = QT.F32, QT.F16, QT.Q8_0, QT.Q4_K, QT.Q6_K
 CASES = [
     dict(case="gemma3", arch="gemma3", family="gemma3", vocab=("spm", "gemma3"), template="gemma3",
          n_embd=64, n_head=4, n_head_kv=1, d_head=32, n_ff=256, n_layer=6, eps=1e-6, n_ctx=32768,
-         rope_base=1e6, rope_base_swa=20000.0, swa=8, swa_pattern=3, write_pattern=True, tied=True,
+         rope_base=1e6, rope_base_swa=1000.0, swa=8, swa_pattern=3, write_pattern=True, tied=True,
          types={"token_embd": Q8, "attn_q": (F16, Q8), "attn_k": Q8, "attn_v": F32, "attn_output": Q8,
                 "ffn_gate": (Q8, F16), "ffn_up": Q8, "ffn_down": (Q6K, Q4K)}),
     dict(case="gemma3_linear", arch="gemma3", family="gemma3", vocab=("spm", "gemma3"), template="gemma3",
@@ -417,7 +417,7 @@ def gelu_ggml_table(x):
     return np.where(x <= -10.0, 0.0, np.where(x >= 10.0, x, y))
 
 
-def rope_tables(n, d, base, scaling=None, freq_factors=None, yarn_orig_ctx=None):
+def rope_tables(n, d, base, scaling=None, freq_factors=None, yarn_orig_ctx=None, opt=None):
     """cos, sin [n][d/2] for pair j at position p.
     theta = p * base^(-2j/d) / freq_factors[j]; linear: theta / factor;
     yarn (ggml rope_yarn with ext_factor 1, beta_fast 32, beta_slow 1):
@@ -426,6 +426,7 @@ def rope_tables(n, d, base, scaling=None, freq_factors=None, yarn_orig_ctx=None)
       ramp_j = 1 - clamp((j - lo) / max(0.001, hi - lo), 0, 1),
       theta = theta/factor * (1 - ramp_j) + theta * ramp_j,
       cos and sin both multiplied by 1 + 0.1 ln(factor)."""
+    opt = opt or {}
     j = np.arange(d // 2, dtype=np.float64)
     inv = base ** (-2.0 * j / d)
     if freq_factors is not None:
@@ -441,9 +442,9 @@ def rope_tables(n, d, base, scaling=None, freq_factors=None, yarn_orig_ctx=None)
             return d * math.log(yarn_orig_ctx / (beta * 2 * math.pi)) / (2 * math.log(base))
         lo = max(0.0, math.floor(corr(32.0)))
         hi = min(d - 1.0, math.ceil(corr(1.0)))
-        ramp = 1.0 - np.clip((j - lo) / max(0.001, hi - lo), 0.0, 1.0)
+        ramp = 0.0 if opt.get("yarn_no_ramp") else 1.0 - np.clip((j - lo) / max(0.001, hi - lo), 0.0, 1.0)
         theta = (theta / factor) * (1.0 - ramp) + theta * ramp
-        mscale = 1.0 + 0.1 * math.log(factor)
+        mscale = 1.0 if opt.get("yarn_no_mscale") else 1.0 + 0.1 * math.log(factor)
     return np.cos(theta) * mscale, np.sin(theta) * mscale
 
 
@@ -488,12 +489,12 @@ def attention(q, k, v, scale, window):
     return out.reshape(T, -1)
 
 
-def layer_is_swa(c, il):
+def layer_is_swa(c, il, pattern=None):
     """llama.cpp set_swa_pattern(n, dense_first=false): layer il slides iff
     il % n < n - 1 (n = 0: every layer)."""
     if not c.get("swa"):
         return False
-    n = c["swa_pattern"]
+    n = c["swa_pattern"] if pattern is None else pattern
     return n == 0 or il % n < n - 1
 
 
@@ -510,7 +511,7 @@ def forward(c, W, tokens, opt=None):
     scaling = None if opt.get("no_scaling") else c.get("rope_scaling")
     for il in range(c["n_layer"]):
         b = "blk.%d." % il
-        swa = layer_is_swa(c, il) and not opt.get("no_swa")
+        swa = layer_is_swa(c, il, opt.get("swa_pattern")) and not opt.get("no_swa")
         h = rms_norm(x, W[b + "attn_norm.weight"], eps)
         if fam == "phi3":
             qkv = h @ W[b + "attn_qkv.weight"].T
@@ -530,14 +531,17 @@ def forward(c, W, tokens, opt=None):
             k = rms_norm(k, W[b + "attn_k_norm.weight"], eps)
             if swa:
                 base = c["rope_base_swa"] if c["rope_base_swa"] and not opt.get("default_base_swa") else 10000.0
-                cos, sin = rope_tables(T, D, base)
+                if opt.get("base_swa_is_freq_base"):
+                    base = c["rope_base"]
+                cos, sin = rope_tables(T, D, base, scaling if opt.get("scaling_all_layers") else None)
             else:
                 cos, sin = rope_tables(T, D, c["rope_base"], scaling)
         else:
-            cos, sin = rope_tables(T, D, c["rope_base"], scaling, ff, c.get("yarn_orig_ctx"))
+            cos, sin = rope_tables(T, D, c["rope_base"], scaling, ff, c.get("yarn_orig_ctx"), opt)
         rot = rope_adjacent if opt.get("adjacent_rope") else rope_neox
         q, k = rot(q, cos, sin), rot(k, cos, sin)
-        a = attention(q, k, v, 1.0 / math.sqrt(D), c["swa"] if swa else None)
+        scale = 1.0 / math.sqrt(E / H if opt.get("scale_by_n_embd") else D)
+        a = attention(q, k, v, scale, c["swa"] if swa else None)
         a = a @ W[b + "attn_output.weight"].T
         if fam == "gemma3":
             a = rms_norm(a, W[b + "post_attention_norm.weight"], eps)
@@ -545,7 +549,8 @@ def forward(c, W, tokens, opt=None):
         h = rms_norm(x, W[b + "ffn_norm.weight"], eps)
         if fam == "phi3":
             gu = h @ W[b + "ffn_up.weight"].T
-            f = silu(gu[:, :F]) * gu[:, F:]
+            gate, up = (gu[:, F:], gu[:, :F]) if opt.get("up_then_gate") else (gu[:, :F], gu[:, F:])
+            f = silu(gate) * up
         elif fam == "gemma3":
             act = gelu_ggml_table if opt.get("ggml_gelu") else gelu_tanh
             f = act(h @ W[b + "ffn_gate.weight"].T) * (h @ W[b + "ffn_up.weight"].T)
@@ -674,8 +679,21 @@ def variants_of(c):
         variants.append(("neox_rope_on_gguf_rows", {"skip_unpermute": True}))
     else:
         variants.append(("adjacent_pair_rope", {"adjacent_rope": True}))
-    if c["family"] == "gemma3" and c["rope_base_swa"]:
-        variants.append(("rope_base_swa_10000", {"default_base_swa": True}))
+    if c["family"] == "gemma3":
+        if c["rope_base_swa"]:
+            variants.append(("rope_base_swa_10000", {"default_base_swa": True}))
+        variants.append(("rope_base_swa_is_freq_base", {"base_swa_is_freq_base": True}))
+        if c["write_pattern"]:
+            variants.append(("swa_pattern_6", {"swa_pattern": 6}))
+        if c.get("rope_scaling"):
+            variants.append(("rope_scaling_on_swa_layers_too", {"scaling_all_layers": True}))
+        if c["d_head"] * c["n_head"] != c["n_embd"]:
+            variants.append(("attn_scale_from_n_embd_over_n_head", {"scale_by_n_embd": True}))
+    if c.get("rope_scaling", ("",))[0] == "yarn":
+        variants.append(("yarn_without_mscale", {"yarn_no_mscale": True}))
+        variants.append(("yarn_without_ramp", {"yarn_no_ramp": True}))
+    if c["family"] == "phi3":
+        variants.append(("ffn_up_read_as_up_then_gate", {"up_then_gate": True}))
     return variants
 
 
@@ -784,7 +802,7 @@ NOTES = {
     "gemma3": "Gemma 3 layout with key_length 32 != n_embd/n_head and 1 KV head. GGUF norm weights already "
               "hold 1 + w (converter adds 1), so every RMSNorm is x/rms*g. sliding_window 8, "
               "attention.sliding_window_pattern 3 written (layers 2 and 5 global), rope.freq_base 1e6 on global "
-              "layers, rope.freq_base_swa 20000 written (non-default on purpose) on sliding layers. Tied output.",
+              "layers, rope.freq_base_swa 1000 written (non-default on purpose) on sliding layers. Tied output.",
     "gemma3_linear": "No sliding_window_pattern and no freq_base_swa keys: defaults 6 (only layer 5 global) and "
                      "10000. rope.scaling.type linear, factor 8 applies to the global layer only "
                      "(llama.cpp: freq_scale_swa stays 1). Tied output.",
