@@ -338,8 +338,12 @@ def llama3_factors(d, base, p):
 
 
 def make_weights(c, n_vocab, rng):
-    """-> list of (gguf name, float32 array in GGUF row order [out][in], type)
-    and the HF-layout float64 views the forward uses, filled in by build()."""
+    """-> list of (gguf name, float32 array in GGUF row order [out][in], type).
+    Linear weights ~ N(0, gain^2/n_in) so activations stay O(1) (q and k a
+    little larger, for peaked attention); norm weights 1 + N(0, 0.15^2);
+    embeddings and the output head std 0.5, so logits spread by ~4.
+    llama-family q/k rows are drawn in HF order and permuted as the
+    converter does."""
     E, H, Hkv, D, F = c["n_embd"], c["n_head"], c["n_head_kv"], c["d_head"], c["n_ff"]
     ty = c["types"]
 
@@ -634,7 +638,7 @@ def write_gguf(c, path, vocab, stored):
         w.add_add_space_prefix(False)
     w.add_chat_template(TEMPLATES[c["template"]])
 
-    for name, (data, raw, _), qt in ((n, s, q) for n, s, q in stored):
+    for name, (data, raw, _), _ in stored:
         w.add_tensor(name, data, raw_dtype=raw)
     w.write_header_to_file()
     w.write_kv_data_to_file()
