@@ -5,8 +5,11 @@
 # where the CPU reports AMX that build crashes in ggml_backend_amx_mul_mat,
 # so there it is built for AVX-512 (VBMI, VNNI, BF16) without the AMX
 # kernels. Does nothing when that version is already importable, unless
-# BENCH_DEPS_FORCE=1. Not used by CI or `make test`.
+# BENCH_DEPS_FORCE=1. After installing, generates a few tokens with the
+# default model when it is there (tools/llamacpp_smoke.py). Not used by CI
+# or `make test`.
 set -e
+cd "$(dirname "$0")/.."
 VERSION=0.3.36
 JOBS=${CMAKE_BUILD_PARALLEL_LEVEL:-2}
 
@@ -24,10 +27,16 @@ else
 	CMAKE_ARGS=${CMAKE_ARGS:-}
 fi
 export CMAKE_ARGS
-export CMAKE_BUILD_PARALLEL_LEVEL=$JOBS
+export CMAKE_BUILD_PARALLEL_LEVEL="$JOBS"
 echo "bench-deps: CMAKE_ARGS=$CMAKE_ARGS, $JOBS build jobs (a source build: tens of minutes on 2 cores)"
 # --no-cache-dir: a wheel cached from an earlier build with other
 # CMAKE_ARGS would otherwise be installed as it is.
 python3 -m pip install --no-cache-dir --force-reinstall --no-deps "llama-cpp-python==$VERSION"
 python3 -m pip install "llama-cpp-python==$VERSION"
 python3 -c 'import llama_cpp; print("bench-deps: llama-cpp-python", llama_cpp.__version__, "importable")'
+# a build for the wrong instruction set shows on its first model
+m=$(sh assets/fetch_model.sh --path)
+if [ -r "$m" ]; then
+	python3 tools/llamacpp_smoke.py -n 8 "$m" ||
+		{ echo "bench-deps: llama.cpp was built but fails on $m" >&2; exit 1; }
+fi
