@@ -14,11 +14,20 @@ import sys
 import time
 
 try:
+    import llama_cpp
     from llama_cpp import Llama
 except ImportError as e:
     sys.exit(f"llamacpp_smoke: import llama_cpp: {e} (run `make bench-deps`)")
 
 PROMPT = "The GNU General Public License is"
+GGML_LOG_LEVEL_ERROR = 4
+
+
+@llama_cpp.llama_log_callback
+def _log(level, text, user_data):
+    """llama.cpp's log, its errors only (on stderr)."""
+    if level == GGML_LOG_LEVEL_ERROR and text:
+        sys.stderr.write(text.decode("utf-8", "replace"))
 
 
 def smoke(path, n, threads):
@@ -49,6 +58,7 @@ def main():
     ap.add_argument("-t", type=int, default=os.cpu_count() or 1, help="threads")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
+    llama_cpp.llama_log_set(_log, None)
     ok = True
     for m in a.models:
         ok = smoke(m, a.n, a.t) and ok
