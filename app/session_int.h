@@ -10,6 +10,7 @@
 
 #include "app/config.h"
 #include "app/session.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
 #include "store/store.h"
 
