@@ -25,8 +25,10 @@ struct model_state;
 int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	     char *err, size_t errlen);
 
-/* Text the document turn starts with, before the document itself. */
-#define APP_DOC_PREAMBLE ""
+/* The system instruction of a document's prompt (chat_build_turn's system:
+ * the chat-template format only; the completion format has none). */
+#define APP_DOC_SYSTEM \
+	"Answer questions about the document from its text. Quote the document where you can."
 
 /* Progress of one ingest stage (borrowed for the callback). */
 struct app_ingest_progress {

@@ -226,7 +226,7 @@ int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen)
 	} else {
 		g->text = g->x.text + pt->start;
 		g->text_len = pt->end - pt->start;
-		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
+		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_SYSTEM,
 				     g->text, g->text_len, 0, NULL, err, errlen);
 	}
 	if (rc)
@@ -672,7 +672,7 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen)
 	if ((rc = app_load(g->o, &g->m, &g->tk, err, errlen)))
 		return rc;
 	g->hp = model_hparams(g->m);
-	if ((rc = chat_template_init(&g->ct, g->hp->arch, chat_format_of_gguf(model_gguf(g->m)),
+	if ((rc = chat_template_init(&g->ct, model_gguf(g->m), chat_format_of_gguf(model_gguf(g->m)),
 				     g->tk, err, errlen)))
 		return rc;
 	if (g->hp->n_global <= 0)

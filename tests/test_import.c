@@ -43,7 +43,7 @@ static int render(struct test_ctx *t, enum chat_format fmt, struct chat_tokvec *
 	app_opts_parse(&o, 0, NULL, err, sizeof err);
 	snprintf(o.model, sizeof o.model, "%s", test_model_path());
 	if ((rc = app_load(&o, &m, &tk, err, sizeof err)) ||
-	    (rc = chat_template_init(ct, model_hparams(m)->arch, fmt, tk, err, sizeof err))) {
+	    (rc = chat_template_init(ct, model_gguf(m), fmt, tk, err, sizeof err))) {
 		T_FAIL(t, "%s", err);
 	} else {
 		two_turns(&ic, tu);
@@ -80,6 +80,15 @@ static void import_render_completion_reads_as_sekv_turns(struct test_ctx *t)
 	T_CHECK(t, bos && counted);
 }
 
+/* The id a template gives a control piece of its markup, or -1. */
+static int32_t ctl_of(const struct chat_template *ct, const char *name)
+{
+	for (int i = 0; i < ct->n_ctl; i++)
+		if (!strcmp(ct->ctl_name[i], name))
+			return ct->ctl_id[i];
+	return -1;
+}
+
 /* The template: user and model turns, and an open user turn at the end
  * (as after any document), so the first question continues it. */
 static void import_render_template_ends_in_open_user_turn(struct test_ctx *t)
@@ -95,10 +104,11 @@ static void import_render_template_ends_in_open_user_turn(struct test_ctx *t)
 	int rc = render(t, CHAT_FORMAT_TEMPLATE, &v, &text, tu, &ct);
 	int same = !rc && !strcmp(text, "user\nName a red fruit.\nmodel\nA strawberry.\nuser\n"
 				  "And a yellow one?\nmodel\nA banana.\nOr a lemon.\nuser\n");
+	int32_t turn_open = ctl_of(&ct, "<start_of_turn>"), turn_close = ctl_of(&ct, "<end_of_turn>");
 	for (int i = 0; i < v.n; i++) {
-		n_open += v.ids[i] == ct.turn_open;
-		n_close += v.ids[i] == ct.turn_close;
-		if (v.ids[i] == ct.turn_open)
+		n_open += v.ids[i] == turn_open;
+		n_close += v.ids[i] == turn_close;
+		if (v.ids[i] == turn_open)
 			last_open = i;
 	}
 	/* <start_of_turn>user\n closes the stream: a few tokens after the last opening */
