@@ -512,13 +512,14 @@ int chat_example_of_text(const char *text, size_t len, char *out, size_t cap)
 }
 
 /* Appends s[0..n) tokenized as text; cont: it continues the text run
- * before it, so a dummy prefix the tokenizer puts in front is not wanted:
- * a leading space of s stands for it, else a lone space piece is dropped
- * (the runs that continue, join and Llama 2's closing, start with white
- * space). */
+ * before it, so the dummy prefix the tokenizer puts in front is not
+ * wanted. A leading space of s stands for it; else s is tokenized after a
+ * newline, whose own tokens (the dummy prefix and the newline's byte
+ * piece: no piece of such a vocabulary spans a newline) are dropped. */
 static int push_run(struct chat_tokvec *v, const struct chat_template *ct, const struct tok *t,
 		    const char *s, size_t n, int cont, char *err, size_t errlen)
 {
+	int32_t nl[4];
 	int at = v->n, rc;
 
 	if (!cont || !ct->dummy_prefix || n == 0)
@@ -530,12 +531,23 @@ static int push_run(struct chat_tokvec *v, const struct chat_template *ct, const
 	}
 	if (s[0] == ' ')
 		return chat_push_text(v, t, s + 1, n - 1, err, errlen);
-	if ((rc = chat_push_text(v, t, s, n, err, errlen)))
+	int k = tok_encode(t, "\n", 1, 0, nl, 4, err, errlen);
+	char *b = malloc(n + 1);
+	if (!b)
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "chat: out of memory");
+	b[0] = '\n';
+	memcpy(b + 1, s, n);
+	rc = k < 0 ? k : chat_push_text(v, t, b, n + 1, err, errlen);
+	free(b);
+	if (rc)
 		return rc;
-	if (v->n > at && v->ids[at] == ct->space_id) {
-		memmove(v->ids + at, v->ids + at + 1, (size_t)(v->n - at - 1) * sizeof *v->ids);
-		v->n--;
+	if (k > 4 || v->n - at <= k || memcmp(v->ids + at, nl, (size_t)k * sizeof *nl)) {
+		/* the newline merged with s: tokenize s alone after all */
+		v->n = at;
+		return chat_push_text(v, t, s, n, err, errlen);
 	}
+	memmove(v->ids + at, v->ids + at + k, (size_t)(v->n - at - k) * sizeof *v->ids);
+	v->n -= k;
 	return 0;
 }
 

@@ -31,10 +31,12 @@
  * tops the first user turn.
  *
  * Tokens: the text between two control tokens is tokenized as one string,
- * as llama.cpp tokenizes a rendered template; text that continues such a
- * run across calls (a question after the stored document, the closing
- * after a generated answer) loses the dummy-prefix space a SentencePiece
- * vocabulary would put before it (chat_build_turn).
+ * so the ids are those llama.cpp gives the rendered template (special
+ * tokens parsed); text that continues such a run across calls (a question
+ * after the stored document, the closing after a generated answer) goes
+ * without the dummy-prefix space a SentencePiece vocabulary would put
+ * before it (chat_build_turn). Contents are not trimmed, as some templates
+ * do: byte offsets into the document stay exact.
  */
 #ifndef SEKV_CHAT_H
 #define SEKV_CHAT_H
@@ -216,10 +218,11 @@ enum chat_turn_start {
  * model answers next). Control pieces are ids; the text between two of
  * them is tokenized as one string, so a family whose markup is text ([INST]
  * in a Llama 2 vocabulary) tokenizes as llama.cpp tokenizes the rendered
- * template. Text that continues the stream before the call (IN_USER's
- * join, Llama 2's " </s>" after an answer) drops the dummy prefix a
- * SentencePiece vocabulary puts before separately tokenized text: a leading
- * space of that text stands for it, else a lone space piece is dropped.
+ * template. Text that continues the stream's text before the call
+ * (IN_USER's join, Llama 2's " </s>" after an answer) goes without the
+ * dummy prefix a SentencePiece vocabulary puts before text tokenized
+ * alone: a leading space of that text stands for it, else the text is
+ * tokenized after a newline whose tokens are dropped.
  * COMPLETION: system is not used; a document (answer 0) is BOS + the
  * tokens of "Context:\n{text}"; a question (answer 1) is the tokens of
  * "\n\nAnswer with a quote from the context.\nQuestion: {text}\nAnswer:"
