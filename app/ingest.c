@@ -69,6 +69,15 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	return 0;
 }
 
+void app_template_note(const char *cmd, const struct model *m, const struct tok *tk, int quiet)
+{
+	struct chat_template ct;
+
+	if (!quiet && chat_template_init(&ct, model_gguf(m), CHAT_FORMAT_COMPLETION, tk, NULL, 0) == 0 &&
+	    ct.note[0])
+		app_errorf("sekv %s: note: %s\n", cmd, ct.note);
+}
+
 /* ---- one ingest ------------------------------------------------------ */
 
 
@@ -675,6 +684,8 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen)
 	if ((rc = chat_template_init(&g->ct, model_gguf(g->m), chat_format_of_gguf(model_gguf(g->m)),
 				     g->tk, err, errlen)))
 		return rc;
+	if (!g->o->quiet && g->ct.note[0])
+		app_errorf("sekv ingest: note: %s\n", g->ct.note);
 	if (g->hp->n_global <= 0)
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer",
 				 g->o->model);

@@ -126,6 +126,9 @@ static void chat_stop_rules_on_synthetic_streams(struct test_ctx *t)
 		{ CHAT_FORMAT_TEMPLATE, "us|er|\n|Mira", "Mira", 0, -1 },
 		{ CHAT_FORMAT_TEMPLATE, "\nmodel\nThe bakery", "The bakery", 0, -1 },
 		{ CHAT_FORMAT_TEMPLATE, "users| of", "users of", 0, -1 },
+		/* ChatML, Llama 3 and Phi-3 name the model's role "assistant" */
+		{ CHAT_FORMAT_TEMPLATE, "assist|ant|\nIt opened", "It opened", 0, -1 },
+		{ CHAT_FORMAT_TEMPLATE, "assistance is free", "assistance is free", 0, -1 },
 		{ CHAT_FORMAT_COMPLETION, "user\nMira", "user", 1, 0 },
 	};
 	char shown[512];
