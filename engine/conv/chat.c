@@ -250,7 +250,7 @@ static int has_dummy_prefix(const struct tok *t)
 }
 
 /* ct->note for a template sekv does not know: one line, the template's
- * first bytes shown printable; vr: the row of the vocabulary's markup used
+ * first bytes as printable ASCII (nothing that drives a terminal); vr: the row of the vocabulary's markup used
  * instead (a TEMPLATE format asked for), -1: the completion format. */
 static void note_unknown(struct chat_template *ct, const char *tmpl, size_t len, int vr)
 {
@@ -258,7 +258,8 @@ static void note_unknown(struct chat_template *ct, const char *tmpl, size_t len,
 	size_t k = 0;
 
 	for (size_t i = 0; i < len && k < sizeof head - 1; i++)
-		head[k++] = tmpl[i] == '\n' || tmpl[i] == '\r' || tmpl[i] == '\t' ? ' ' : tmpl[i];
+		head[k++] = (unsigned char)tmpl[i] < 0x20 ? ' ' : (unsigned char)tmpl[i] >= 0x7f ? '?'
+			: tmpl[i];
 	head[k] = 0;
 	if (vr < 0)
 		snprintf(ct->note, sizeof ct->note, "the model's chat template (\"%s...\") is not "
@@ -268,7 +269,7 @@ static void note_unknown(struct chat_template *ct, const char *tmpl, size_t len,
 			 "one sekv knows: using the %s markup of its vocabulary", head, families[vr].name);
 }
 
-/* Fills ct's markup and control ids from row r. */
+/* Fills ct's markup and control ids from family f. */
 static int resolve(struct chat_template *ct, const struct family *f, int bos_first,
 		   const struct tok *t, char *err, size_t errlen)
 {

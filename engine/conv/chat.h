@@ -98,7 +98,7 @@ void chat_tokvec_free(struct chat_tokvec *v);
 int chat_tokvec_push(struct chat_tokvec *v, int32_t id);
 
 #define CHAT_MAX_CTL 8   /* control pieces one family's markup names */
-#define CHAT_MAX_END 8   /* ids that end an answer */
+#define CHAT_MAX_END 16  /* ids that end an answer */
 
 /* A resolved prompt format (chat_template_init); read-only afterwards, so
  * one may be shared between threads. The markup strings are static;
