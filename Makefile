@@ -18,7 +18,11 @@ POPPLER_LIBS   := $(shell pkg-config --libs poppler-glib 2>/dev/null || echo -lp
 LDLIBS  = -lpcre2-8 -lsentencepiece -lstdc++ -llapacke -lopenblas -lsqlite3 -lncursesw -lcjson $(POPPLER_LIBS) $(CAIRO_LIBS) -lm -lpthread
 BUILD  ?= build
 BIN    ?= bin
-MODEL  ?= assets/models/gemma-3-270m-q4_k_m.gguf
+# MODEL: a model name (a recipe in assets/recipes/; `make model` fetches it)
+# or the path of a GGUF file; MODEL_PATH is the file it stands for (the one
+# place a name is resolved: assets/fetch_model.sh --path).
+MODEL  ?= gemma-3-270m
+MODEL_PATH := $(shell sh assets/fetch_model.sh --path '$(MODEL)')
 
 LIB_C   = $(wildcard engine/*/*.c store/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
 LIB_CC  = $(wildcard engine/*/*.cc)
@@ -78,12 +82,14 @@ $(BUILD)/%.o: %.cc
 deps:
 	@sh tools/deps.sh
 
+# MODEL=NAME fetches that recipe's model; `sh assets/fetch_model.sh --list`
+# lists the names. Nothing to do (no download, no hashing) when it is there.
 model:
-	@sh assets/fetch_model.sh $(MODEL)
+	@sh assets/fetch_model.sh '$(MODEL)'
 
 # The whole suite: unit tests, then integration tests with the real model.
 test: deps model all
-	SEKV_MODEL=$(MODEL) ./bin/sekv-tests
+	SEKV_MODEL=$(MODEL_PATH) ./bin/sekv-tests
 
 # Sanitizer build in build-asan/ and bin-asan/ (unit tests; the model tests
 # run too, slowly).
@@ -91,20 +97,22 @@ asan: model
 	$(MAKE) BUILD=build-asan BIN=bin-asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(MODEL) ./bin-asan/sekv-tests $(T)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(MODEL_PATH) ./bin-asan/sekv-tests $(T)
 
 # bench/run.sh, SeKV decode speed against its ideal at ~30K tokens
 # (bench/decode_speed.py, RATIO sekv_decode_vs_ideal), then the comparison
 # with llama.cpp last (it ends with the RATIO lines).
 bench: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 	sh bench/run.sh
-	python3 bench/decode_speed.py --model $(MODEL)
-	MODEL=$(MODEL) sh bench/compare_llamacpp.sh
+	python3 bench/decode_speed.py --model $(MODEL_PATH)
+	sh bench/compare_llamacpp.sh -m '$(MODEL_PATH)'
 
 # RIVAL_BIN=DIR compares with another build's DIR/sekv-bench instead of
-# llama.cpp (e.g. the build before a change).
+# llama.cpp (e.g. the build before a change). MODEL=NAME|PATH: any GGUF;
+# COMPARE_ARGS=--rival-only times llama.cpp alone (a model our engine
+# cannot load yet).
 bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
-	MODEL=$(MODEL) RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh
+	RIVAL_BIN=$(RIVAL_BIN) sh bench/compare_llamacpp.sh -m '$(MODEL_PATH)' $(COMPARE_ARGS)
 
 # QA benchmark (bench/qa/): 69 questions over licences and manuals of this
 # Debian machine, full KV vs SeKV at 10%: answer accuracy, evidence
@@ -112,12 +120,13 @@ bench-compare: all model $(BIN)/sekv-bench $(BIN)/sekv-membw
 # 7 minutes on 2 cores; not part of `make test` or CI. BENCH_THREADS
 # (default 2); QA_ARGS passes options (e.g. QA_ARGS="--limit 10").
 bench-qa: all model
-	python3 bench/qa/run_qa.py --model $(MODEL) $(QA_ARGS)
+	python3 bench/qa/run_qa.py --model $(MODEL_PATH) $(QA_ARGS)
 
 # llama.cpp through its Python binding, for bench-compare (builds llama.cpp
-# from source; not used by CI).
+# from source, for AVX-512 without AMX where the CPU reports AMX; not used
+# by CI). tools/bench_deps.sh.
 bench-deps:
-	python3 -m pip install llama-cpp-python==0.3.36
+	@sh tools/bench_deps.sh
 
 run: deps model all
 	sh tools/run_sample.sh

@@ -25,8 +25,15 @@ struct model_state;
 int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	     char *err, size_t errlen);
 
-/* Text the document turn starts with, before the document itself. */
-#define APP_DOC_PREAMBLE ""
+/* Prints "sekv CMD: note: ..." once (unless quiet) when the model's chat
+ * template is not one sekv knows, so its documents get the completion
+ * format (chat_template_init's note). m and tk borrowed for the call. */
+void app_template_note(const char *cmd, const struct model *m, const struct tok *tk, int quiet);
+
+/* The system instruction of a document's prompt (chat_build_turn's system:
+ * the chat-template format only; the completion format has none). */
+#define APP_DOC_SYSTEM \
+	"Answer questions about the document from its text. Quote the document where you can."
 
 /* Progress of one ingest stage (borrowed for the callback). */
 struct app_ingest_progress {

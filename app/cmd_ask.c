@@ -197,6 +197,7 @@ int cmd_ask(int argc, char **argv)
 		model_close(m);
 		return 1;
 	}
+	app_template_note("ask", m, tk, o.quiet);
 	if (!o.quiet) {
 		struct session_info in;
 		session_get_info(s, &in);

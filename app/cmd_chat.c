@@ -275,6 +275,7 @@ int cmd_chat(int argc, char **argv)
 		model_close(m);
 		return 1;
 	}
+	app_template_note("chat", m, tk, o.quiet);
 	session_get_info(c.s, &c.info);
 	c.o = o;
 	c.o.quiet = 1;

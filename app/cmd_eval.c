@@ -565,7 +565,7 @@ int cmd_eval(int argc, char **argv)
 		goto out;
 	status = 1;
 	if (app_load(&g->o, &m, &tk, err, sizeof err) ||
-	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk, err,
+	    chat_template_init(&ct, model_gguf(m), chat_format_of_gguf(model_gguf(m)), tk, err,
 			       sizeof err)) {
 		app_errorf("sekv eval: %s\n", err);
 		goto out;

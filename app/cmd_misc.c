@@ -131,8 +131,8 @@ int cmd_generate(int argc, char **argv)
 	if (app_load(&o, &m, &tk, err, sizeof err))
 		return fail("generate", err);
 	/* the turn is built here once to size the state */
-	if (chat_template_init(&ct, model_hparams(m)->arch,
-			       chat_format_of_gguf(model_gguf(m)), tk, err, sizeof err) ||
+	if (chat_template_init(&ct, model_gguf(m), chat_format_of_gguf(model_gguf(m)), tk, err,
+			       sizeof err) ||
 	    chat_build_turn(&v, &ct, tk, CHAT_START_STREAM, NULL, o.prompt, strlen(o.prompt), 1,
 			    NULL, err, sizeof err) ||
 	    model_state_new(&ms, m, v.n + o.n_predict + 1, o.n_batch, 1, err, sizeof err)) {
@@ -379,8 +379,8 @@ int cmd_count(int argc, char **argv)
 	if (!o.password && isatty(0))
 		p.ask_password = app_ask_password;
 	if (extract_file(o.args[0], &p, &x, err, sizeof err) || app_load(&o, &m, &tk, err, sizeof err) ||
-	    chat_template_init(&ct, model_hparams(m)->arch, chat_format_of_gguf(model_gguf(m)), tk,
-			       err, sizeof err)) {
+	    chat_template_init(&ct, model_gguf(m), chat_format_of_gguf(model_gguf(m)), tk, err,
+			       sizeof err)) {
 		fail("count", err);
 		goto out;
 	}

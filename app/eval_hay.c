@@ -344,7 +344,7 @@ static int doc_count(const struct tok *tk, const struct chat_template *ct, const
 		     size_t len, struct chat_tokvec *v, char *err, size_t errlen)
 {
 	v->n = 0;
-	int rc = chat_build_turn(v, ct, tk, CHAT_START_STREAM, APP_DOC_PREAMBLE, text, len, 0, NULL,
+	int rc = chat_build_turn(v, ct, tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL,
 				 err, errlen);
 	return rc ? rc : v->n;
 }

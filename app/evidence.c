@@ -49,25 +49,35 @@ int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct s
 {
 	const struct model_hparams *hp = model_hparams(m);
 	struct evidence_calib_params cp;
-	float score[MODEL_PROBE_MAX];
-	char heads[256], scores[1024];
-	size_t at = 0;
-	int rc, n_all = hp->n_global * hp->n_head;
+	int n_all = hp->n_global * hp->n_head, rc;
+	/* "layer:head=score," is at most 24 bytes a head */
+	size_t cap = (size_t)n_all * 24 + 1, at = 0;
+	float *score = malloc(sizeof(float) * (size_t)(n_all > 0 ? n_all : 1));
+	char *scores = malloc(cap), heads[256];
 
+	if (!score || !scores) {
+		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "evidence: out of memory");
+		goto out;
+	}
 	if (!quiet)
 		app_errorf("sekv: finding this model's retrieval heads for evidence (once per model)...\n");
 	evidence_calib_default_params(&cp);
 	*n_head = n_all < 3 ? n_all : 3;
 	if ((rc = evidence_calibrate(m, tk, &cp, score, head, *n_head, err, errlen)))
-		return rc;
+		goto out;
 	scores[0] = 0;
-	for (int i = 0; i < n_all && at < sizeof scores; i++)
-		at += (size_t)snprintf(scores + at, sizeof scores - at, "%s%d:%d=%.3f", i ? "," : "",
+	for (int i = 0; i < n_all && at < cap; i++)
+		at += (size_t)snprintf(scores + at, cap - at, "%s%d:%d=%.3f", i ? "," : "",
 				       hp->global_layer[i / hp->n_head], i % hp->n_head, score[i]);
 	evidence_heads_format(head, *n_head, heads, sizeof heads);
 	if (!quiet)
-		app_errorf("sekv: retrieval heads %s (needle score per head: question minus baseline share: %s)\n", heads, scores);
-	return st ? store_evidence_heads_put(st, hp->fingerprint, heads, scores, err, errlen) : 0;
+		app_errorf("sekv: retrieval heads %s (needle score per head: question minus baseline"
+			   " share%s%s)\n", heads, n_all <= 16 ? ": " : "", n_all <= 16 ? scores : "");
+	rc = st ? store_evidence_heads_put(st, hp->fingerprint, heads, scores, err, errlen) : 0;
+out:
+	free(score);
+	free(scores);
+	return rc;
 }
 
 int app_evidence_begin(struct app_evidence *ev, const struct app_opts *o, struct session *s,

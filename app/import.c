@@ -103,26 +103,6 @@ int import_conv_of(const struct history_conv *c, const char *title, struct impor
 	return rc;
 }
 
-/* The answer as the model would have written it: after "Answer:" the
- * completion format's answers start with a space. */
-static int push_answer(struct chat_tokvec *v, const struct chat_template *ct,
-		       const struct tok *t, const char *answer, char *err, size_t errlen)
-{
-	size_t n = strlen(answer);
-	int rc;
-
-	if (ct->fmt != CHAT_FORMAT_COMPLETION)
-		return chat_push_text(v, t, answer, n, err, errlen);
-	char *s = malloc(n + 2);
-	if (!s)
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "import: out of memory");
-	s[0] = ' ';
-	memcpy(s + 1, answer, n + 1);
-	rc = chat_push_text(v, t, s, n + 1, err, errlen);
-	free(s);
-	return rc;
-}
-
 int import_render(struct import_conv *ic, const struct chat_template *ct, const struct tok *t,
 		  struct chat_tokvec *v, char **text, size_t *len, char *err, size_t errlen)
 {
@@ -135,12 +115,13 @@ int import_render(struct import_conv *ic, const struct chat_template *ct, const 
 				     tu->question, strlen(tu->question), 1, NULL, err, errlen);
 		int n0 = v->n;
 		if (!rc)
-			rc = push_answer(v, ct, t, tu->answer, err, errlen);
+			rc = chat_push_answer(v, ct, t, tu->answer, strlen(tu->answer), err, errlen);
 		tu->n_answer_tok = v->n - n0;
 	}
 	/* a template document ends in an open user turn, which the first
-	 * question continues (as after any document) */
-	if (!rc && ct->fmt == CHAT_FORMAT_TEMPLATE)
+	 * question continues (as after any document); where the question gets
+	 * a turn of its own, it closes the last answer's turn itself */
+	if (!rc && ct->fmt == CHAT_FORMAT_TEMPLATE && ct->alternates)
 		rc = chat_build_turn(v, ct, t, CHAT_START_AFTER_MODEL, NULL, "", 0, 0, NULL, err, errlen);
 	if (rc)
 		return rc;

@@ -69,6 +69,15 @@ int app_load(const struct app_opts *o, struct model **m, struct tok **tk,
 	return 0;
 }
 
+void app_template_note(const char *cmd, const struct model *m, const struct tok *tk, int quiet)
+{
+	struct chat_template ct;
+
+	if (!quiet && chat_template_init(&ct, model_gguf(m), CHAT_FORMAT_COMPLETION, tk, NULL, 0) == 0 &&
+	    ct.note[0])
+		app_errorf("sekv %s: note: %s\n", cmd, ct.note);
+}
+
 /* ---- one ingest ------------------------------------------------------ */
 
 
@@ -226,7 +235,7 @@ int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen)
 	} else {
 		g->text = g->x.text + pt->start;
 		g->text_len = pt->end - pt->start;
-		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_PREAMBLE,
+		rc = chat_build_turn(&g->tv, &g->ct, g->tk, CHAT_START_STREAM, APP_DOC_SYSTEM,
 				     g->text, g->text_len, 0, NULL, err, errlen);
 	}
 	if (rc)
@@ -672,9 +681,11 @@ int app_ingest_load(struct ingest *g, char *err, size_t errlen)
 	if ((rc = app_load(g->o, &g->m, &g->tk, err, errlen)))
 		return rc;
 	g->hp = model_hparams(g->m);
-	if ((rc = chat_template_init(&g->ct, g->hp->arch, chat_format_of_gguf(model_gguf(g->m)),
+	if ((rc = chat_template_init(&g->ct, model_gguf(g->m), chat_format_of_gguf(model_gguf(g->m)),
 				     g->tk, err, errlen)))
 		return rc;
+	if (!g->o->quiet && g->ct.note[0])
+		app_errorf("sekv ingest: note: %s\n", g->ct.note);
 	if (g->hp->n_global <= 0)
 		return sekv_errf(err, errlen, SEKV_EUNSUP, "ingest: %s: model has no global-attention layer",
 				 g->o->model);

@@ -27,7 +27,7 @@ static int turn_tokens(const struct chat_template *ct, const struct tok *tk, con
 		       size_t len, int *n, char *err, size_t errlen)
 {
 	struct chat_tokvec v = { 0 };
-	int rc = chat_build_turn(&v, ct, tk, CHAT_START_STREAM, APP_DOC_PREAMBLE, text, len, 0, NULL,
+	int rc = chat_build_turn(&v, ct, tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL,
 				 err, errlen);
 	*n = v.n;
 	chat_tokvec_free(&v);

@@ -10,6 +10,7 @@
 
 #include "app/config.h"
 #include "app/session.h"
+#include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
 #include "store/store.h"
 
@@ -19,7 +20,7 @@ struct model_state;
 struct model_hparams;
 
 #define SESSION_BATCH 64
-#define SESSION_MAX_GLOBAL 8   /* global layers whose exact rows a session loads */
+#define SESSION_MAX_GLOBAL MODEL_MAX_LAYER /* global layers whose exact rows a session loads */
 
 struct session {
 	struct app_opts o;

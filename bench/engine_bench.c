@@ -11,6 +11,7 @@
  * gguf.h.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,14 +37,18 @@ struct bench_opts {
 	int n_ctx;      /* decode: tokens prefilled before the timed ones */
 	int n_batch;    /* prefill chunk */
 	int verify;     /* also print a check line on stderr */
+	int top;        /* prefill: print the last position's top logits (0: no) */
 };
 
 static const char usage_text[] =
 	"usage: sekv-bench -m MODEL -t THREADS --tokens FILE\n"
 	"                  --mode prefill|prefill_surprisal|decode -n N\n"
-	"                  [--ctx C] [--batch B] [--verify]\n"
+	"                  [--ctx C] [--batch B] [--verify] [--top K]\n"
 	"  FILE: token ids separated by whitespace (decode needs C+N of them)\n"
-	"  prints: tok_s X peak_rss_mib Y bytes_per_token Z\n";
+	"  prints: tok_s X peak_rss_mib Y bytes_per_token Z\n"
+	"  --top K (prefill modes): also 'top: ID LOGIT ...' on stderr, the K\n"
+	"  largest logits after the last token, fp32 activations throughout\n"
+	"  (tools/check_real_logits.py compares them with llama.cpp)\n";
 
 /* Parses a positive int option value; 0 or a message in err. */
 static int parse_int(const char *opt, const char *s, int lo, int *out,
@@ -97,6 +102,8 @@ static int parse_args(struct bench_opts *o, int argc, char **argv,
 			rc = parse_int(a, v, 1, &o->n_ctx, err, errlen);
 		else if (!strcmp(a, "--batch"))
 			rc = parse_int(a, v, 1, &o->n_batch, err, errlen);
+		else if (!strcmp(a, "--top"))
+			rc = parse_int(a, v, 1, &o->top, err, errlen);
 		else
 			return sekv_errf(err, errlen, SEKV_EINVAL, "option: %s: unknown", a);
 		if (rc)
@@ -249,6 +256,33 @@ out:
 	return rc;
 }
 
+/* 'top: ID LOGIT ...' of the k largest logits of state s (stderr). */
+static void print_top(const struct model *m, const struct model_state *s, int k)
+{
+	const float *lg = model_state_logits(s);
+	int V = model_hparams(m)->n_vocab, last = -1;
+	float last_v = INFINITY;
+
+	if (!lg)
+		return;
+	fputs("top:", stderr);
+	for (int r = 0; r < k && r < V; r++) {
+		int best = -1;
+		/* the next largest after (last_v, last) in (value desc, id asc) order */
+		for (int i = 0; i < V; i++) {
+			int after = lg[i] < last_v || (lg[i] == last_v && i > last);
+			if (after && (best < 0 || lg[i] > lg[best]))
+				best = i;
+		}
+		if (best < 0)
+			break;
+		fprintf(stderr, " %d %.6f", best, lg[best]);
+		last = best;
+		last_v = lg[best];
+	}
+	fputc('\n', stderr);
+}
+
 /* Runs the timed part of o->mode; fills *tok_s and *bpt. */
 static int run_bench(const struct bench_opts *o, const struct model *m,
 		     const int32_t *tokens, double *tok_s, double *bpt,
@@ -285,6 +319,8 @@ static int run_bench(const struct bench_opts *o, const struct model *m,
 			fprintf(stderr, "verify: n_tokens %d first %d last %d n_scored %d mean_nll %.4f\n",
 				o->n, tokens[0], tokens[o->n - 1], o->n - 1, sum / (o->n - 1));
 		}
+		if (!rc && o->top)
+			print_top(m, s, o->top);
 	} else {
 		rc = run_decode(o, m, s, tokens, &secs, err, errlen);
 		if (rc)
@@ -332,6 +368,8 @@ int main(int argc, char **argv)
 			goto fail;
 		}
 	}
+	if (o.top)
+		model_set_act_q8(m, 0);
 	if (run_bench(&o, m, tokens, &tok_s, &bpt, err, sizeof err))
 		goto fail;
 	printf("tok_s %.3f peak_rss_mib %.1f bytes_per_token %.0f\n",

@@ -6,7 +6,10 @@ Drives llama.cpp through llama-cpp-python's low-level ctypes API
 (`make bench-deps`). n_batch = n_ubatch = B like our engine; other context
 parameters are llama.cpp's defaults (flash attention "auto", f16 KV cache).
 Only the llama_decode calls (and reading the logits pointer) are timed.
-Prints `tok_s X peak_rss_mib Y bytes_per_token 0`.
+Prints `tok_s X peak_rss_mib Y bytes_per_token 0`. Works on any GGUF
+llama.cpp loads; `--tokenize FILE` instead prints FILE's token ids by the
+model's own tokenizer (its BOS when the model adds one), for models our
+tokenizer cannot read.
 """
 import argparse
 import ctypes
@@ -38,17 +41,22 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-m", dest="model", required=True)
     ap.add_argument("-t", dest="threads", type=int, default=0)
-    ap.add_argument("--tokens", required=True)
-    ap.add_argument("--mode", required=True,
-                    choices=["prefill", "prefill_surprisal", "decode"])
-    ap.add_argument("-n", dest="n", type=int, required=True)
+    ap.add_argument("--tokens")
+    ap.add_argument("--mode", choices=["prefill", "prefill_surprisal", "decode"])
+    ap.add_argument("-n", dest="n", type=int, default=0)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--batch", type=int, default=512)
     ap.add_argument("--verify", action="store_true",
                     help="print mean -log p of the scored tokens on stderr")
     ap.add_argument("--info", action="store_true",
                     help="print llama.cpp's version and attention settings on stderr")
+    ap.add_argument("--tokenize", metavar="FILE",
+                    help="print FILE's token ids (UTF-8 text) and exit")
     a = ap.parse_args()
+    if a.tokenize:
+        return a
+    if not a.tokens or not a.mode or not a.n:
+        fail("options: -m, --tokens, --mode and -n are required")
     if a.n < 1 or a.ctx < 1 or a.batch < 1 or a.threads < 0:
         fail("options: -n, --ctx, --batch must be >= 1 and -t >= 0")
     return a
@@ -156,6 +164,34 @@ class Bench:
         return secs
 
 
+def tokenize(a):
+    """Prints the ids of a.tokenize's text on one line; the model's special
+    tokens (its BOS) are added as the model asks, text is not parsed for
+    them. Loads the vocabulary only."""
+    L.llama_log_set(_log, ctypes.c_void_p(0))
+    L.llama_backend_init()
+    mp = L.llama_model_default_params()
+    mp.vocab_only = True
+    model = L.llama_model_load_from_file(a.model.encode(), mp)
+    if not model:
+        fail(f"load: {a.model}: llama.cpp could not load it")
+    try:
+        # without its final newlines, like the text the shell's "$(cat FILE)"
+        # gives our tokenizer in compare_llamacpp.sh
+        with open(a.tokenize, "rb") as f:
+            text = f.read().rstrip(b"\n")
+    except OSError as e:
+        fail(f"open: {a.tokenize}: {e.strerror}")
+    vocab = L.llama_model_get_vocab(model)
+    n_max = len(text) + 16
+    buf = (L.llama_token * n_max)()
+    n = L.llama_tokenize(vocab, text, len(text), buf, n_max, True, False)
+    if n < 0:
+        fail(f"tokenize: {a.tokenize}: needs {-n} ids, room for {n_max}")
+    print(" ".join(str(buf[i]) for i in range(n)))
+    L.llama_model_free(model)
+
+
 def info():
     """llama.cpp's version and the settings it chose, from its log."""
     keys = ("flash_attn", "Flash Attention", "n_ctx ", "n_batch", "n_ubatch",
@@ -171,6 +207,9 @@ def info():
 
 def main():
     a = parse_args()
+    if a.tokenize:
+        tokenize(a)
+        return
     decode = a.mode == "decode"
     ids = read_tokens(a.tokens, a.ctx + a.n if decode else a.n)
     bench = Bench(a, a.ctx + a.n if decode else a.n)

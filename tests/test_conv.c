@@ -357,7 +357,7 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	snprintf(f.o.model, sizeof f.o.model, "%s", test_model_path());
 	rc = app_load(&f.o, &f.m, &f.tk, err, sizeof err);
 	if (!rc)
-		rc = chat_template_init(&ct, model_hparams(f.m)->arch, CHAT_FORMAT_COMPLETION, f.tk,
+		rc = chat_template_init(&ct, model_gguf(f.m), CHAT_FORMAT_COMPLETION, f.tk,
 					err, sizeof err);
 	if (!rc)
 		rc = chat_build_turn(&d, &ct, f.tk, CHAT_START_STREAM, "ignored", doc, strlen(doc), 0,
@@ -399,7 +399,7 @@ static void conv_completion_turns_equal_exact_strings(struct test_ctx *t)
 	ct.example = NULL;
 	/* and in the chat-template format, after the user turn's opening */
 	q.n = 0;
-	if (chat_template_init(&ct, model_hparams(f.m)->arch, CHAT_FORMAT_TEMPLATE, f.tk, err, sizeof err) == 0 &&
+	if (chat_template_init(&ct, model_gguf(f.m), CHAT_FORMAT_TEMPLATE, f.tk, err, sizeof err) == 0 &&
 	    chat_build_turn(&q, &ct, f.tk, CHAT_START_AFTER_MODEL, NULL, "When?", 5, 1, &mk,
 			    err, sizeof err) == 0) {
 		ids_text(f.tk, q.ids + mk.text_at, q.n - mk.text_at, rest, sizeof rest);

@@ -41,7 +41,7 @@ static int load_tok(struct test_ctx *t)
 	snprintf(o.model, sizeof o.model, "%s", test_model_path());
 	o.n_threads = 1;
 	if (app_load(&o, &g_m, &g_tk, err, sizeof err) ||
-	    chat_template_init(&g_ct, model_hparams(g_m)->arch, chat_format_of_gguf(model_gguf(g_m)), g_tk,
+	    chat_template_init(&g_ct, model_gguf(g_m), chat_format_of_gguf(model_gguf(g_m)), g_tk,
 			       err, sizeof err)) {
 		T_FAIL(t, "load: %s", err);
 		return 0;
@@ -66,7 +66,7 @@ static int count_doc(const char *text, size_t len, struct chat_tokvec *v)
 {
 	char err[256];
 	v->n = 0;
-	if (chat_build_turn(v, &g_ct, g_tk, CHAT_START_STREAM, APP_DOC_PREAMBLE, text, len, 0, NULL, err,
+	if (chat_build_turn(v, &g_ct, g_tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL, err,
 			    sizeof err))
 		return -1;
 	return v->n;

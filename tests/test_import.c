@@ -1,6 +1,7 @@
 /* test_import.c - chat histories with the real model's tokenizer and the
  * sekv binary: the rendering of imported turns in both prompt formats (the
- * text a reader sees, the turn tokens), then a generated conversations.json
+ * text a reader sees, the turn tokens) and in a family whose questions get
+ * turns of their own (a vocabulary from tests/data/chat), then a generated conversations.json
  * ingested end to end (two conversations, each a document and a session
  * that `sekv sessions` lists and `sekv ask` continues), --conversation, a
  * malformed file refused by name and line, and an import killed mid-way
@@ -14,6 +15,7 @@
 #include "app/app.h"
 #include "app/import.h"
 #include "engine/conv/chat.h"
+#include "engine/gguf/gguf.h"
 #include "engine/model/model.h"
 #include "engine/tok/tokenizer.h"
 #include "tests/test.h"
@@ -43,7 +45,7 @@ static int render(struct test_ctx *t, enum chat_format fmt, struct chat_tokvec *
 	app_opts_parse(&o, 0, NULL, err, sizeof err);
 	snprintf(o.model, sizeof o.model, "%s", test_model_path());
 	if ((rc = app_load(&o, &m, &tk, err, sizeof err)) ||
-	    (rc = chat_template_init(ct, model_hparams(m)->arch, fmt, tk, err, sizeof err))) {
+	    (rc = chat_template_init(ct, model_gguf(m), fmt, tk, err, sizeof err))) {
 		T_FAIL(t, "%s", err);
 	} else {
 		two_turns(&ic, tu);
@@ -80,6 +82,15 @@ static void import_render_completion_reads_as_sekv_turns(struct test_ctx *t)
 	T_CHECK(t, bos && counted);
 }
 
+/* The id a template gives a control piece of its markup, or -1. */
+static int32_t ctl_of(const struct chat_template *ct, const char *name)
+{
+	for (int i = 0; i < ct->n_ctl; i++)
+		if (!strcmp(ct->ctl_name[i], name))
+			return ct->ctl_id[i];
+	return -1;
+}
+
 /* The template: user and model turns, and an open user turn at the end
  * (as after any document), so the first question continues it. */
 static void import_render_template_ends_in_open_user_turn(struct test_ctx *t)
@@ -95,10 +106,11 @@ static void import_render_template_ends_in_open_user_turn(struct test_ctx *t)
 	int rc = render(t, CHAT_FORMAT_TEMPLATE, &v, &text, tu, &ct);
 	int same = !rc && !strcmp(text, "user\nName a red fruit.\nmodel\nA strawberry.\nuser\n"
 				  "And a yellow one?\nmodel\nA banana.\nOr a lemon.\nuser\n");
+	int32_t turn_open = ctl_of(&ct, "<start_of_turn>"), turn_close = ctl_of(&ct, "<end_of_turn>");
 	for (int i = 0; i < v.n; i++) {
-		n_open += v.ids[i] == ct.turn_open;
-		n_close += v.ids[i] == ct.turn_close;
-		if (v.ids[i] == ct.turn_open)
+		n_open += v.ids[i] == turn_open;
+		n_close += v.ids[i] == turn_close;
+		if (v.ids[i] == turn_open)
 			last_open = i;
 	}
 	/* <start_of_turn>user\n closes the stream: a few tokens after the last opening */
@@ -108,6 +120,51 @@ static void import_render_template_ends_in_open_user_turn(struct test_ctx *t)
 	chat_tokvec_free(&v);
 	T_CHECKF(t, n_open == 5 && n_close == 4 && open_end, "%d openings, %d closings, last at %d of %d",
 		 n_open, n_close, last_open, v.n);
+}
+
+/* A family that gives each question a turn of its own (Phi-3, through its
+ * vocabulary and template in tests/data/chat): the rendering leaves the
+ * last answer's turn open and the first question closes it, so no empty
+ * user turn lies between: the control pieces read user, end, assistant,
+ * end, ... as the template writes them. */
+static void import_render_phi3_first_question_closes_answer(struct test_ctx *t)
+{
+	static const char *const want[] = { "<|user|>", "<|end|>", "<|assistant|>", "<|end|>",
+		"<|user|>", "<|end|>", "<|assistant|>", "<|end|>", "<|user|>", "<|end|>",
+		"<|assistant|>" };
+	struct gguf *g = NULL;
+	struct tok *tk = NULL;
+	struct chat_template ct;
+	struct chat_tokvec v = { 0 };
+	struct import_turn tu[2];
+	struct import_conv ic;
+	char err[512] = "", *text = NULL;
+	size_t len = 0, k = 0;
+	int rc;
+
+	if ((rc = gguf_open(&g, "tests/data/chat/phi3-vocab.gguf", err, sizeof err)) == 0 &&
+	    (rc = tok_open_gguf(&tk, g, err, sizeof err)) == 0)
+		rc = chat_template_init(&ct, g, chat_format_of_gguf(g), tk, err, sizeof err);
+	two_turns(&ic, tu);
+	if (!rc)
+		rc = import_render(&ic, &ct, tk, &v, &text, &len, err, sizeof err);
+	if (!rc)
+		rc = chat_build_turn(&v, &ct, tk, CHAT_START_IN_USER, NULL, "Q?", 2, 1, NULL, err,
+				     sizeof err);
+	for (int i = 0; !rc && i < v.n; i++) {
+		if (!tok_is_control(tk, v.ids[i]))
+			continue;
+		const char *p = tok_piece(tk, v.ids[i]);
+		if (k >= sizeof want / sizeof *want || !p || strcmp(p, want[k]))
+			rc = -1;
+		k++;
+	}
+	T_CHECKF(t, rc == 0 && ct.family == CHAT_FAMILY_PHI3 && k == sizeof want / sizeof *want,
+		 "rc %d (%s), %zu control pieces, family %s", rc, err, k, ct.name);
+	free(text);
+	chat_tokvec_free(&v);
+	tok_close(tk);
+	gguf_close(g);
 }
 
 /* Two conversations: "Pets" (two turns) and "Recipes" (one). */
@@ -286,6 +343,7 @@ static void import_killed_then_resume(struct test_ctx *t)
 const struct test_case test_import[] = {
 	{ "import_render_completion_reads_as_sekv_turns", import_render_completion_reads_as_sekv_turns },
 	{ "import_render_template_ends_in_open_user_turn", import_render_template_ends_in_open_user_turn },
+	{ "import_render_phi3_first_question_closes_answer", import_render_phi3_first_question_closes_answer },
 	{ "import_cli_chatgpt_sessions_then_ask", import_cli_chatgpt_sessions_then_ask },
 	{ "import_cli_malformed_names_file_and_line", import_cli_malformed_names_file_and_line },
 	{ "import_killed_then_resume", import_killed_then_resume },

@@ -579,7 +579,7 @@ const struct test_case test_model[] = {
 	{ "model_prefill_chunks_match_batch_and_decode", t_chunks_match },
 	{ "model_decode_attn_provider_matches_exact", t_attn_provider },
 	{ "model_sliding_window_long_prompt", t_sliding_window },
-	{ "gemma3_logits_vs_golden", t_golden },
-	{ "gemma3_decode_int8_act_logits_vs_golden", t_golden_decode },
+	{ "gemma3_270m_logits_vs_llamacpp_golden", t_golden },
+	{ "gemma3_270m_decode_int8_act_logits_vs_llamacpp_golden", t_golden_decode },
 	{ NULL, NULL },
 };

@@ -57,7 +57,7 @@ struct backend_ws_size {
  * head, the softmax weight every key receives is ADDED to that head's
  * mass row; outputs are not touched (a probe is bit-neutral). What a key
  * index means depends on the operation (see backend_attn, backend_mix). */
-#define BACKEND_PROBE_MAX 16
+#define BACKEND_PROBE_MAX 64 /* query heads of one layer */
 struct backend_probe {
 	int n;                           /* probed query heads, 0..BACKEND_PROBE_MAX */
 	int head[BACKEND_PROBE_MAX];     /* query head of entry i (distinct) */

@@ -213,7 +213,7 @@ int conv_new(struct conv **out, const struct model *m, const struct tok *tk,
 	c->pos_bytes = model_kv_bytes(1, c->hp->n_global, c->hp->n_head_kv, c->hp->d_head);
 	enum chat_format fmt = p->format >= 0 ? (enum chat_format)p->format
 		: chat_format_of_gguf(model_gguf(m));
-	if (tk && (rc = chat_template_init(&c->ct, c->hp->arch, fmt, tk, err, errlen)))
+	if (tk && (rc = chat_template_init(&c->ct, model_gguf(m), fmt, tk, err, errlen)))
 		goto fail;
 	c->ct.example = p->example;
 	if (sampler_init(&c->smp, &p->sampler, c->hp->n_vocab)) {
@@ -482,8 +482,7 @@ static int build_turn(struct conv *c, const char *q, char *err, size_t errlen)
 	enum chat_turn_start start = turn_start(c);
 
 	c->turn.n = 0;
-	return chat_build_turn(&c->turn, &c->ct, c->tk, start,
-			       start == CHAT_START_IN_USER ? "\n\n" : NULL, q, strlen(q), 1,
+	return chat_build_turn(&c->turn, &c->ct, c->tk, start, NULL, q, strlen(q), 1,
 			       &c->turn_mk, err, errlen);
 }
 

@@ -170,7 +170,7 @@ int evidence_calibrate(const struct model *m, const struct tok *tk,
 	if (n_all > MODEL_PROBE_MAX || n_all < 1)
 		return sekv_errf(err, errlen, SEKV_EUNSUP,
 				 "evidence: calibration: %d global heads (at most %d)", n_all, MODEL_PROBE_MAX);
-	if ((rc = chat_template_init(&ct, hp->arch, CHAT_FORMAT_COMPLETION, tk, err, errlen)))
+	if ((rc = chat_template_init(&ct, model_gguf(m), CHAT_FORMAT_COMPLETION, tk, err, errlen)))
 		return rc;
 	pr.n = n_all;
 	for (int i = 0; i < n_all; i++) {

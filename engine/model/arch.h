@@ -58,6 +58,11 @@ extern const struct model_arch model_arch_qwen2;
 extern const struct model_arch model_arch_mistral;
 extern const struct model_arch model_arch_phi3;
 
+/* Llama's layer rule, shared by the rows that run the Llama block: every
+ * layer slides when <arch>.attention.sliding_window is given, else all
+ * are global (arch_llama.c). */
+int model_arch_llama_hparams(struct model *m, char *err, size_t errlen);
+
 /* The row whose name is general.architecture `name`, or NULL. */
 const struct model_arch *model_arch_find(const char *name);
 /* The supported names, comma-separated (static storage), for messages. */

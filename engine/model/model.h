@@ -104,7 +104,7 @@ struct model_attn {
  * softmax weight each position p < n_pos receives into mass[i][p]; a
  * prefill batch on exact rows adds the weights of each of its tokens.
  * Bit-neutral: outputs do not change. */
-#define MODEL_PROBE_MAX 16
+#define MODEL_PROBE_MAX 2048 /* every query head of 64 layers of 32 heads */
 struct model_probe {
 	int n;                        /* pairs, 0..MODEL_PROBE_MAX */
 	int layer[MODEL_PROBE_MAX];   /* model layer (global attention) */
