@@ -100,6 +100,28 @@ def llamacpp_ids(vocab, text):
     return llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
 
 
+def live_ids(vocab, template, conv, bos, eos):
+    """Byte-level BPE vocabularies: llama.cpp's ids for a conversation as a
+    live chat has them. The prompt up to the generation prompt before the
+    assistant's answer is one tokenization, the answer and what follows the
+    next: the model writes its answer after the generation prompt, so no
+    token spans that seam (Llama 3's "\\n\\n" + "It" is [ĊĊ][It] live, while
+    the whole rendered string gives [Ċ][Ċ][It]). A BPE fragment gets no
+    dummy prefix, so the split is exact; SentencePiece vocabularies keep
+    the whole-string ids (llama.cpp would put a dummy space at the split),
+    which chat.c's continued runs reproduce."""
+    msgs = conv["messages"]
+    at = next((i for i, m in enumerate(msgs) if m["role"] == "assistant"), None)
+    if at is None:
+        return llamacpp_ids(vocab, conv["rendered"])
+    head = render(template, msgs[:at], bos, eos)
+    if not conv["rendered"].startswith(head):
+        return llamacpp_ids(vocab, conv["rendered"])
+    a = llamacpp_ids(vocab, head)
+    b = llamacpp_ids(vocab, conv["rendered"][len(head):])
+    return None if a is None or b is None else a + b
+
+
 def write_vocab(path, model, tokens, types, scores=None, merges=None, bos=None, eos=None,
                 unk=None, pad=None, pre=None, space_prefix=None, template=None):
     w = GGUFWriter(path, "llama")
@@ -188,8 +210,10 @@ def case(name, variant, template, template_from, vocab, vocab_note):
     bos = str(toks[field(r, "tokenizer.ggml.bos_token_id")])
     eos = str(toks[field(r, "tokenizer.ggml.eos_token_id")])
     doc, prompt = conversations(template, bos, eos)
+    bpe = field(r, "tokenizer.ggml.model") == "gpt2"
     for c in (doc, prompt):
-        c["ids_llamacpp"] = llamacpp_ids(vocab, c["rendered"])
+        c["ids_llamacpp"] = live_ids(vocab, template, c, bos, eos) if bpe \
+            else llamacpp_ids(vocab, c["rendered"])
     out = {
         "case": name, "variant": variant, "template_from": template_from, "template": template,
         "vocab": vocab, "vocab_note": vocab_note,
