@@ -148,6 +148,49 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 #endif
 }
 
+/* Q4_1: value q*d + m with q an unsigned nibble, which goes straight into
+ * the unsigned operand; bytes 0..15 take the low nibbles (elements 0..15),
+ * bytes 16..31 the high ones. The m term is m times the activation's block
+ * sum s. With AVX-512, pairs of blocks share one 512-bit product, as in
+ * Q8_0. */
+QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
+	float mins[2] = { 0.0f, 0.0f };
+	size_t nb = a->n / 32, k = 0, b = 0;
+
+#if QA_VNNI
+	__m512 acc2 = _mm512_setzero_ps();
+
+	for (; b + 2 <= nb; b += 2, w += 40) {
+		__m128i s0 = _mm_loadu_si128((const __m128i *)(w + 4));
+		__m128i s1 = _mm_loadu_si128((const __m128i *)(w + 24));
+		__m512i wq = _mm512_inserti64x4(
+			_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(s0, 4), s0)),
+			_mm256_set_m128i(_mm_srli_epi16(s1, 4), s1), 1);
+		wq = _mm512_and_si512(wq, _mm512_set1_epi8(0x0f));
+		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xq);
+		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qsimd_f16(w) * a->d[b]),
+						 _mm512_set1_ps(qsimd_f16(w + 20) * a->d[b + 1]));
+		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
+		mins[k] += qsimd_f16(w + 2) * a->s[b] + qsimd_f16(w + 22) * a->s[b + 1];
+		k ^= 1;
+	}
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+#endif
+	for (; b < nb; b++, w += 20, k ^= 1) {
+		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 4));
+		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
+		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256 p = _mm256_cvtepi32_ps(qa_dpbusd(_mm256_setzero_si256(), wq, xq));
+		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
+		mins[k] += qsimd_f16(w + 2) * a->s[b];
+	}
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) + (mins[0] + mins[1]);
+}
+
 /* Q4_K: 32-byte group g holds sub-block 2g in its low nibbles and 2g+1 in
  * its high ones; nibbles are unsigned, so they go straight into the
  * unsigned operand. The mins term uses the activation's block sums. */
