@@ -691,6 +691,7 @@ static const struct quant_kernels quant_avx2_kernels = {
 
 /* Written once under quant_once, read-only afterwards. */
 static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
+static int quant_avail[3] = { 1, 0, 0 }; /* by enum quant_impl */
 static enum quant_impl quant_active = QUANT_IMPL_SCALAR;
 static const struct quant_kernels *quant_active_kernels = &quant_scalar_kernels;
 
@@ -704,28 +705,44 @@ static int quant_cpu_has_f16c(void)
 }
 #endif
 
+/* The AVX-512 set keeps AVX2's fp32-activation kernels (quant.h). Only
+ * called with an available impl. */
+static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
+{
+#if QUANT_HAVE_AVX2
+	if (impl != QUANT_IMPL_SCALAR)
+		return &quant_avx2_kernels;
+#endif
+	(void)impl;
+	return &quant_scalar_kernels;
+}
+
+/* Queries the CPU once (CPUID traps to the hypervisor in a VM: far too slow
+ * for every matvec), then picks the best set. */
+static void quant_choose_impl(void)
+{
+	const char *off = getenv("SEKV_NO_SIMD");
+
+#if QUANT_HAVE_AVX2
+	quant_avail[QUANT_IMPL_AVX2] = __builtin_cpu_supports("avx2") &&
+				       __builtin_cpu_supports("fma") && quant_cpu_has_f16c();
+	quant_avail[QUANT_IMPL_AVX512] = quant_avail[QUANT_IMPL_AVX2] &&
+		__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+	if (off && *off && strcmp(off, "0"))
+		return;
+	if (quant_avail[QUANT_IMPL_AVX512])
+		quant_active = QUANT_IMPL_AVX512;
+	else if (quant_avail[QUANT_IMPL_AVX2])
+		quant_active = QUANT_IMPL_AVX2;
+	quant_active_kernels = quant_kernels_of(quant_active);
+}
+
 int quant_impl_available(enum quant_impl impl)
 {
-	switch (impl) {
-	case QUANT_IMPL_SCALAR:
-		return 1;
-	case QUANT_IMPL_AVX2:
-#if QUANT_HAVE_AVX2
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       quant_cpu_has_f16c();
-#else
-		return 0;
-#endif
-	case QUANT_IMPL_AVX512:
-#if QUANT_HAVE_AVX2
-		return quant_impl_available(QUANT_IMPL_AVX2) &&
-		       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-		return 0;
-#endif
-	}
-	return 0;
+	pthread_once(&quant_once, quant_choose_impl);
+	return (unsigned)impl < 3 ? quant_avail[impl] : 0;
 }
 
 const char *quant_impl_name(enum quant_impl impl)
@@ -735,30 +752,6 @@ const char *quant_impl_name(enum quant_impl impl)
 	case QUANT_IMPL_AVX512: return "avx512";
 	default: return "scalar";
 	}
-}
-
-/* The AVX-512 set keeps AVX2's fp32-activation kernels (quant.h). */
-static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
-{
-#if QUANT_HAVE_AVX2
-	if (impl != QUANT_IMPL_SCALAR && quant_impl_available(impl))
-		return &quant_avx2_kernels;
-#endif
-	(void)impl;
-	return &quant_scalar_kernels;
-}
-
-static void quant_choose_impl(void)
-{
-	const char *off = getenv("SEKV_NO_SIMD");
-
-	if (off && *off && strcmp(off, "0"))
-		return;
-	if (quant_impl_available(QUANT_IMPL_AVX512))
-		quant_active = QUANT_IMPL_AVX512;
-	else if (quant_impl_available(QUANT_IMPL_AVX2))
-		quant_active = QUANT_IMPL_AVX2;
-	quant_active_kernels = quant_kernels_of(quant_active);
 }
 
 /* Per row of every decode matvec: one pthread_once check, no CPU query. */
@@ -772,6 +765,12 @@ enum quant_impl quant_impl_active(void)
 {
 	pthread_once(&quant_once, quant_choose_impl);
 	return quant_active;
+}
+
+/* The set `impl` runs: itself when available, else the scalar one. */
+static const struct quant_kernels *quant_kernels_for(enum quant_impl impl)
+{
+	return quant_kernels_of(quant_impl_available(impl) ? impl : QUANT_IMPL_SCALAR);
 }
 
 /* The kernel of `type` in set k, NULL for types without a fused kernel. */
@@ -814,7 +813,7 @@ static float dot_generic(uint32_t type, const uint8_t *b, const float *y, size_t
 float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
 			 const float *y, size_t n)
 {
-	quant_dot_fn fn = quant_kernel(quant_kernels_of(impl), type);
+	quant_dot_fn fn = quant_kernel(quant_kernels_for(impl), type);
 
 	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
 }
@@ -826,12 +825,25 @@ float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n)
 	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
 }
 
-void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
-		  int n_cols, const float *x, float *y)
+/* One kernel lookup per call, not per row. */
+static void matvec_set(const struct quant_kernels *k, uint32_t type, const void *w,
+		       size_t row_bytes, int n_rows, int n_cols, const float *x, float *y)
 {
 	const uint8_t *row = w;
-	quant_dot_fn fn = quant_kernel(quant_kernels_active(), type);
+	quant_dot_fn fn = quant_kernel(k, type);
 
 	for (int r = 0; r < n_rows; r++, row += row_bytes)
 		y[r] = fn ? fn(row, x, (size_t)n_cols) : dot_generic(type, row, x, (size_t)n_cols);
+}
+
+void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		  int n_cols, const float *x, float *y)
+{
+	matvec_set(quant_kernels_active(), type, w, row_bytes, n_rows, n_cols, x, y);
+}
+
+void quant_matvec_impl(enum quant_impl impl, uint32_t type, const void *w, size_t row_bytes,
+		       int n_rows, int n_cols, const float *x, float *y)
+{
+	matvec_set(quant_kernels_for(impl), type, w, row_bytes, n_rows, n_cols, x, y);
 }

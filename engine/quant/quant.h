@@ -76,6 +76,10 @@ const char *quant_impl_name(enum quant_impl impl);
  * an unavailable impl runs the scalar set. Thread-safe. */
 float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
 			 const float *y, size_t n);
+/* quant_matvec through the kernel set `impl` (an unavailable impl runs the
+ * scalar set); one kernel lookup per call. Benchmarks compare sets with it. */
+void quant_matvec_impl(enum quant_impl impl, uint32_t type, const void *w, size_t row_bytes,
+		       int n_rows, int n_cols, const float *x, float *y);
 
 /* ---- int8 activations (quant_act.c) ----------------------------------- */
 
@@ -109,9 +113,13 @@ int quant_act_supported(uint32_t type, size_t n);
  * differs by the activation rounding, at most 0.5 d per element.
  * Thread-safe. */
 float quant_act_dot(uint32_t type, const void *w, const struct quant_act *a);
-/* y[r] = quant_act_dot(type, w + r * row_bytes, a) for r < n_rows. */
+/* y[r] = quant_act_dot(type, w + r * row_bytes, a) for r < n_rows (all 0
+ * when quant_act_supported fails). Single-threaded; callers split rows. */
 void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
 		      const struct quant_act *a, float *y);
+/* quant_act_matvec through the set `impl` (unavailable: scalar). */
+void quant_act_matvec_impl(enum quant_impl impl, uint32_t type, const void *w,
+			   size_t row_bytes, int n_rows, const struct quant_act *a, float *y);
 /* quant_act_dot through the set `impl` (tests, benchmarks); an unavailable
  * impl runs the scalar kernels. */
 float quant_act_dot_impl(enum quant_impl impl, uint32_t type, const void *w,

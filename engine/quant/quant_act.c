@@ -222,11 +222,11 @@ float quant_act_dot(uint32_t type, const void *w, const struct quant_act *a)
 	return fn && quant_act_supported(type, a->n) ? fn(w, a) : 0.0f;
 }
 
-void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
-		      const struct quant_act *a, float *y)
+void quant_act_matvec_impl(enum quant_impl impl, uint32_t type, const void *w,
+			   size_t row_bytes, int n_rows, const struct quant_act *a, float *y)
 {
 	const uint8_t *row = w;
-	act_fn fn = act_kernel(quant_impl_active(), type);
+	act_fn fn = act_kernel(quant_impl_available(impl) ? impl : QUANT_IMPL_SCALAR, type);
 
 	if (!fn || !quant_act_supported(type, a->n)) {
 		for (int r = 0; r < n_rows; r++)
@@ -235,4 +235,10 @@ void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows
 	}
 	for (int r = 0; r < n_rows; r++, row += row_bytes)
 		y[r] = fn(row, a);
+}
+
+void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		      const struct quant_act *a, float *y)
+{
+	quant_act_matvec_impl(quant_impl_active(), type, w, row_bytes, n_rows, a, y);
 }
