@@ -10,6 +10,7 @@
  * decode: the CPU backend's one-token matmul (T threads, cold).
  * prefill: the share of a 512-token batch matmul (one thread) spent in
  * quant_dequant_row. Weights are random bytes with finite fp16 scales.
+ * usage: sekv-quant-bench [-t THREADS (2)] [--type NAME (all)]
  */
 #include "engine/backend/backend.h"
 #include "engine/base/clock.h"
@@ -244,6 +245,7 @@ static void bench_prefill(struct backend *be1, struct backend_ws *ws1, const str
 int main(int argc, char **argv)
 {
 	int n_threads = 2, max_cols = 4864, max_rows = 4864, ret = 1;
+	const char *only = NULL;
 	struct backend *be = NULL, *be1 = NULL;
 	struct backend_ws *ws = NULL, *ws1 = NULL;
 	float *x = NULL, *y = NULL, *xb = NULL, *yb = NULL, *wf = NULL, *ad = NULL, *as = NULL;
@@ -263,8 +265,10 @@ int main(int argc, char **argv)
 				return 1;
 			}
 			n_threads = (int)v;
+		} else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+			only = argv[++i];
 		} else {
-			fprintf(stderr, "usage: sekv-quant-bench [-t THREADS]\n");
+			fprintf(stderr, "usage: sekv-quant-bench [-t THREADS] [--type NAME]\n");
 			return !strcmp(argv[i], "-h") ? 0 : 1;
 		}
 	}
@@ -301,7 +305,8 @@ int main(int argc, char **argv)
 		for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++) {
 			struct bench_mat m;
 			struct quant_act a = { 0, aq, ad, as };
-			if (sh->cols % (int)quant_block_elems(k_types[k]))
+			if (sh->cols % (int)quant_block_elems(k_types[k]) ||
+			    (only && strcmp(only, quant_name(k_types[k]))))
 				continue;
 			if (bench_mat_new(&m, k_types[k], sh->rows, sh->cols)) {
 				fprintf(stderr, "sekv-quant-bench: %zu MiB: out of memory\n",
@@ -309,7 +314,7 @@ int main(int argc, char **argv)
 				goto out;
 			}
 			quant_act_quantize(x, (size_t)sh->cols, &a);
-			if (k == 0)
+			if (k == 0 || only)
 				printf("read   one thread, same 256 MiB    cold_gb_s %6.2f\n",
 				       bench_read_gb_s(&m));
 			bench_matvec(&m, x, &a, y);

@@ -149,10 +149,10 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 }
 
 /* Q4_1: value q*d + m with q an unsigned nibble, which goes straight into
- * the unsigned operand; bytes 0..15 take the low nibbles (elements 0..15),
- * bytes 16..31 the high ones. The m term is m times the activation's block
- * sum s. With AVX-512, pairs of blocks share one 512-bit product, as in
- * Q8_0. */
+ * the unsigned operand; the m term is m times the activation's block sum
+ * s. The main loops take four (VNNI) or two blocks at a time; the rest
+ * go one by one, bytes 0..15 taking the low nibbles (elements 0..15) and
+ * bytes 16..31 the high ones. */
 QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -161,24 +161,80 @@ QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
 	size_t nb = a->n / 32, k = 0, b = 0;
 
 #if QA_VNNI
-	__m512 acc2 = _mm512_setzero_ps();
+	/* Four blocks at a time. The 64 nibble bytes go into one register in
+	 * block order, lanes of 128 bits: low nibbles there are elements 0..15
+	 * of each block, high nibbles 16..31, so the activations are regrouped
+	 * the same way (first and second halves of each block's 32 codes) and
+	 * two vpdpbusd leave each block's sums in its own 128-bit lane. The
+	 * fp16 d and m of the four blocks convert in one instruction and are
+	 * multiplied by the activations' d and s as vectors. */
+	const __m512i m4x = _mm512_set1_epi8(0x0f);
+	const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
+	const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
+	const __m512i sc_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
+	__m512 acc4 = _mm512_setzero_ps();
+	__m256 macc = _mm256_setzero_ps();
+
+	for (; b + 4 <= nb; b += 4, w += 80) {
+		__m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + 4)));
+		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 24)), 1);
+		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 44)), 2);
+		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 64)), 3);
+		__m512i x0 = _mm512_loadu_si512((const void *)(a->q + 32 * b));
+		__m512i x1 = _mm512_loadu_si512((const void *)(a->q + 32 * b + 64));
+		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m4x),
+						_mm512_permutex2var_epi64(x0, lo_idx, x1));
+		p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4x),
+					_mm512_permutex2var_epi64(x0, hi_idx, x1));
+		uint32_t dm[4];
+		memcpy(&dm[0], w, 4);
+		memcpy(&dm[1], w + 20, 4);
+		memcpy(&dm[2], w + 40, 4);
+		memcpy(&dm[3], w + 60, 4);
+		/* [d0 m0 d1 m1 d2 m2 d3 m3] times [dx0 sx0 dx1 sx1 ...] */
+		__m256 f = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dm));
+		__m128 dx = _mm_loadu_ps(a->d + b), sx = _mm_loadu_ps(a->s + b);
+		f = _mm256_mul_ps(f, _mm256_set_m128(_mm_unpackhi_ps(dx, sx), _mm_unpacklo_ps(dx, sx)));
+		macc = _mm256_add_ps(macc, f);
+		acc4 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sc_idx, _mm512_castps256_ps512(f)),
+				       _mm512_cvtepi32_ps(p), acc4);
+	}
+	/* the odd lanes of macc hold the m*s terms */
+	macc = _mm256_blend_ps(_mm256_setzero_ps(), macc, 0xaa);
+	mins[0] = qsimd_hsum(macc);
+	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc4), _mm512_extractf32x8_ps(acc4, 1));
+#else
+	/* Two blocks at a time, regrouped as above in 128-bit lanes: the two
+	 * pmaddubsw results add in int16 (|sum| <= 2 * 2 * 15 * 127, no
+	 * saturation) before one pmaddwd. */
+	const __m256i ones = _mm256_set1_epi16(1);
+	const __m256i sc_idx = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
+	__m128 macc = _mm_setzero_ps();
 
 	for (; b + 2 <= nb; b += 2, w += 40) {
-		__m128i s0 = _mm_loadu_si128((const __m128i *)(w + 4));
-		__m128i s1 = _mm_loadu_si128((const __m128i *)(w + 24));
-		__m512i wq = _mm512_inserti64x4(
-			_mm512_castsi256_si512(_mm256_set_m128i(_mm_srli_epi16(s0, 4), s0)),
-			_mm256_set_m128i(_mm_srli_epi16(s1, 4), s1), 1);
-		wq = _mm512_and_si512(wq, _mm512_set1_epi8(0x0f));
-		__m512i xq = _mm512_loadu_si512((const void *)(a->q + 32 * b));
-		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wq, xq);
-		__m512 sc = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(qsimd_f16(w) * a->d[b]),
-						 _mm512_set1_ps(qsimd_f16(w + 20) * a->d[b + 1]));
-		acc2 = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(p), acc2);
-		mins[k] += qsimd_f16(w + 2) * a->s[b] + qsimd_f16(w + 22) * a->s[b + 1];
+		__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 24)),
+					     _mm_loadu_si128((const __m128i *)(w + 4)));
+		__m256i x0 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
+		__m256i x1 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b + 32));
+		__m256i p = _mm256_add_epi16(
+			_mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_permute2x128_si256(x0, x1, 0x20)),
+			_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+					     _mm256_permute2x128_si256(x0, x1, 0x31)));
+		uint32_t dm[2];
+		memcpy(&dm[0], w, 4);
+		memcpy(&dm[1], w + 20, 4);
+		/* [d0 m0 d1 m1] times [dx0 sx0 dx1 sx1] */
+		__m128 f = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)dm));
+		f = _mm_mul_ps(f, _mm_unpacklo_ps(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(a->d + b)),
+						  _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(a->s + b))));
+		macc = _mm_add_ps(macc, f);
+		acc[k] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), sc_idx),
+					 _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[k]);
 		k ^= 1;
 	}
-	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc2), _mm512_extractf32x8_ps(acc2, 1));
+	macc = _mm_blend_ps(_mm_setzero_ps(), macc, 0xa);
+	macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
+	mins[0] = _mm_cvtss_f32(_mm_add_ss(macc, _mm_movehdup_ps(macc)));
 #endif
 	for (; b < nb; b++, w += 20, k ^= 1) {
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 4));
