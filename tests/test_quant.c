@@ -563,6 +563,44 @@ static void quant_dispatch_picks_best_set(struct test_ctx *t)
 		 got, quant_impl_name(want), ref);
 }
 
+/* quant_matvec_impl is quant_dot_row_impl row by row, bit for bit, for
+ * every available set, on the fused types and one decoded block at a time
+ * (Q2_K); rows padded past their data (row_bytes > quant_row_bytes). */
+static void matvec_impl_matches_dot_row_impl(struct test_ctx *t)
+{
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K, QT_Q2_K};
+	static const enum quant_impl impls[] = {QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512};
+	enum { ROWS = 5, COLS = 512, PAD = 6 };
+	static uint8_t w[ROWS * (COLS / 32 * 34 + PAD)];
+	static float x[COLS], y[ROWS];
+
+	test_fill_random(x, COLS, 31);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		size_t rb = quant_row_bytes(types[ti], COLS) + PAD, bb = quant_block_bytes(types[ti]);
+		for (size_t i = 0; i < sizeof w; i++)
+			w[i] = (uint8_t)(i * 97 + ti * 13 + 5);
+		/* finite fp16 scales: every block's d, m, dmin fields at 0x1c1c */
+		for (int r = 0; r < ROWS; r++)
+			for (size_t b = 0; b < COLS / quant_block_elems(types[ti]); b++) {
+				uint8_t *blk = w + (size_t)r * rb + b * bb;
+				size_t at = types[ti] == QT_Q6_K ? 208 : types[ti] == QT_Q2_K ? 80 : 0;
+				memset(blk + at, 0x1c, types[ti] == QT_Q6_K || types[ti] == QT_Q8_0 ||
+						       types[ti] == QT_Q5_0 ? 2 : 4);
+			}
+		for (size_t k = 0; k < sizeof impls / sizeof impls[0]; k++) {
+			if (!quant_impl_available(impls[k]))
+				continue;
+			quant_matvec_impl(impls[k], types[ti], w, rb, ROWS, COLS, x, y);
+			for (int r = 0; r < ROWS; r++) {
+				float d = quant_dot_row_impl(impls[k], types[ti], w + (size_t)r * rb, x, COLS);
+				T_CHECKF(t, !memcmp(&d, &y[r], sizeof d) && isfinite(d),
+					 "%s [%s] row %d: matvec %.9g, dot %.9g", quant_name(types[ti]),
+					 quant_impl_name(impls[k]), r, y[r], d);
+			}
+		}
+	}
+}
+
 /* ---- sizes and names -------------------------------------------------- */
 
 static void quant_block_sizes_match_ggml(struct test_ctx *t)
@@ -775,5 +813,6 @@ const struct test_case test_quant[] = {
 	{"dot_avx2_vs_scalar_model_rows", dot_avx2_vs_scalar_model_rows},
 	{"dot_avx2_vs_scalar_random_blocks", dot_avx2_vs_scalar_random_blocks},
 	{"quant_dispatch_picks_best_set", quant_dispatch_picks_best_set},
+	{"matvec_impl_matches_dot_row_impl", matvec_impl_matches_dot_row_impl},
 	{NULL, NULL},
 };

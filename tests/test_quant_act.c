@@ -210,7 +210,8 @@ static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
 		   !quant_act_supported(QT_Q2_K, 256));
 }
 
-/* quant_act_dot and quant_act_matvec run the active set, bit for bit. */
+/* quant_act_dot and quant_act_matvec run the active set, bit for bit, and
+ * quant_act_matvec_impl each set's quant_act_dot_impl. */
 static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
 {
 	static uint8_t w[4 * 8 * 34];
@@ -230,6 +231,16 @@ static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
 		T_CHECKF(t, !memcmp(&one, &ref, sizeof one) && !memcmp(&one, &y[r], sizeof one),
 			 "row %d: dot %.9g, %s %.9g, matvec %.9g", r, one,
 			 quant_impl_name(quant_impl_active()), ref, y[r]);
+	}
+	for (size_t k = 0; k < sizeof k_impls / sizeof k_impls[0]; k++) {
+		if (!quant_impl_available(k_impls[k]))
+			continue;
+		quant_act_matvec_impl(k_impls[k], QT_Q8_0, w, 8 * 34, 4, &b.a, y);
+		for (int r = 0; r < 4; r++) {
+			float one = quant_act_dot_impl(k_impls[k], QT_Q8_0, w + r * 8 * 34, &b.a);
+			T_CHECKF(t, !memcmp(&one, &y[r], sizeof one), "row %d [%s]: dot %.9g, matvec %.9g",
+				 r, quant_impl_name(k_impls[k]), one, y[r]);
+		}
 	}
 }
 
