@@ -5,9 +5,12 @@
  * kernel x) and QA_VNNI (1: vpdpbusd).
  *
  * Invariant: each kernel is its scalar twin in quant_act.c: per activation
- * block of 32 the integer dot product is exact (8 int32 lanes, no
+ * block of 32 the integer dot product is exact (int32 lanes, no
  * saturation: weight codes are turned into unsigned bytes <= 128 and
- * activation codes are in [-127, 127]) and is scaled once in fp32.
+ * activation codes are in [-127, 127]; where two pmaddubsw results are
+ * added in int16 first, the bound is stated there) and is scaled once in
+ * fp32. Constant offsets of the codes (Q5_0's 16, Q6_K's 32) and Q4_1's
+ * and Q4_K's mins come off through the activation's block sums.
  */
 #define QSIMD_FN QA_FN
 #include "engine/quant/quant_simd.h"
