@@ -14,28 +14,57 @@ Q4_K, Q5_K, Q6_K, IQ4_NL) with
       of |values[i] * y[i]|, y being tests/run.c's test_fill_random(y, n,
       dot_seed) (xorshift64, reproduced below bit for bit),
   and for "model" cases "model" (file name), "tensor", "row".
-Model rows come from the default Gemma 3 270M (whose bytes the test also
-reads back through gguf.c), SmolLM2-135M-Instruct (Q4_1, Q8_0) and
-Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Q5_0, Q8_0, Q4_K, Q6_K): one or two
-rows of a few tensors, never a whole tensor.
+Model rows come from the default Gemma 3 270M, SmolLM2-135M-Instruct (Q4_1,
+Q8_0) and Qwen2.5-Coder-0.5B-Instruct Q4_K_M (Q5_0, Q8_0, Q4_K, Q6_K): one
+or two rows of a few tensors, never a whole tensor. "model" is the file name
+of the model's recipe (assets/recipes/), whose sha256 the file must have;
+test_quant.c reads a case's row back through gguf.c when the tests run with
+that model.
 
 usage: python3 tools/gen_quant_goldens.py [GEMMA SMOLLM2 QWEN [OUT]]
+  (default: the recipes' files in assets/models/, `make model MODEL=NAME`)
 """
+import hashlib
 import importlib.metadata
-import os
+import json
 import sys
 
-import json
 import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as QT
 from gguf.constants import GGML_QUANT_SIZES
 
+RECIPES = ["gemma-3-270m", "smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"]
+
+
+def recipe(name):
+    """(file, sha256) of assets/recipes/NAME.recipe."""
+    fields = {}
+    with open("assets/recipes/%s.recipe" % name) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 2:
+                fields.setdefault(parts[0], parts[1])
+    return fields["file"], fields["sha256"]
+
+
 ARGS = sys.argv[1:]
-GEMMA = ARGS[0] if len(ARGS) > 0 else "assets/models/gemma-3-270m-q4_k_m.gguf"
-SMOLLM2 = ARGS[1] if len(ARGS) > 1 else "/tmp/mdl/smollm2.gguf"
-QWEN = ARGS[2] if len(ARGS) > 2 else "/tmp/mdl/qwen05.gguf"
+FILES = [recipe(r) for r in RECIPES]
+GEMMA, SMOLLM2, QWEN = [ARGS[i] if len(ARGS) > i else "assets/models/" + FILES[i][0]
+                        for i in range(3)]
 OUT = ARGS[3] if len(ARGS) > 3 else "tests/golden/quant_rows.json"
+NAMES = {}  # path -> recipe file name, after its sha256 is checked
+
+
+def check_model(path, i):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 24), b""):
+            h.update(chunk)
+    if h.hexdigest() != FILES[i][1]:
+        sys.exit("%s: sha256 %s, not the recipe %s's" % (path, h.hexdigest(), RECIPES[i]))
+    NAMES[path] = FILES[i][0]
+
 
 # (model, tensor, rows): row indices, negative ones from the end
 MODEL_ROWS = [
@@ -107,7 +136,7 @@ def model_cases(seed):
             vals = gguf.quants.dequantize(raw[r:r + 1], t.tensor_type).reshape(-1)
             assert vals.size == n
             out.append(case(t.tensor_type, "model", raw[r], vals, seed,
-                            model=os.path.basename(path), tensor=name, row=r))
+                            model=NAMES[path], tensor=name, row=r))
             seed += 1
     return out
 
@@ -157,6 +186,8 @@ def random_cases(rng, seed):
 
 
 def main():
+    for i, path in enumerate([GEMMA, SMOLLM2, QWEN]):
+        check_model(path, i)
     rng = np.random.default_rng(20240917)
     cases = quantize_cases(rng, 1000) + random_cases(rng, 2000) + model_cases(3000)
     doc = {"generator": "tools/gen_quant_goldens.py (PyPI gguf %s, numpy %s)" %
