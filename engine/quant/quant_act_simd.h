@@ -99,61 +99,182 @@ QA_FN float QA_NAME(q8_0)(const uint8_t *w, const struct quant_act *a)
 	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
 
-/* Q5_0: the codes q in [0, 31] (a nibble plus the fifth bit from qh) go
- * unsigned into the byte products, and the offset of 16 comes off once per
- * block as 16 * d * s (s: the activation's block sum). The main loops take
- * four (VNNI) or two blocks at a time in 128-bit lanes, low nibbles
- * (elements 0..15 of each block) in one register and high nibbles in
- * another, the activations regrouped the same way, as for Q4_1. The last
- * blocks go one by one, bytes 0..15 the low nibbles, 16..31 the high. */
-QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
+/* Sum of the four lanes of v. */
+QA_FN static inline float qa_hsum128(__m128 v)
+{
+	v = _mm_add_ps(v, _mm_movehl_ps(v, v));
+	return _mm_cvtss_f32(_mm_add_ss(v, _mm_movehdup_ps(v)));
+}
+
+/* Multi-block steps of the legacy formats (Q5_0, Q4_1): the blocks' 16
+ * nibble bytes go into consecutive 128-bit lanes, so the low nibbles of a
+ * register are elements 0..15 of each block and the high nibbles elements
+ * 16..31. The activations (32 codes per block) are regrouped to match:
+ * first halves in *lo, second halves in *hi; each block's int32 sums then
+ * stay in its own 128-bit lane. */
+#if QA_VNNI
+QA_FN static inline __m512i qa_nibbles_x4(const uint8_t *qs, size_t stride)
+{
+	__m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)qs));
+
+	q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + stride)), 1);
+	q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 2 * stride)), 2);
+	return _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(qs + 3 * stride)), 3);
+}
+
+QA_FN static inline void qa_halves_x4(const int8_t *x, __m512i *lo, __m512i *hi)
+{
+	__m512i x0 = _mm512_loadu_si512((const void *)x);
+	__m512i x1 = _mm512_loadu_si512((const void *)(x + 64));
+
+	*lo = _mm512_permutex2var_epi64(x0, _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13), x1);
+	*hi = _mm512_permutex2var_epi64(x0, _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15), x1);
+}
+
+/* Q5_0, four blocks: the fifth bits of elements 0..15 are bytes 0 and 1 of
+ * each qh, those of 16..31 bytes 2 and 3; one byte shuffle makes them the
+ * two 64-bit masks. acc += the blocks' d*dx*sum q*x, off += d*s. */
+QA_FN static inline void qa_q5_0_x4(const uint8_t *w, const int8_t *x, const float *dx,
+				     const float *sx, __m512 *acc, __m128 *off)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
+	__m512i q = qa_nibbles_x4(w + 6, 22), xl, xh;
+	const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+	__m128i hs = _mm_shuffle_epi8(_mm_setr_epi32(qa_u32(w + 2), qa_u32(w + 24), qa_u32(w + 46),
+						     qa_u32(w + 68)), split);
+	__m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+	__m128 dw = _mm_cvtph_ps(_mm_setr_epi32(qa_u16(w) | qa_u16(w + 22) << 16,
+						qa_u16(w + 44) | qa_u16(w + 66) << 16, 0, 0));
+
+	lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(hs), lo, b4);
+	hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(hs, 1), hi, b4);
+	qa_halves_x4(x, &xl, &xh);
+	__m512i p = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, xl), hi, xh);
+	__m128 dd = _mm_mul_ps(dw, _mm_loadu_ps(dx));
+	*off = _mm_fmadd_ps(dw, _mm_loadu_ps(sx), *off);
+	*acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2,
+									2, 2, 3, 3, 3, 3),
+						     _mm512_castps128_ps512(dd)),
+			       _mm512_cvtepi32_ps(p), *acc);
+}
+
+/* Q4_1, four blocks: the d and m of each block (adjacent fp16) convert in
+ * one instruction, [d0 m0 d1 m1 ...], times [dx0 sx0 dx1 sx1 ...]: the even
+ * lanes scale the sums, the odd ones (m*s) are added to *mins. */
+QA_FN static inline void qa_q4_1_x4(const uint8_t *w, const int8_t *x, const float *dx,
+				     const float *sx, __m512 *acc, __m256 *mins)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f);
+	__m512i q = qa_nibbles_x4(w + 4, 20), xl, xh;
+	__m256 f = _mm256_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), qa_u32(w + 40),
+						  qa_u32(w + 60)));
+	__m128 d = _mm_loadu_ps(dx), s = _mm_loadu_ps(sx);
+
+	qa_halves_x4(x, &xl, &xh);
+	__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m4), xl);
+	p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4), xh);
+	f = _mm256_mul_ps(f, _mm256_set_m128(_mm_unpackhi_ps(d, s), _mm_unpacklo_ps(d, s)));
+	*mins = _mm256_add_ps(*mins, _mm256_blend_ps(_mm256_setzero_ps(), f, 0xaa));
+	*acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4,
+									4, 4, 6, 6, 6, 6),
+						     _mm512_castps256_ps512(f)),
+			       _mm512_cvtepi32_ps(p), *acc);
+}
+#else
+QA_FN static inline void qa_halves_x2(const int8_t *x, __m256i *lo, __m256i *hi)
+{
+	__m256i x0 = _mm256_loadu_si256((const __m256i *)x);
+	__m256i x1 = _mm256_loadu_si256((const __m256i *)(x + 32));
+
+	*lo = _mm256_permute2x128_si256(x0, x1, 0x20);
+	*hi = _mm256_permute2x128_si256(x0, x1, 0x31);
+}
+
+/* Two blocks' int32 sums of lo*xl + hi*xh (unsigned codes lo, hi <= 31):
+ * the two pmaddubsw results add in int16, |sum| <= 2 * 2 * 31 * 127, so
+ * one pmaddwd follows. */
+QA_FN static inline __m256i qa_dot_x2(__m256i lo, __m256i xl, __m256i hi, __m256i xh)
+{
+	return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+						  _mm256_maddubs_epi16(hi, xh)),
+				 _mm256_set1_epi16(1));
+}
+
+/* The two floats at p in lanes 0 and 1. */
+QA_FN static inline __m128 qa_load2(const float *p)
+{
+	return _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p));
+}
+
+/* Q5_0, two blocks (as qa_q5_0_x4, the fifth bits through
+ * qa_bits_to_bytes). */
+QA_FN static inline void qa_q5_0_x2(const uint8_t *w, const int8_t *x, const float *dx,
+				     const float *sx, __m256 *acc, __m128 *off)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+	__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 28)),
+				     _mm_loadu_si128((const __m128i *)(w + 6)));
+	uint32_t h0 = (uint32_t)qa_u32(w + 2), h1 = (uint32_t)qa_u32(w + 24);
+	/* fifth bits of elements 0..15 of both blocks, then of 16..31 */
+	__m256i blo = qa_bits_to_bytes((h0 & 0xffff) | h1 << 16);
+	__m256i bhi = qa_bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u));
+	__m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(blo, b4));
+	__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
+				     _mm256_and_si256(bhi, b4));
+	__m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128(qa_u16(w) | qa_u16(w + 22) << 16));
+	__m256i xl, xh;
+
+	__m256 dd = _mm256_castps128_ps256(_mm_mul_ps(dw, qa_load2(dx)));
+
+	qa_halves_x2(x, &xl, &xh);
+	*off = _mm_fmadd_ps(dw, qa_load2(sx), *off);
+	*acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(dd, _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1)),
+			       _mm256_cvtepi32_ps(qa_dot_x2(lo, xl, hi, xh)), *acc);
+}
+
+/* Q4_1, two blocks (as qa_q4_1_x4). */
+QA_FN static inline void qa_q4_1_x2(const uint8_t *w, const int8_t *x, const float *dx,
+				     const float *sx, __m256 *acc, __m128 *mins)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
+	__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 24)),
+				     _mm_loadu_si128((const __m128i *)(w + 4)));
+	__m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+	__m128 f = _mm_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), 0, 0));
+	__m256i xl, xh;
+
+	qa_halves_x2(x, &xl, &xh);
+	f = _mm_mul_ps(f, _mm_unpacklo_ps(qa_load2(dx), qa_load2(sx)));
+	*mins = _mm_add_ps(*mins, _mm_blend_ps(_mm_setzero_ps(), f, 0xa));
+	*acc = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f),
+							_mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2)),
+			       _mm256_cvtepi32_ps(qa_dot_x2(lo, xl, hi, xh)), *acc);
+}
+#endif
+
+/* Q5_0: the codes q in [0, 31] (a nibble plus the fifth bit from qh) go
+ * unsigned into the byte products, and the offset of 16 comes off once per
+ * block as 16 * d * s (s: the activation's block sum). Four (VNNI) or two
+ * blocks at a time, then the last ones one by one: bytes 0..15 the low
+ * nibbles, 16..31 the high. */
+QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
-	__m128 moff = _mm_setzero_ps();
+	__m128 off4 = _mm_setzero_ps();
 	size_t nb = a->n / 32, k = 0, b = 0;
 	float off = 0.0f;
 
 #if QA_VNNI
-	const __m512i m4x = _mm512_set1_epi8(0x0f), b4x = _mm512_set1_epi8(0x10);
-	const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
-	const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-	const __m512i sc_idx = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-	/* bytes 0,1 of each qh (bits of elements 0..15), then bytes 2,3 */
-	const __m128i qh_split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
 	__m512 acc4 = _mm512_setzero_ps();
 
-	for (; b + 4 <= nb; b += 4, w += 88) {
-		__m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + 6)));
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 28)), 1);
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 50)), 2);
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 72)), 3);
-		__m128i hs = _mm_shuffle_epi8(_mm_setr_epi32(qa_u32(w + 2), qa_u32(w + 24),
-							     qa_u32(w + 46), qa_u32(w + 68)),
-					      qh_split);
-		__m512i lo = _mm512_and_si512(q, m4x), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4x);
-		lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(hs), lo, b4x);
-		hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(hs, 1), hi, b4x);
-		__m512i x0 = _mm512_loadu_si512((const void *)(a->q + 32 * b));
-		__m512i x1 = _mm512_loadu_si512((const void *)(a->q + 32 * b + 64));
-		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
-						_mm512_permutex2var_epi64(x0, lo_idx, x1));
-		p = _mm512_dpbusd_epi32(p, hi, _mm512_permutex2var_epi64(x0, hi_idx, x1));
-		__m128 dw = _mm_cvtph_ps(_mm_setr_epi16((short)qa_u16(w), (short)qa_u16(w + 22),
-							(short)qa_u16(w + 44), (short)qa_u16(w + 66),
-							0, 0, 0, 0));
-		__m128 dd = _mm_mul_ps(dw, _mm_loadu_ps(a->d + b));
-		moff = _mm_fmadd_ps(dw, _mm_loadu_ps(a->s + b), moff);
-		acc4 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sc_idx, _mm512_castps128_ps512(dd)),
-				       _mm512_cvtepi32_ps(p), acc4);
-	}
+	for (; b + 4 <= nb; b += 4, w += 88)
+		qa_q5_0_x4(w, a->q + 32 * b, a->d + b, a->s + b, &acc4, &off4);
 	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc4), _mm512_extractf32x8_ps(acc4, 1));
 	for (; b < nb; b++, w += 22, k ^= 1) {
-		uint32_t qh;
-		memcpy(&qh, w + 2, sizeof qh);
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
 		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
-		wq = _mm256_mask_add_epi8(wq, (__mmask32)qh, wq, b4);
+		wq = _mm256_mask_add_epi8(wq, (__mmask32)qa_u32(w + 2), wq, _mm256_set1_epi8(0x10));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq));
 		float dw = qsimd_f16(w);
@@ -161,128 +282,49 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 		off += dw * a->s[b];
 	}
 #else
-	/* two pmaddubsw results add in int16: |sum| <= 2 * 2 * 31 * 127 */
-	const __m256i ones = _mm256_set1_epi16(1), hi4 = _mm256_set1_epi8((char)0xf0);
-	const __m256i sc_idx = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
-
-	for (; b + 2 <= nb; b += 2, w += 44) {
-		__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 28)),
-					     _mm_loadu_si128((const __m128i *)(w + 6)));
-		uint32_t h0 = (uint32_t)qa_u32(w + 2), h1 = (uint32_t)qa_u32(w + 24);
-		__m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4),
-					     _mm256_and_si256(qa_bits_to_bytes((h0 & 0xffff) | h1 << 16), b4));
-		__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-					     _mm256_and_si256(qa_bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u)), b4));
-		__m256i x0 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
-		__m256i x1 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b + 32));
-		__m256i p = _mm256_add_epi16(
-			_mm256_maddubs_epi16(lo, _mm256_permute2x128_si256(x0, x1, 0x20)),
-			_mm256_maddubs_epi16(hi, _mm256_permute2x128_si256(x0, x1, 0x31)));
-		__m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128(qa_u16(w) | qa_u16(w + 22) << 16));
-		__m128 dd = _mm_mul_ps(dw, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(a->d + b))));
-		moff = _mm_fmadd_ps(dw, _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(a->s + b))), moff);
-		acc[k] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), sc_idx),
-					 _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[k]);
-		k ^= 1;
-	}
+	for (; b + 2 <= nb; b += 2, w += 44, k ^= 1)
+		qa_q5_0_x2(w, a->q + 32 * b, a->d + b, a->s + b, &acc[k], &off4);
 	/* the last block, signed: q - 16 is the nibble when the fifth bit is
 	 * set, else the nibble with its top four bits set */
 	for (; b < nb; b++, w += 22) {
-		uint32_t qh;
-		memcpy(&qh, w + 2, sizeof qh);
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
 		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
-		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes(qh), hi4));
+		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes((uint32_t)qa_u32(w + 2)),
+							     _mm256_set1_epi8((char)0xf0)));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
 		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
 	}
 #endif
-	moff = _mm_add_ps(moff, _mm_movehl_ps(moff, moff));
-	off += _mm_cvtss_f32(_mm_add_ss(moff, _mm_movehdup_ps(moff)));
+	off += qa_hsum128(off4);
 	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) - 16.0f * off;
 }
 
 /* Q4_1: value q*d + m with q an unsigned nibble, which goes straight into
  * the unsigned operand; the m term is m times the activation's block sum
- * s. The main loops take four (VNNI) or two blocks at a time; the rest
- * go one by one, bytes 0..15 taking the low nibbles (elements 0..15) and
- * bytes 16..31 the high ones. */
+ * s. Four (VNNI) or two blocks at a time, then the last ones one by one:
+ * bytes 0..15 the low nibbles (elements 0..15), 16..31 the high ones. */
 QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f);
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
-	float mins[2] = { 0.0f, 0.0f };
+	float mins = 0.0f;
 	size_t nb = a->n / 32, k = 0, b = 0;
 
 #if QA_VNNI
-	/* Four blocks at a time. The 64 nibble bytes go into one register in
-	 * block order, lanes of 128 bits: low nibbles there are elements 0..15
-	 * of each block, high nibbles 16..31, so the activations are regrouped
-	 * the same way (first and second halves of each block's 32 codes) and
-	 * two vpdpbusd leave each block's sums in its own 128-bit lane. The
-	 * fp16 d and m of the four blocks convert in one instruction and are
-	 * multiplied by the activations' d and s as vectors. */
-	const __m512i m4x = _mm512_set1_epi8(0x0f);
-	const __m512i lo_idx = _mm512_setr_epi64(0, 1, 4, 5, 8, 9, 12, 13);
-	const __m512i hi_idx = _mm512_setr_epi64(2, 3, 6, 7, 10, 11, 14, 15);
-	const __m512i sc_idx = _mm512_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2, 4, 4, 4, 4, 6, 6, 6, 6);
 	__m512 acc4 = _mm512_setzero_ps();
-	__m256 macc = _mm256_setzero_ps();
+	__m256 mins8 = _mm256_setzero_ps();
 
-	for (; b + 4 <= nb; b += 4, w += 80) {
-		__m512i q = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(w + 4)));
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 24)), 1);
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 44)), 2);
-		q = _mm512_inserti32x4(q, _mm_loadu_si128((const __m128i *)(w + 64)), 3);
-		__m512i x0 = _mm512_loadu_si512((const void *)(a->q + 32 * b));
-		__m512i x1 = _mm512_loadu_si512((const void *)(a->q + 32 * b + 64));
-		__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m4x),
-						_mm512_permutex2var_epi64(x0, lo_idx, x1));
-		p = _mm512_dpbusd_epi32(p, _mm512_and_si512(_mm512_srli_epi16(q, 4), m4x),
-					_mm512_permutex2var_epi64(x0, hi_idx, x1));
-		/* [d0 m0 d1 m1 d2 m2 d3 m3] times [dx0 sx0 dx1 sx1 ...] */
-		__m256 f = _mm256_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), qa_u32(w + 40),
-							  qa_u32(w + 60)));
-		__m128 dx = _mm_loadu_ps(a->d + b), sx = _mm_loadu_ps(a->s + b);
-		f = _mm256_mul_ps(f, _mm256_set_m128(_mm_unpackhi_ps(dx, sx), _mm_unpacklo_ps(dx, sx)));
-		macc = _mm256_add_ps(macc, f);
-		acc4 = _mm512_fmadd_ps(_mm512_permutexvar_ps(sc_idx, _mm512_castps256_ps512(f)),
-				       _mm512_cvtepi32_ps(p), acc4);
-	}
-	/* the odd lanes of macc hold the m*s terms */
-	macc = _mm256_blend_ps(_mm256_setzero_ps(), macc, 0xaa);
-	mins[0] = qsimd_hsum(macc);
+	for (; b + 4 <= nb; b += 4, w += 80)
+		qa_q4_1_x4(w, a->q + 32 * b, a->d + b, a->s + b, &acc4, &mins8);
 	acc[1] = _mm256_add_ps(_mm512_castps512_ps256(acc4), _mm512_extractf32x8_ps(acc4, 1));
+	mins = qsimd_hsum(mins8);
 #else
-	/* Two blocks at a time, regrouped as above in 128-bit lanes: the two
-	 * pmaddubsw results add in int16 (|sum| <= 2 * 2 * 15 * 127, no
-	 * saturation) before one pmaddwd. */
-	const __m256i ones = _mm256_set1_epi16(1);
-	const __m256i sc_idx = _mm256_setr_epi32(0, 0, 0, 0, 2, 2, 2, 2);
-	__m128 macc = _mm_setzero_ps();
+	__m128 mins4 = _mm_setzero_ps();
 
-	for (; b + 2 <= nb; b += 2, w += 40) {
-		__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 24)),
-					     _mm_loadu_si128((const __m128i *)(w + 4)));
-		__m256i x0 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
-		__m256i x1 = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b + 32));
-		__m256i p = _mm256_add_epi16(
-			_mm256_maddubs_epi16(_mm256_and_si256(q, m4), _mm256_permute2x128_si256(x0, x1, 0x20)),
-			_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
-					     _mm256_permute2x128_si256(x0, x1, 0x31)));
-		/* [d0 m0 d1 m1] times [dx0 sx0 dx1 sx1] */
-		__m128 f = _mm_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), 0, 0));
-		f = _mm_mul_ps(f, _mm_unpacklo_ps(_mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(a->d + b)),
-						  _mm_loadl_pi(_mm_setzero_ps(), (const __m64 *)(a->s + b))));
-		macc = _mm_add_ps(macc, f);
-		acc[k] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(f), sc_idx),
-					 _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), acc[k]);
-		k ^= 1;
-	}
-	macc = _mm_blend_ps(_mm_setzero_ps(), macc, 0xa);
-	macc = _mm_add_ps(macc, _mm_movehl_ps(macc, macc));
-	mins[0] = _mm_cvtss_f32(_mm_add_ss(macc, _mm_movehdup_ps(macc)));
+	for (; b + 2 <= nb; b += 2, w += 40, k ^= 1)
+		qa_q4_1_x2(w, a->q + 32 * b, a->d + b, a->s + b, &acc[k], &mins4);
+	mins = qa_hsum128(mins4);
 #endif
 	for (; b < nb; b++, w += 20, k ^= 1) {
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 4));
@@ -290,9 +332,9 @@ QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dpbusd(_mm256_setzero_si256(), wq, xq));
 		acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(qsimd_f16(w) * a->d[b]), p, acc[k]);
-		mins[k] += qsimd_f16(w + 2) * a->s[b];
+		mins += qsimd_f16(w + 2) * a->s[b];
 	}
-	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) + (mins[0] + mins[1]);
+	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1])) + mins;
 }
 
 /* The eight 6-bit scales (sc) and mins (mn) of a Q4_K super-block as
@@ -353,10 +395,11 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
 			__m512i q = _mm512_loadu_si512((const void *)qs);
 			__m512i x01 = _mm512_loadu_si512((const void *)xq);
 			__m512i x23 = _mm512_loadu_si512((const void *)(xq + 64));
-			__m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(q, m4x),
+			__m512i lo = _mm512_and_si512(q, m4x);
+			__m512i hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4x);
+			__m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,
 							 _mm512_shuffle_i64x2(x01, x23, 0x44));
-			__m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-							 _mm512_and_si512(_mm512_srli_epi16(q, 4), m4x),
+			__m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi,
 							 _mm512_shuffle_i64x2(x01, x23, 0xee));
 			__m512 sc16 = _mm512_castps256_ps512(sc);
 			acc4[0] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx_lo[h], sc16),
@@ -372,10 +415,10 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
 			__m256i p1 = qa_dpbusd(_mm256_setzero_si256(),
 					       _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
 					       _mm256_loadu_si256((const __m256i *)(xq + 32)));
-			acc[0] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(2 * g)),
-						 _mm256_cvtepi32_ps(p0), acc[0]);
-			acc[1] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(2 * g + 1)),
-						 _mm256_cvtepi32_ps(p1), acc[1]);
+			__m256 s0 = _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(2 * g));
+			__m256 s1 = _mm256_permutevar8x32_ps(sc, _mm256_set1_epi32(2 * g + 1));
+			acc[0] = _mm256_fmadd_ps(s0, _mm256_cvtepi32_ps(p0), acc[0]);
+			acc[1] = _mm256_fmadd_ps(s1, _mm256_cvtepi32_ps(p1), acc[1]);
 		}
 #endif
 	}
