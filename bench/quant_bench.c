@@ -251,15 +251,91 @@ static void bench_prefill(struct backend *be1, struct backend_ws *ws1, const str
 	       2.0 * BENCH_BATCH * m->rows * m->cols / t_mm / 1e9);
 }
 
+#define BENCH_MAX_ROWS 4864
+#define BENCH_MAX_COLS 4864
+
+/* Buffers and backends of one run, sized for the largest shape. */
+struct bench_ctx {
+	int n_threads;
+	struct backend *be, *be1;    /* n_threads, and one thread for prefill */
+	struct backend_ws *ws, *ws1;
+	float *x, *y;                /* [max cols], [max rows] */
+	float *xb, *yb;              /* [BENCH_BATCH][max cols], [BENCH_BATCH][max rows] */
+	float *wf;                   /* [max rows][max cols] dequantised weights */
+	int8_t *aq;                  /* quantised x: [max cols] */
+	float *ad, *as;              /* [max cols / 32] */
+};
+
+static void bench_ctx_close(struct bench_ctx *c)
+{
+	if (c->ws)
+		c->be->ops->ws_free(c->ws);
+	if (c->ws1)
+		c->be1->ops->ws_free(c->ws1);
+	backend_close(c->be);
+	backend_close(c->be1);
+	free(c->x), free(c->y), free(c->xb), free(c->yb), free(c->wf);
+	free(c->aq), free(c->ad), free(c->as);
+}
+
+static int bench_ctx_open(struct bench_ctx *c, int n_threads)
+{
+	size_t r = BENCH_MAX_ROWS, k = BENCH_MAX_COLS;
+	struct backend_ws_size sz = { 1, 1, 64, r * k, (int)k, 0 };
+	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, r * k, (int)k, 0 };
+	char err[256];
+
+	*c = (struct bench_ctx){ .n_threads = n_threads };
+	c->x = malloc(sizeof(float) * k);
+	c->y = malloc(sizeof(float) * r);
+	c->xb = malloc(sizeof(float) * BENCH_BATCH * k);
+	c->yb = malloc(sizeof(float) * BENCH_BATCH * r);
+	c->wf = malloc(sizeof(float) * r * k);
+	c->aq = malloc(k);
+	c->ad = malloc(sizeof(float) * k / 32);
+	c->as = malloc(sizeof(float) * k / 32);
+	if (!c->x || !c->y || !c->xb || !c->yb || !c->wf || !c->aq || !c->ad || !c->as) {
+		fprintf(stderr, "sekv-quant-bench: buffers: out of memory\n");
+		return -1;
+	}
+	if (backend_open("cpu", n_threads, &c->be, err, sizeof err) ||
+	    backend_open("cpu", 1, &c->be1, err, sizeof err) ||
+	    c->be->ops->ws_new(c->be, &sz, &c->ws) || c->be1->ops->ws_new(c->be1, &sz1, &c->ws1)) {
+		fprintf(stderr, "sekv-quant-bench: backend: %s\n", err);
+		return -1;
+	}
+	for (size_t i = 0; i < k; i++)
+		c->x[i] = (float)((double)(bench_next() >> 11) / 4503599627370496.0 - 1.0);
+	for (size_t i = 0; i < BENCH_BATCH * k; i++)
+		c->xb[i] = (float)((double)(bench_next() >> 11) / 4503599627370496.0 - 1.0);
+	return 0;
+}
+
+/* Every figure of one shape and type; -1 when out of memory. */
+static int bench_one(struct bench_ctx *c, const struct bench_shape *sh, uint32_t type, int read)
+{
+	struct bench_mat m;
+	struct quant_act a = { 0, c->aq, c->ad, c->as };
+
+	if (bench_mat_new(&m, type, sh->rows, sh->cols)) {
+		fprintf(stderr, "sekv-quant-bench: %zu MiB: out of memory\n", BENCH_COLD_BYTES >> 20);
+		return -1;
+	}
+	quant_act_quantize(c->x, (size_t)sh->cols, &a);
+	if (read)
+		printf("read   one thread, same 256 MiB    cold_gb_s %6.2f\n", bench_read_gb_s(&m));
+	bench_matvec(&m, c->x, &a, c->y);
+	bench_decode(c->be, c->ws, &m, c->x, c->y, c->n_threads);
+	bench_prefill(c->be1, c->ws1, &m, c->xb, c->yb, c->wf);
+	free(m.data);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	int n_threads = 2, max_cols = 4864, max_rows = 4864, ret = 1;
+	int n_threads = 2, ret = 1;
 	const char *only = NULL;
-	struct backend *be = NULL, *be1 = NULL;
-	struct backend_ws *ws = NULL, *ws1 = NULL;
-	float *x = NULL, *y = NULL, *xb = NULL, *yb = NULL, *wf = NULL, *ad = NULL, *as = NULL;
-	int8_t *aq = NULL;
-	char err[256];
+	struct bench_ctx c;
 
 	for (int i = 1; i < argc; i++) {
 		char *end;
@@ -281,65 +357,27 @@ int main(int argc, char **argv)
 			return !strcmp(argv[i], "-h") ? 0 : 1;
 		}
 	}
-	struct backend_ws_size sz = { 1, 1, 64, (size_t)max_rows * max_cols, max_cols, 0 };
-	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, (size_t)max_rows * max_cols, max_cols, 0 };
-	x = malloc(sizeof(float) * max_cols);
-	y = malloc(sizeof(float) * max_rows);
-	xb = malloc(sizeof(float) * BENCH_BATCH * max_cols);
-	yb = malloc(sizeof(float) * BENCH_BATCH * max_rows);
-	wf = malloc(sizeof(float) * max_rows * max_cols);
-	aq = malloc((size_t)max_cols);
-	ad = malloc(sizeof(float) * max_cols / 32);
-	as = malloc(sizeof(float) * max_cols / 32);
-	if (!x || !y || !xb || !yb || !wf || !aq || !ad || !as) {
-		fprintf(stderr, "sekv-quant-bench: buffers: out of memory\n");
+	if (bench_ctx_open(&c, n_threads))
 		goto out;
-	}
-	if (backend_open("cpu", n_threads, &be, err, sizeof err) ||
-	    backend_open("cpu", 1, &be1, err, sizeof err) || be->ops->ws_new(be, &sz, &ws) ||
-	    be1->ops->ws_new(be1, &sz1, &ws1)) {
-		fprintf(stderr, "sekv-quant-bench: backend: %s\n", err);
-		goto out;
-	}
-	for (int i = 0; i < max_cols; i++)
-		x[i] = (float)((double)(bench_next() >> 11) / 4503599627370496.0 - 1.0);
-	for (size_t i = 0; i < (size_t)BENCH_BATCH * max_cols; i++)
-		xb[i] = (float)((double)(bench_next() >> 11) / 4503599627370496.0 - 1.0);
 	printf("kernel sets: active %s (avx2 %d, avx512 %d); GB = 1e9 bytes of weights\n",
 	       quant_impl_name(quant_impl_active()), quant_impl_available(QUANT_IMPL_AVX2),
 	       quant_impl_available(QUANT_IMPL_AVX512));
 	for (size_t s = 0; s < sizeof k_shapes / sizeof k_shapes[0]; s++) {
 		const struct bench_shape *sh = &k_shapes[s];
+		int first = 1;
+
 		printf("== %dx%d (%s)\n", sh->rows, sh->cols, sh->what);
 		for (size_t k = 0; k < sizeof k_types / sizeof k_types[0]; k++) {
-			struct bench_mat m;
-			struct quant_act a = { 0, aq, ad, as };
 			if (sh->cols % (int)quant_block_elems(k_types[k]) ||
 			    (only && strcmp(only, quant_name(k_types[k]))))
 				continue;
-			if (bench_mat_new(&m, k_types[k], sh->rows, sh->cols)) {
-				fprintf(stderr, "sekv-quant-bench: %zu MiB: out of memory\n",
-					BENCH_COLD_BYTES >> 20);
+			if (bench_one(&c, sh, k_types[k], first))
 				goto out;
-			}
-			quant_act_quantize(x, (size_t)sh->cols, &a);
-			if (k == 0 || only)
-				printf("read   one thread, same 256 MiB    cold_gb_s %6.2f\n",
-				       bench_read_gb_s(&m));
-			bench_matvec(&m, x, &a, y);
-			bench_decode(be, ws, &m, x, y, n_threads);
-			bench_prefill(be1, ws1, &m, xb, yb, wf);
-			free(m.data);
+			first = 0;
 		}
 	}
 	ret = 0;
 out:
-	if (ws)
-		be->ops->ws_free(ws);
-	if (ws1)
-		be1->ops->ws_free(ws1);
-	backend_close(be);
-	backend_close(be1);
-	free(x), free(y), free(xb), free(yb), free(wf), free(aq), free(ad), free(as);
+	bench_ctx_close(&c);
 	return ret;
 }
