@@ -1,9 +1,10 @@
 /* test_quant.c - quant.c against goldens from an independent implementation
  * (tests/golden/quant_rows.json, written by tools/gen_quant_goldens.py with
- * the PyPI gguf package), dot products against double-precision sums, the
- * matvec against the dot product, and exhaustive fp16 round trips.
- * Real model rows are read through gguf.c from test_model_path(); the model
- * is required (make test fetches it), so its absence is a failure.
+ * the PyPI gguf package: dequant_<type>_vs_golden, every type and kernel
+ * set), the SIMD kernels against the scalar ones, the matvecs against the
+ * dot products, reads bounded by guard pages, and exhaustive fp16 round
+ * trips. Real model rows are read through gguf.c from test_model_path();
+ * the model is required (make test fetches it), so its absence is a failure.
  */
 #include "tests/test.h"
 
@@ -15,6 +16,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define GOLDEN_PATH "tests/golden/quant_rows.json"
 
@@ -601,6 +604,98 @@ static void matvec_impl_matches_dot_row_impl(struct test_ctx *t)
 	}
 }
 
+/* ---- reads stay inside the row ---------------------------------------- */
+
+/* n bytes between two PROT_NONE pages, flush against the trailing one
+ * (at_end) or the leading one, so a kernel reading one byte too many (or
+ * too early) faults; 4-byte aligned when n is. */
+struct guarded {
+	uint8_t *map;
+	size_t map_len;
+	uint8_t *p;
+};
+
+static int guarded_new(struct guarded *g, size_t n, int at_end)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), rw = (n + page - 1) / page * page;
+
+	g->map_len = rw + 2 * page;
+	g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (g->map == MAP_FAILED)
+		return -1;
+	if (mprotect(g->map, page, PROT_NONE) || mprotect(g->map + page + rw, page, PROT_NONE)) {
+		munmap(g->map, g->map_len);
+		return -1;
+	}
+	g->p = at_end ? g->map + page + rw - n : g->map + page;
+	return 0;
+}
+
+static void guarded_free(struct guarded *g)
+{
+	munmap(g->map, g->map_len);
+}
+
+/* Every supported block type, every kernel set: quant_dequant_row,
+ * quant_dot_row_impl and (where supported) quant_act_dot_impl read only
+ * the row's quant_row_bytes and the vectors' n elements (n/32 scales):
+ * each buffer sits flush against a guard page, at its end and then at its
+ * start, with lengths that leave every tail of the multi-block loops (1 to
+ * 4 leftover blocks). A stray read faults and ends the run. The results
+ * must also be finite (random codes, finite scales). */
+static void kernels_read_only_their_row(struct test_ctx *t)
+{
+	static const uint32_t types[] = {
+		QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0,
+		QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL,
+	};
+	static const size_t lens[] = {32, 64, 96, 128, 160, 256, 288, 512, 768, 1280, 4864};
+	static const enum quant_impl impls[] = {QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512};
+	uint64_t s = 0x2545f4914f6cdd1dull;
+
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
+		uint32_t type = types[ti];
+		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
+			size_t n = lens[li], rb = quant_row_bytes(type, n);
+			for (int end = 0; end < 2 && rb && !t->failed; end++) {
+				struct guarded gw, gy, gq, gd, gs;
+				int ok = !guarded_new(&gw, rb, end) + !guarded_new(&gy, n * 4, end) +
+					 !guarded_new(&gq, n, end) + !guarded_new(&gd, n / 8, end) +
+					 !guarded_new(&gs, n / 8, end);
+				T_CHECKF(t, ok == 5, "mmap of guarded buffers failed");
+				float *y = (float *)gy.p;
+				struct quant_act a = {0, (int8_t *)gq.p, (float *)gd.p, (float *)gs.p};
+				for (size_t i = 0; i < rb; i++) {
+					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+					/* bit patterns whose fp16/bf16/fp32 reading is finite:
+					 * exponent fields kept below all-ones */
+					gw.p[i] = (uint8_t)(s >> 32) & 0xbb;
+				}
+				test_fill_random(y, n, n + (uint64_t)end);
+				quant_act_quantize(y, n, &a);
+				quant_dequant_row(type, gw.p, y, n);
+				for (size_t i = 0; i < n && !t->failed; i++)
+					if (!isfinite(y[i]))
+						T_FAIL(t, "%s n=%zu: dequant [%zu] = %g", quant_name(type), n, i, y[i]);
+				test_fill_random(y, n, n + 7);
+				for (size_t k = 0; k < sizeof impls / sizeof impls[0] && !t->failed; k++) {
+					float v;
+					if (!quant_impl_available(impls[k]))
+						continue;
+					v = quant_dot_row_impl(impls[k], type, gw.p, y, n);
+					if (isfinite(v) && quant_act_supported(type, n))
+						v = quant_act_dot_impl(impls[k], type, gw.p, &a);
+					if (!isfinite(v))
+						T_FAIL(t, "%s n=%zu [%s]: %g", quant_name(type), n,
+						       quant_impl_name(impls[k]), v);
+				}
+				guarded_free(&gw), guarded_free(&gy), guarded_free(&gq);
+				guarded_free(&gd), guarded_free(&gs);
+			}
+		}
+	}
+}
+
 /* ---- sizes and names -------------------------------------------------- */
 
 static void quant_block_sizes_match_ggml(struct test_ctx *t)
@@ -814,5 +909,6 @@ const struct test_case test_quant[] = {
 	{"dot_avx2_vs_scalar_random_blocks", dot_avx2_vs_scalar_random_blocks},
 	{"quant_dispatch_picks_best_set", quant_dispatch_picks_best_set},
 	{"matvec_impl_matches_dot_row_impl", matvec_impl_matches_dot_row_impl},
+	{"kernels_read_only_their_row", kernels_read_only_their_row},
 	{NULL, NULL},
 };
