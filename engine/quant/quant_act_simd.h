@@ -15,21 +15,22 @@
 #define QSIMD_FN QA_FN
 #include "engine/quant/quant_simd.h"
 
-/* The little-endian 16- and 32-bit words at p. Vectors of block scales
- * are built from these in registers: storing them to a small array and
- * loading it back as one vector would stall on store forwarding. */
-QA_FN static inline int qa_u16(const uint8_t *p)
+/* The little-endian 32-bit word at p, and the one made of the 16-bit
+ * words at lo and hi (low half first). Vectors of block scales are built
+ * from these in registers: storing them to a small array and loading it
+ * back as one vector would stall on store forwarding. */
+QA_FN static inline int qa_i32(const uint8_t *p)
 {
-	uint16_t v;
+	int32_t v;
 	memcpy(&v, p, sizeof v);
 	return v;
 }
 
-QA_FN static inline int qa_u32(const uint8_t *p)
+QA_FN static inline int qa_i16x2(const uint8_t *lo, const uint8_t *hi)
 {
-	uint32_t v;
-	memcpy(&v, p, sizeof v);
-	return (int)v;
+	const uint8_t b[4] = { lo[0], lo[1], hi[0], hi[1] };
+
+	return qa_i32(b);
 }
 
 /* acc + sum over each group of four bytes of u (unsigned) times s (signed) */
@@ -140,11 +141,10 @@ QA_FN static inline void qa_q5_0_x4(const uint8_t *w, const int8_t *x, const flo
 	const __m512i m4 = _mm512_set1_epi8(0x0f), b4 = _mm512_set1_epi8(0x10);
 	__m512i q = qa_nibbles_x4(w + 6, 22), xl, xh;
 	const __m128i split = _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
-	__m128i hs = _mm_shuffle_epi8(_mm_setr_epi32(qa_u32(w + 2), qa_u32(w + 24), qa_u32(w + 46),
-						     qa_u32(w + 68)), split);
+	__m128i hs = _mm_shuffle_epi8(_mm_setr_epi32(qa_i32(w + 2), qa_i32(w + 24), qa_i32(w + 46),
+						     qa_i32(w + 68)), split);
 	__m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-	__m128 dw = _mm_cvtph_ps(_mm_setr_epi32(qa_u16(w) | qa_u16(w + 22) << 16,
-						qa_u16(w + 44) | qa_u16(w + 66) << 16, 0, 0));
+	__m128 dw = _mm_cvtph_ps(_mm_setr_epi32(qa_i16x2(w, w + 22), qa_i16x2(w + 44, w + 66), 0, 0));
 
 	lo = _mm512_mask_add_epi8(lo, (__mmask64)_mm_cvtsi128_si64(hs), lo, b4);
 	hi = _mm512_mask_add_epi8(hi, (__mmask64)_mm_extract_epi64(hs, 1), hi, b4);
@@ -166,8 +166,8 @@ QA_FN static inline void qa_q4_1_x4(const uint8_t *w, const int8_t *x, const flo
 {
 	const __m512i m4 = _mm512_set1_epi8(0x0f);
 	__m512i q = qa_nibbles_x4(w + 4, 20), xl, xh;
-	__m256 f = _mm256_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), qa_u32(w + 40),
-						  qa_u32(w + 60)));
+	__m256 f = _mm256_cvtph_ps(_mm_setr_epi32(qa_i32(w), qa_i32(w + 20), qa_i32(w + 40),
+						  qa_i32(w + 60)));
 	__m128 d = _mm_loadu_ps(dx), s = _mm_loadu_ps(sx);
 
 	qa_halves_x4(x, &xl, &xh);
@@ -214,14 +214,14 @@ QA_FN static inline void qa_q5_0_x2(const uint8_t *w, const int8_t *x, const flo
 	const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
 	__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 28)),
 				     _mm_loadu_si128((const __m128i *)(w + 6)));
-	uint32_t h0 = (uint32_t)qa_u32(w + 2), h1 = (uint32_t)qa_u32(w + 24);
+	uint32_t h0 = (uint32_t)qa_i32(w + 2), h1 = (uint32_t)qa_i32(w + 24);
 	/* fifth bits of elements 0..15 of both blocks, then of 16..31 */
 	__m256i blo = qa_bits_to_bytes((h0 & 0xffff) | h1 << 16);
 	__m256i bhi = qa_bits_to_bytes(h0 >> 16 | (h1 & 0xffff0000u));
 	__m256i lo = _mm256_or_si256(_mm256_and_si256(q, m4), _mm256_and_si256(blo, b4));
 	__m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4),
 				     _mm256_and_si256(bhi, b4));
-	__m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128(qa_u16(w) | qa_u16(w + 22) << 16));
+	__m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128(qa_i16x2(w, w + 22)));
 	__m256i xl, xh;
 
 	__m256 dd = _mm256_castps128_ps256(_mm_mul_ps(dw, qa_load2(dx)));
@@ -240,7 +240,7 @@ QA_FN static inline void qa_q4_1_x2(const uint8_t *w, const int8_t *x, const flo
 	__m256i q = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(w + 24)),
 				     _mm_loadu_si128((const __m128i *)(w + 4)));
 	__m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-	__m128 f = _mm_cvtph_ps(_mm_setr_epi32(qa_u32(w), qa_u32(w + 20), 0, 0));
+	__m128 f = _mm_cvtph_ps(_mm_setr_epi32(qa_i32(w), qa_i32(w + 20), 0, 0));
 	__m256i xl, xh;
 
 	qa_halves_x2(x, &xl, &xh);
@@ -274,7 +274,7 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 	for (; b < nb; b++, w += 22, k ^= 1) {
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
 		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
-		wq = _mm256_mask_add_epi8(wq, (__mmask32)qa_u32(w + 2), wq, _mm256_set1_epi8(0x10));
+		wq = _mm256_mask_add_epi8(wq, (__mmask32)qa_i32(w + 2), wq, _mm256_set1_epi8(0x10));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(_mm256_dpbusd_epi32(_mm256_setzero_si256(), wq, xq));
 		float dw = qsimd_f16(w);
@@ -289,7 +289,7 @@ QA_FN float QA_NAME(q5_0)(const uint8_t *w, const struct quant_act *a)
 	for (; b < nb; b++, w += 22) {
 		__m128i qs = _mm_loadu_si128((const __m128i *)(w + 6));
 		__m256i wq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(qs, 4), qs), m4);
-		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes((uint32_t)qa_u32(w + 2)),
+		wq = _mm256_or_si256(wq, _mm256_andnot_si256(qa_bits_to_bytes((uint32_t)qa_i32(w + 2)),
 							     _mm256_set1_epi8((char)0xf0)));
 		__m256i xq = _mm256_loadu_si256((const __m256i *)(a->q + 32 * b));
 		__m256 p = _mm256_cvtepi32_ps(qa_dot_s8(wq, xq));
@@ -345,7 +345,7 @@ QA_FN float QA_NAME(q4_1)(const uint8_t *w, const struct quant_act *a)
  * on 32-bit words, four sub-blocks per word. */
 QA_FN static inline void qa_q4_k_scales(const uint8_t *s, __m256 *sc, __m256 *mn)
 {
-	uint32_t w0 = (uint32_t)qa_u32(s), w1 = (uint32_t)qa_u32(s + 4), w2 = (uint32_t)qa_u32(s + 8);
+	uint32_t w0 = (uint32_t)qa_i32(s), w1 = (uint32_t)qa_i32(s + 4), w2 = (uint32_t)qa_i32(s + 8);
 	uint32_t s_lo = w0 & 0x3f3f3f3fu, s_hi = (w2 & 0x0f0f0f0fu) | ((w0 >> 2) & 0x30303030u);
 	uint32_t m_lo = w1 & 0x3f3f3f3fu, m_hi = ((w2 >> 4) & 0x0f0f0f0fu) | ((w1 >> 2) & 0x30303030u);
 
