@@ -30,7 +30,8 @@ LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
 .PHONY: all test asan bench bench-compare bench-qa bench-deps deps model run clean check-model
-all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw $(BIN)/sekv-attn-dump $(BIN)/sekv-tok-bench
+all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw $(BIN)/sekv-attn-dump \
+	$(BIN)/sekv-tok-bench $(BIN)/sekv-quant-bench
 	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
 
 $(BIN)/sekv: $(BUILD)/app/main.o $(BUILD)/libsekv.a
@@ -48,6 +49,12 @@ $(BIN)/sekv-bench: $(BUILD)/bench/engine_bench.o $(BUILD)/libsekv.a
 
 # Tokenizer speed on megabyte documents (bench/tok_bench.c).
 $(BIN)/sekv-tok-bench: $(BUILD)/bench/tok_bench.o $(BUILD)/libsekv.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
+
+# bench/quant_bench.c: matvec GB/s of each quant type and kernel set, the
+# backend's decode and prefill matmuls (`./bin/sekv-quant-bench -t 2`).
+$(BIN)/sekv-quant-bench: $(BUILD)/bench/quant_bench.o $(BUILD)/libsekv.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(C_STD) -o $@ $^ $(LDLIBS)
 

@@ -1,9 +1,10 @@
 /* test_quant.c - quant.c against goldens from an independent implementation
  * (tests/golden/quant_rows.json, written by tools/gen_quant_goldens.py with
- * the PyPI gguf package), dot products against double-precision sums, the
- * matvec against the dot product, and exhaustive fp16 round trips.
- * Real model rows are read through gguf.c from test_model_path(); the model
- * is required (make test fetches it), so its absence is a failure.
+ * the PyPI gguf package: dequant_<type>_vs_golden, every type and kernel
+ * set), the SIMD kernels against the scalar ones, the matvecs against the
+ * dot products, reads bounded by guard pages, and exhaustive fp16 round
+ * trips. Real model rows are read through gguf.c from test_model_path();
+ * the model is required (make test fetches it), so its absence is a failure.
  */
 #include "tests/test.h"
 
@@ -15,33 +16,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define GOLDEN_PATH "tests/golden/quant_rows.json"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static cJSON *golden_load(struct test_ctx *t)
-{
-	return test_json_load(t, GOLDEN_PATH);
-}
-
-/* values array -> malloc'd floats; NULL (and a failure) if malformed. */
-static float *golden_values(struct test_ctx *t, const cJSON *obj, int *n_out)
-{
-	const cJSON *vals = cJSON_GetObjectItemCaseSensitive(obj, "values");
-	int n = cJSON_GetArraySize(vals), i = 0;
-	float *v;
-	const cJSON *e;
-
-	if (!cJSON_IsArray(vals) || n <= 0 || !(v = malloc((size_t)n * sizeof *v))) {
-		T_FAIL(t, "golden entry without values");
-		return NULL;
-	}
-	cJSON_ArrayForEach(e, vals)
-		v[i++] = (float)e->valuedouble;
-	*n_out = n;
-	return v;
-}
 
 static uint32_t type_by_name(const char *name)
 {
@@ -71,6 +51,7 @@ static int dot_ok(uint32_t type, const void *q, const float *x, size_t n,
 	float *y = malloc(n * sizeof *y);
 	double ref = 0.0, mag = 0.0, got;
 
+	*err_out = *ref_out = NAN;
 	if (!y)
 		return 0;
 	test_fill_random(y, n, seed);
@@ -85,97 +66,7 @@ static int dot_ok(uint32_t type, const void *q, const float *x, size_t n,
 	return *err_out <= 1e-4 * mag;
 }
 
-/* ---- model rows ------------------------------------------------------- */
-
-/* Every golden row of `type_name` from the real model: dequantise the row
- * read through gguf.c and compare with the golden floats, then check
- * quant_dot_row on it. Dequantisation tolerance: 1e-6 * max|row|. gguf-py
- * evaluates the same formulas in fp32 (d*sc*q - dmin*m), possibly grouping
- * products differently; each value then differs by at most a few fp32
- * roundings (2^-24 relative) of terms no larger than ~2*max|row|, i.e.
- * < 3e-7 * max|row|; a wrong bit in any layout gives errors >= one
- * quantisation step, orders of magnitude above this. */
-static void check_model_rows(struct test_ctx *t, const char *type_name)
-{
-	char err[512];
-	struct gguf *g = NULL;
-	cJSON *doc = golden_load(t);
-	const cJSON *rows, *row;
-	uint32_t want_type = type_by_name(type_name);
-	int n_checked = 0;
-
-	if (!doc)
-		return;
-	if (gguf_open(&g, test_model_path(), err, sizeof err)) {
-		cJSON_Delete(doc);
-		T_FAIL(t, "model required (make model): %s", err);
-		return;
-	}
-	rows = cJSON_GetObjectItemCaseSensitive(doc, "model_rows");
-	cJSON_ArrayForEach(row, rows) {
-		const char *ty = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "type"));
-		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(row, "tensor"));
-		int r = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(row, "row"));
-		int n = 0;
-		const struct gguf_tensor *tn;
-		float *want, *got;
-		const uint8_t *q;
-		size_t rb;
-		double derr, dref;
-
-		if (!ty || strcmp(ty, type_name) || !name)
-			continue;
-		tn = gguf_find_tensor(g, name);
-		if (!tn || tn->type != want_type) {
-			T_FAIL(t, "tensor %s missing or not %s", name, type_name);
-			break;
-		}
-		if (!(want = golden_values(t, row, &n)))
-			break;
-		rb = quant_row_bytes(tn->type, tn->ne[0]);
-		if ((uint64_t)n != tn->ne[0] || (uint64_t)r >= tn->nbytes / rb) {
-			free(want);
-			T_FAIL(t, "%s: golden row %d of %d values does not fit", name, r, n);
-			break;
-		}
-		q = (const uint8_t *)tn->data + (size_t)r * rb;
-		got = malloc((size_t)n * sizeof *got);
-		if (!got) {
-			free(want);
-			T_FAIL(t, "out of memory");
-			break;
-		}
-		quant_dequant_row(tn->type, q, got, (size_t)n);
-		float tol = 1e-6f * max_abs(want, (size_t)n);
-		for (int i = 0; i < n; i++) {
-			if (!(fabsf(got[i] - want[i]) <= tol)) {
-				T_FAIL(t, "%s row %d [%d]: got %.9g want %.9g (tol %.3g)",
-				       name, r, i, got[i], want[i], tol);
-				break;
-			}
-		}
-		if (!t->failed && !dot_ok(tn->type, q, got, (size_t)n, (uint64_t)r + 7, &derr, &dref))
-			T_FAIL(t, "%s row %d: dot error %.3g (ref %.9g)", name, r, derr, dref);
-		free(want);
-		free(got);
-		if (t->failed)
-			break;
-		n_checked++;
-	}
-	gguf_close(g);
-	cJSON_Delete(doc);
-	if (!t->failed && n_checked == 0)
-		T_FAIL(t, "no golden rows of type %s", type_name);
-}
-
-static void dequant_f32_vs_golden(struct test_ctx *t) { check_model_rows(t, "F32"); }
-static void dequant_q8_0_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q8_0"); }
-static void dequant_q5_0_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q5_0"); }
-static void dequant_q4_k_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q4_K"); }
-static void dequant_q6_k_vs_golden(struct test_ctx *t) { check_model_rows(t, "Q6_K"); }
-
-/* ---- synthetic blocks ------------------------------------------------- */
-
+/* Hex text -> bytes; -1 if not hex or longer than cap. */
 static int hex_decode(const char *hex, uint8_t *out, size_t cap, size_t *n)
 {
 	size_t len = strlen(hex);
@@ -191,65 +82,239 @@ static int hex_decode(const char *hex, uint8_t *out, size_t cap, size_t *n)
 	return 0;
 }
 
-/* Random blocks of every supported type (also the types the default model
- * lacks): dequant must match gguf-py (exactly for the float types, whose
- * conversion is exact; 1e-6*max|block| otherwise, as for model rows), and
- * the dot product must match the double reference. */
-static void dequant_random_blocks_vs_golden(struct test_ctx *t)
+/* ---- every type against gguf-py --------------------------------------- */
+
+/* tests/golden/quant_rows.json holds cases of three sources per type
+ * (tools/gen_quant_goldens.py): gguf.quants.quantize of seeded random
+ * data, rows of real tensors (Gemma 3 270M, SmolLM2-135M, Qwen2.5-Coder
+ * 0.5B) and seeded random bytes with finite fp16 scales. */
+enum { SRC_QUANTIZE = 1, SRC_MODEL = 2, SRC_RANDOM = 4 };
+
+#define GOLDEN_MAX_N 8192
+#define GOLDEN_MAX_BYTES (GOLDEN_MAX_N * 4)
+
+struct golden_case {
+	uint32_t type;
+	size_t n, n_raw;
+	uint8_t raw[GOLDEN_MAX_BYTES];  /* the stored row */
+	float want[GOLDEN_MAX_N];       /* gguf.quants.dequantize of raw */
+	float got[GOLDEN_MAX_N];
+	float y[GOLDEN_MAX_N];          /* test_fill_random(y, n, dot_seed) */
+	double dot, dot_abs;            /* numpy float64 sum of want*y, |want*y| */
+	int8_t aq[GOLDEN_MAX_N];
+	float ad[GOLDEN_MAX_N / 32], as[GOLDEN_MAX_N / 32];
+};
+
+static const enum quant_impl k_impls[] = {
+	QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512,
+};
+
+/* Fills c from one JSON case; 0, or -1 after recording a failure. */
+static int golden_case_parse(struct test_ctx *t, const cJSON *e, uint32_t type,
+			     struct golden_case *c)
 {
-	cJSON *doc = golden_load(t);
-	const cJSON *b;
-	int n_types = 0;
+	const char *hex = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "hex"));
+	const char *vals = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "values"));
+	const cJSON *n = cJSON_GetObjectItemCaseSensitive(e, "n");
+	const cJSON *seed = cJSON_GetObjectItemCaseSensitive(e, "dot_seed");
+	const cJSON *dot = cJSON_GetObjectItemCaseSensitive(e, "dot");
+	const cJSON *dot_abs = cJSON_GetObjectItemCaseSensitive(e, "dot_abs");
+	size_t n_vals;
+
+	c->type = type;
+	if (!hex || !vals || !cJSON_IsNumber(n) || !cJSON_IsNumber(seed) || !cJSON_IsNumber(dot) ||
+	    !cJSON_IsNumber(dot_abs) || n->valuedouble < 1 || n->valuedouble > GOLDEN_MAX_N ||
+	    hex_decode(hex, c->raw, sizeof c->raw, &c->n_raw) ||
+	    hex_decode(vals, (uint8_t *)c->want, sizeof c->want, &n_vals)) {
+		T_FAIL(t, "%s: malformed golden case", quant_name(type));
+		return -1;
+	}
+	c->n = (size_t)n->valuedouble;
+	if (n_vals != c->n * sizeof(float) || quant_row_bytes(type, c->n) != c->n_raw) {
+		T_FAIL(t, "%s: %zu values in %zu bytes (row bytes %zu)", quant_name(type),
+		       n_vals / sizeof(float), c->n_raw, quant_row_bytes(type, c->n));
+		return -1;
+	}
+	c->dot = dot->valuedouble;
+	c->dot_abs = dot_abs->valuedouble;
+	test_fill_random(c->y, c->n, (unsigned long long)seed->valuedouble);
+	return 0;
+}
+
+/* A model case's bytes are the row gguf.c reads from that model, when the
+ * model is the one the tests run with (the default Gemma 3 270M). */
+static void golden_case_vs_model(struct test_ctx *t, const cJSON *e, struct golden_case *c,
+				 struct gguf *g)
+{
+	const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "tensor"));
+	const cJSON *row = cJSON_GetObjectItemCaseSensitive(e, "row");
+	const struct gguf_tensor *tn = name ? gguf_find_tensor(g, name) : NULL;
+	size_t rb;
+
+	if (!tn || tn->type != c->type || !cJSON_IsNumber(row) || tn->ne[0] != c->n) {
+		T_FAIL(t, "tensor %s missing or not a %s row of %zu", name ? name : "?",
+		       quant_name(c->type), c->n);
+		return;
+	}
+	rb = quant_row_bytes(tn->type, tn->ne[0]);
+	if (row->valuedouble < 0 || (uint64_t)row->valuedouble >= tn->nbytes / rb) {
+		T_FAIL(t, "%s: golden row %g out of range", name, row->valuedouble);
+		return;
+	}
+	if (memcmp((const uint8_t *)tn->data + (size_t)row->valuedouble * rb, c->raw, rb))
+		T_FAIL(t, "%s row %g: gguf.c's bytes differ from the golden's", name, row->valuedouble);
+}
+
+/* Dequantisation: the float types' conversions are exact, so equal bits
+ * (or both NaN) are required. Block types within 1e-6 * max|row|: gguf-py
+ * evaluates the same formulas in fp32 (d*sc*q - dmin*m), possibly
+ * grouping products differently; each value then differs by at most a
+ * few fp32 roundings (2^-24 relative) of terms no larger than ~2*max|row|,
+ * i.e. < 3e-7 * max|row|; a wrong bit in any layout gives errors >= one
+ * quantisation step, orders of magnitude above this. */
+static int golden_case_dequant(struct test_ctx *t, const char *what, struct golden_case *c)
+{
+	int exact = quant_block_elems(c->type) == 1;
+	float tol = exact ? 0.0f : 1e-6f * max_abs(c->want, c->n);
+
+	quant_dequant_row(c->type, c->raw, c->got, c->n);
+	for (size_t i = 0; i < c->n; i++) {
+		if (exact ? memcmp(&c->got[i], &c->want[i], sizeof(float)) != 0
+			  : !(fabsf(c->got[i] - c->want[i]) <= tol)) {
+			T_FAIL(t, "%s [%zu]: got %.9g want %.9g (tol %.3g)", what, i, c->got[i],
+			       c->want[i], tol);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Dot products against numpy's float64 dot of the golden row with y:
+ * quant_dot_row through every kernel set this CPU has within
+ * 1e-5 * sum |x_i y_i|. The fp32 kernels sum products in 8-32 partial
+ * sums of at most n/8 terms; with products of random sign the rounding
+ * errors add like a random walk, about sqrt(n/8) * 2^-24 ~ 1.5e-6 of
+ * sum|x y| for n = 4864 (measured: below 3e-7 on every golden case),
+ * while a wrong code costs d|y_i| in every block where it occurs, and a
+ * wrong scale or layout ~1e-2 of the sum.
+ * Int8 activations (where quant_act_supported): each set within 1e-5
+ * (relative to its own absolute sum) of the golden row times the
+ * quantised vector in double (the integer products are exact; only the
+ * fp32 block sums round), and within the activation rounding of the
+ * golden dot: sum_i |x_i| |y_i - q_i d_i| (measured) plus the same slack. */
+static int golden_case_dots(struct test_ctx *t, const char *what, struct golden_case *c)
+{
+	struct quant_act a = { 0, c->aq, c->ad, c->as };
+	double exact = 0.0, mag = 0.0, bound = 0.0;
+
+	for (size_t k = 0; k < sizeof k_impls / sizeof k_impls[0]; k++) {
+		float got;
+		if (!quant_impl_available(k_impls[k]))
+			continue;
+		got = quant_dot_row_impl(k_impls[k], c->type, c->raw, c->y, c->n);
+		if (!(fabs((double)got - c->dot) <= 1e-5 * c->dot_abs)) {
+			T_FAIL(t, "%s [%s]: dot %.9g vs golden %.17g (sum|xy| %.6g)", what,
+			       quant_impl_name(k_impls[k]), got, c->dot, c->dot_abs);
+			return -1;
+		}
+	}
+	if (!quant_act_supported(c->type, c->n))
+		return 0;
+	quant_act_quantize(c->y, c->n, &a);
+	for (size_t i = 0; i < c->n; i++) {
+		double av = (double)a.q[i] * a.d[i / 32];
+		exact += (double)c->want[i] * av;
+		mag += fabs((double)c->want[i] * av);
+		bound += fabs((double)c->want[i]) * fabs((double)c->y[i] - av);
+	}
+	for (size_t k = 0; k < sizeof k_impls / sizeof k_impls[0]; k++) {
+		float got;
+		if (!quant_impl_available(k_impls[k]))
+			continue;
+		got = quant_act_dot_impl(k_impls[k], c->type, c->raw, &a);
+		if (!(fabs((double)got - exact) <= 1e-5 * mag + 1e-30)) {
+			T_FAIL(t, "%s [%s]: int8 dot %.9g vs golden row x int8 vector %.17g (sum %.6g)",
+			       what, quant_impl_name(k_impls[k]), got, exact, mag);
+			return -1;
+		}
+		if (!(fabs((double)got - c->dot) <= bound + 1e-5 * c->dot_abs)) {
+			T_FAIL(t, "%s [%s]: int8 dot %.9g vs golden %.17g, beyond the rounding bound %.3g",
+			       what, quant_impl_name(k_impls[k]), got, c->dot, bound);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Every golden case of `type_name`: dequantisation, then the dot products;
+ * the sources seen must be exactly `want_src` (so no case kind goes
+ * missing from the golden file unnoticed). */
+static void check_type_golden(struct test_ctx *t, const char *type_name, int want_src)
+{
+	static struct golden_case c;
+	const char *model = test_model_path(), *base = strrchr(model, '/');
+	char err[512], what[160];
+	cJSON *doc = test_json_load(t, GOLDEN_PATH);
+	struct gguf *g = NULL;
+	const cJSON *e;
+	uint32_t type = type_by_name(type_name);
+	int seen = 0;
 
 	if (!doc)
 		return;
-	cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(doc, "blocks")) {
-		const char *ty = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "type"));
-		const char *hex = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(b, "hex"));
-		uint32_t type = ty ? type_by_name(ty) : UINT32_MAX;
-		static uint8_t raw[4096];
-		float got[1024], *want;
-		size_t nraw;
-		int n = 0;
-		double derr, dref;
+	base = base ? base + 1 : model;
+	T_CHECKF(t, type != UINT32_MAX && quant_supported(type), "%s not supported", type_name);
+	cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(doc, "cases")) {
+		const char *ty = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "type"));
+		const char *src = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "source"));
+		const char *mdl = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "model"));
+		const char *tns = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "tensor"));
+		int bit;
 
-		if (type == UINT32_MAX || !hex || hex_decode(hex, raw, sizeof raw, &nraw)) {
-			T_FAIL(t, "bad golden block entry %s", ty ? ty : "?");
+		if (!ty || strcmp(ty, type_name))
+			continue;
+		bit = !src ? 0 : !strcmp(src, "quantize") ? SRC_QUANTIZE :
+		      !strcmp(src, "model") ? SRC_MODEL : !strcmp(src, "random") ? SRC_RANDOM : 0;
+		if (!bit || golden_case_parse(t, e, type, &c)) {
+			T_FAIL(t, "%s: bad golden case (source %s)", type_name, src ? src : "?");
 			break;
 		}
-		if (!(want = golden_values(t, b, &n)))
-			break;
-		if (n > 1024 || quant_row_bytes(type, (uint64_t)n) != nraw || !quant_supported(type)) {
-			T_FAIL(t, "%s: %d values in %zu bytes (row bytes %zu, supported %d)",
-			       ty, n, nraw, quant_row_bytes(type, (uint64_t)n), quant_supported(type));
-			free(want);
-			break;
-		}
-		quant_dequant_row(type, raw, got, (size_t)n);
-		int exact = quant_block_elems(type) == 1;
-		float tol = exact ? 0.0f : 1e-6f * max_abs(want, (size_t)n);
-		for (int i = 0; i < n; i++) {
-			if (!(fabsf(got[i] - want[i]) <= tol) &&
-			    !(exact && got[i] == want[i])) {
-				T_FAIL(t, "%s [%d]: got %.9g want %.9g (tol %.3g)",
-				       ty, i, got[i], want[i], tol);
+		seen |= bit;
+		snprintf(what, sizeof what, "%s %s%s%s%s%s", type_name, src, mdl ? " " : "",
+			 mdl ? mdl : "", tns ? " " : "", tns ? tns : "");
+		if (bit == SRC_MODEL && mdl && !strcmp(mdl, base)) {
+			if (!g && gguf_open(&g, model, err, sizeof err)) {
+				T_FAIL(t, "model required (make model): %s", err);
 				break;
 			}
+			golden_case_vs_model(t, e, &c, g);
 		}
-		/* the F16/BF16 goldens hold values up to 1e30: dot only on the
-		 * quantised ones, whose magnitudes keep the double sum exact-ish */
-		if (!t->failed && !exact &&
-		    !dot_ok(type, raw, got, (size_t)n, 99, &derr, &dref))
-			T_FAIL(t, "%s: dot error %.3g (ref %.9g)", ty, derr, dref);
-		free(want);
-		if (t->failed)
+		if (t->failed || golden_case_dequant(t, what, &c) || golden_case_dots(t, what, &c))
 			break;
-		n_types++;
 	}
+	gguf_close(g);
 	cJSON_Delete(doc);
-	if (!t->failed && n_types < 10)
-		T_FAIL(t, "only %d golden block types", n_types);
+	if (!t->failed && seen != want_src)
+		T_FAIL(t, "%s: golden sources 0x%x, want 0x%x (quantize 1, model 2, random 4)",
+		       type_name, seen, want_src);
 }
+
+#define SRC_QR (SRC_QUANTIZE | SRC_RANDOM)
+#define SRC_ALL (SRC_QUANTIZE | SRC_MODEL | SRC_RANDOM)
+static void dequant_f32_vs_golden(struct test_ctx *t) { check_type_golden(t, "F32", SRC_QUANTIZE | SRC_MODEL); }
+static void dequant_f16_vs_golden(struct test_ctx *t) { check_type_golden(t, "F16", SRC_QR); }
+static void dequant_bf16_vs_golden(struct test_ctx *t) { check_type_golden(t, "BF16", SRC_QR); }
+static void dequant_q4_0_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q4_0", SRC_QR); }
+static void dequant_q4_1_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q4_1", SRC_ALL); }
+static void dequant_q5_0_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q5_0", SRC_ALL); }
+static void dequant_q5_1_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q5_1", SRC_QR); }
+static void dequant_q8_0_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q8_0", SRC_ALL); }
+static void dequant_q2_k_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q2_K", SRC_RANDOM); }
+static void dequant_q3_k_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q3_K", SRC_RANDOM); }
+static void dequant_q4_k_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q4_K", SRC_MODEL | SRC_RANDOM); }
+static void dequant_q5_k_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q5_K", SRC_RANDOM); }
+static void dequant_q6_k_vs_golden(struct test_ctx *t) { check_type_golden(t, "Q6_K", SRC_MODEL | SRC_RANDOM); }
+static void dequant_iq4_nl_vs_golden(struct test_ctx *t) { check_type_golden(t, "IQ4_NL", SRC_RANDOM); }
 
 /* ---- dot and matvec on whole tensors ---------------------------------- */
 
@@ -385,58 +450,44 @@ out:
 #define SKIP_WITHOUT_AVX2(t) do { if (!quant_impl_available(QUANT_IMPL_AVX2)) \
 	T_SKIP(t, "CPU lacks AVX2/FMA/F16C (or not an x86-64 build)"); } while (0)
 
-/* Real rows of the default model, every layer's tensor of each of the four
- * model formats (token_embd is Q8_0, attention and FFN weights Q5_0, Q4_K,
- * Q6_K and Q8_0): 16 rows spread over each tensor, so every layer's
- * scales and bit patterns are exercised. */
+/* Real rows of the model the tests run with (the default Gemma 3 270M:
+ * token_embd Q8_0, attention and FFN weights Q5_0, Q4_K, Q6_K and Q8_0;
+ * SEKV_MODEL=SmolLM2 adds Q4_1), every tensor of a format with fused
+ * kernels: 16 rows spread over each, so every layer's scales and bit
+ * patterns are exercised. */
 static void dot_avx2_vs_scalar_model_rows(struct test_ctx *t)
 {
-	static const char *kinds[] = {
-		"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down",
-	};
-	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K};
-	int seen[4] = {0};
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K};
+	int n_tensor = 0;
 	char err[512], name[96];
 	struct gguf *g = NULL;
 
 	SKIP_WITHOUT_AVX2(t);
 	if (gguf_open(&g, test_model_path(), err, sizeof err))
 		T_CHECKF(t, 0, "model required (make model): %s", err);
-	for (int l = -1; l < 64 && !t->failed; l++) {
-		for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !t->failed; k++) {
-			const struct gguf_tensor *tn;
-			size_t n, rb;
-			uint64_t rows;
-			int ti = -1;
+	for (uint64_t ti = 0; ti < g->n_tensor && !t->failed; ti++) {
+		const struct gguf_tensor *tn = &g->tensor[ti];
+		size_t n = (size_t)tn->ne[0], rb;
+		uint64_t rows;
+		int fused = 0;
 
-			if (l < 0 && k > 0)
+		for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+			fused |= tn->type == types[i];
+		if (!fused || tn->n_dims != 2)
+			continue;
+		snprintf(name, sizeof name, "%.*s", (int)tn->name.len, tn->name.ptr);
+		rb = quant_row_bytes(tn->type, n);
+		rows = tn->ne[1];
+		for (uint64_t r = 0; r < 16 && rows; r++) {
+			uint64_t row = r * (rows - 1) / 15;
+			if (!simd_row_ok(t, name, tn->type,
+					 (const uint8_t *)tn->data + row * rb, n, row + 3))
 				break;
-			if (l < 0)
-				snprintf(name, sizeof name, "token_embd.weight");
-			else
-				snprintf(name, sizeof name, "blk.%d.%s.weight", l, kinds[k]);
-			if (!(tn = gguf_find_tensor(g, name)))
-				continue;
-			for (int i = 0; i < 4; i++)
-				if (tn->type == types[i])
-					ti = i;
-			if (ti < 0)
-				continue;
-			n = (size_t)tn->ne[0];
-			rb = quant_row_bytes(tn->type, n);
-			rows = rb ? tn->nbytes / rb : 0;
-			for (uint64_t r = 0; r < 16 && rows; r++) {
-				uint64_t row = r * (rows - 1) / 15;
-				if (!simd_row_ok(t, name, tn->type,
-						 (const uint8_t *)tn->data + row * rb, n, row + 3))
-					break;
-			}
-			seen[ti]++;
 		}
+		n_tensor++;
 	}
 	gguf_close(g);
-	for (int i = 0; i < 4 && !t->failed; i++)
-		T_CHECKF(t, seen[i] > 0, "no %s tensor in the model", quant_name(types[i]));
+	T_CHECKF(t, t->failed || n_tensor > 0, "no tensor with fused kernels in %s", test_model_path());
 }
 
 /* Random bytes in every position (so all nibble, high-bit and scale
@@ -445,13 +496,13 @@ static void dot_avx2_vs_scalar_model_rows(struct test_ctx *t)
  * plus all-zero and all-ones payloads. */
 static void dot_avx2_vs_scalar_random_blocks(struct test_ctx *t)
 {
-	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K};
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K};
 	static const size_t lens[] = {32, 64, 96, 256, 512, 640, 1024, 2048, 4096};
 	static uint8_t q[4096 / 32 * 210];
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 
 	SKIP_WITHOUT_AVX2(t);
-	for (size_t ti = 0; ti < 4 && !t->failed; ti++) {
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
 		uint32_t type = types[ti];
 		size_t be = quant_block_elems(type), bb = quant_block_bytes(type);
 		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
@@ -467,9 +518,9 @@ static void dot_avx2_vs_scalar_random_blocks(struct test_ctx *t)
 				}
 				for (size_t b = 0; b < nb; b++) {
 					uint8_t *blk = q + b * bb;
-					/* f16 fields: d first (Q8_0, Q5_0), d and dmin
-					 * (Q4_K), d last (Q6_K) */
-					int n_f16 = type == QT_Q4_K ? 2 : 1;
+					/* f16 fields: d first (Q8_0, Q5_0), d and m or
+					 * dmin (Q4_1, Q4_K), d last (Q6_K) */
+					int n_f16 = type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1;
 					size_t at = type == QT_Q6_K ? 208 : 0;
 					for (int f = 0; f < n_f16; f++) {
 						float v;
@@ -515,6 +566,136 @@ static void quant_dispatch_picks_best_set(struct test_ctx *t)
 		 got, quant_impl_name(want), ref);
 }
 
+/* quant_matvec_impl is quant_dot_row_impl row by row, bit for bit, for
+ * every available set, on the fused types and one decoded block at a time
+ * (Q2_K); rows padded past their data (row_bytes > quant_row_bytes). */
+static void matvec_impl_matches_dot_row_impl(struct test_ctx *t)
+{
+	static const uint32_t types[] = {QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K, QT_Q2_K};
+	static const enum quant_impl impls[] = {QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512};
+	enum { ROWS = 5, COLS = 512, PAD = 6 };
+	static uint8_t w[ROWS * (COLS / 32 * 34 + PAD)];
+	static float x[COLS], y[ROWS];
+
+	test_fill_random(x, COLS, 31);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+		size_t rb = quant_row_bytes(types[ti], COLS) + PAD, bb = quant_block_bytes(types[ti]);
+		for (size_t i = 0; i < sizeof w; i++)
+			w[i] = (uint8_t)(i * 97 + ti * 13 + 5);
+		/* finite fp16 scales: every block's d, m, dmin fields at 0x1c1c */
+		for (int r = 0; r < ROWS; r++)
+			for (size_t b = 0; b < COLS / quant_block_elems(types[ti]); b++) {
+				uint8_t *blk = w + (size_t)r * rb + b * bb;
+				size_t at = types[ti] == QT_Q6_K ? 208 : types[ti] == QT_Q2_K ? 80 : 0;
+				memset(blk + at, 0x1c, types[ti] == QT_Q6_K || types[ti] == QT_Q8_0 ||
+						       types[ti] == QT_Q5_0 ? 2 : 4);
+			}
+		for (size_t k = 0; k < sizeof impls / sizeof impls[0]; k++) {
+			if (!quant_impl_available(impls[k]))
+				continue;
+			quant_matvec_impl(impls[k], types[ti], w, rb, ROWS, COLS, x, y);
+			for (int r = 0; r < ROWS; r++) {
+				float d = quant_dot_row_impl(impls[k], types[ti], w + (size_t)r * rb, x, COLS);
+				T_CHECKF(t, !memcmp(&d, &y[r], sizeof d) && isfinite(d),
+					 "%s [%s] row %d: matvec %.9g, dot %.9g", quant_name(types[ti]),
+					 quant_impl_name(impls[k]), r, y[r], d);
+			}
+		}
+	}
+}
+
+/* ---- reads stay inside the row ---------------------------------------- */
+
+/* n bytes between two PROT_NONE pages, flush against the trailing one
+ * (at_end) or the leading one, so a kernel reading one byte too many (or
+ * too early) faults; 4-byte aligned when n is. */
+struct guarded {
+	uint8_t *map;
+	size_t map_len;
+	uint8_t *p;
+};
+
+static int guarded_new(struct guarded *g, size_t n, int at_end)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), rw = (n + page - 1) / page * page;
+
+	g->map_len = rw + 2 * page;
+	g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (g->map == MAP_FAILED)
+		return -1;
+	if (mprotect(g->map, page, PROT_NONE) || mprotect(g->map + page + rw, page, PROT_NONE)) {
+		munmap(g->map, g->map_len);
+		return -1;
+	}
+	g->p = at_end ? g->map + page + rw - n : g->map + page;
+	return 0;
+}
+
+static void guarded_free(struct guarded *g)
+{
+	munmap(g->map, g->map_len);
+}
+
+/* Every supported block type, every kernel set: quant_dequant_row,
+ * quant_dot_row_impl and (where supported) quant_act_dot_impl read only
+ * the row's quant_row_bytes and the vectors' n elements (n/32 scales):
+ * each buffer sits flush against a guard page, at its end and then at its
+ * start, with lengths that leave every tail of the multi-block loops (1 to
+ * 4 leftover blocks). A stray read faults and ends the run. The results
+ * must also be finite (random codes, finite scales). */
+static void kernels_read_only_their_row(struct test_ctx *t)
+{
+	static const uint32_t types[] = {
+		QT_F32, QT_F16, QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0, QT_Q5_1, QT_Q8_0,
+		QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL,
+	};
+	static const size_t lens[] = {32, 64, 96, 128, 160, 256, 288, 512, 768, 1280, 4864};
+	static const enum quant_impl impls[] = {QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512};
+	uint64_t s = 0x2545f4914f6cdd1dull;
+
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
+		uint32_t type = types[ti];
+		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
+			size_t n = lens[li], rb = quant_row_bytes(type, n);
+			for (int end = 0; end < 2 && rb && !t->failed; end++) {
+				struct guarded gw, gy, gq, gd, gs;
+				int ok = !guarded_new(&gw, rb, end) + !guarded_new(&gy, n * 4, end) +
+					 !guarded_new(&gq, n, end) + !guarded_new(&gd, n / 8, end) +
+					 !guarded_new(&gs, n / 8, end);
+				T_CHECKF(t, ok == 5, "mmap of guarded buffers failed");
+				float *y = (float *)gy.p;
+				struct quant_act a = {0, (int8_t *)gq.p, (float *)gd.p, (float *)gs.p};
+				for (size_t i = 0; i < rb; i++) {
+					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+					/* bit patterns whose fp16/bf16/fp32 reading is finite:
+					 * exponent fields kept below all-ones */
+					gw.p[i] = (uint8_t)(s >> 32) & 0xbb;
+				}
+				test_fill_random(y, n, n + (uint64_t)end);
+				quant_act_quantize(y, n, &a);
+				quant_dequant_row(type, gw.p, y, n);
+				for (size_t i = 0; i < n && !t->failed; i++)
+					if (!isfinite(y[i]))
+						T_FAIL(t, "%s n=%zu: dequant [%zu] = %g", quant_name(type), n, i, y[i]);
+				test_fill_random(y, n, n + 7);
+				for (size_t k = 0; k < sizeof impls / sizeof impls[0] && !t->failed; k++) {
+					float v;
+					if (!quant_impl_available(impls[k]))
+						continue;
+					v = quant_dot_row_impl(impls[k], type, gw.p, y, n);
+					if (isfinite(v) && quant_act_supported(type, n))
+						v = quant_act_dot_impl(impls[k], type, gw.p, &a);
+					if (!isfinite(v))
+						T_FAIL(t, "%s n=%zu [%s]: %g", quant_name(type), n,
+						       quant_impl_name(impls[k]), v);
+				}
+				guarded_free(&gw), guarded_free(&gy), guarded_free(&gq);
+				guarded_free(&gd), guarded_free(&gs);
+			}
+		}
+	}
+}
+
 /* ---- sizes and names -------------------------------------------------- */
 
 static void quant_block_sizes_match_ggml(struct test_ctx *t)
@@ -524,9 +705,10 @@ static void quant_block_sizes_match_ggml(struct test_ctx *t)
 		{QT_Q4_0, "Q4_0", 32, 18, 1}, {QT_Q4_1, "Q4_1", 32, 20, 1},
 		{QT_Q5_0, "Q5_0", 32, 22, 1}, {QT_Q5_1, "Q5_1", 32, 24, 1},
 		{QT_Q8_0, "Q8_0", 32, 34, 1}, {QT_Q8_1, "Q8_1", 32, 36, 0},
-		{QT_Q2_K, "Q2_K", 256, 84, 0}, {QT_Q3_K, "Q3_K", 256, 110, 0},
+		{QT_Q2_K, "Q2_K", 256, 84, 1}, {QT_Q3_K, "Q3_K", 256, 110, 1},
 		{QT_Q4_K, "Q4_K", 256, 144, 1}, {QT_Q5_K, "Q5_K", 256, 176, 1},
 		{QT_Q6_K, "Q6_K", 256, 210, 1}, {QT_Q8_K, "Q8_K", 256, 292, 0},
+		{QT_IQ4_NL, "IQ4_NL", 32, 18, 1}, {16, "IQ2_XXS", 256, 66, 0},
 		{QT_BF16, "BF16", 1, 2, 1},
 	};
 	for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -544,9 +726,14 @@ static void quant_block_sizes_match_ggml(struct test_ctx *t)
 	T_CHECK(t, quant_block_elems(1000) == 0 && !quant_supported(1000));
 	T_CHECK(t, !strcmp(quant_name(4), "unknown"));
 	/* an unsupported type must neither crash nor produce a value */
-	uint8_t blk[84] = {0};
-	float y[256] = {0};
-	T_CHECK(t, quant_dot_row(QT_Q2_K, blk, y, 256) == 0.0f);
+	uint8_t blk[292];
+	float y[256];
+	memset(blk, 0x11, sizeof blk);
+	for (int i = 0; i < 256; i++)
+		y[i] = 1.0f;
+	T_CHECK(t, quant_dot_row(QT_Q8_K, blk, y, 256) == 0.0f);
+	quant_dequant_row(QT_Q8_K, blk, y, 256);
+	T_CHECK(t, y[0] == 1.0f && y[255] == 1.0f);
 }
 
 /* ---- fp16 ------------------------------------------------------------- */
@@ -703,15 +890,25 @@ const struct test_case test_quant[] = {
 	{"f16_rows_match_scalar", f16_rows_match_scalar},
 	{"f16_rows_convert", f16_rows_convert},
 	{"dequant_f32_vs_golden", dequant_f32_vs_golden},
-	{"dequant_q8_0_vs_golden", dequant_q8_0_vs_golden},
+	{"dequant_f16_vs_golden", dequant_f16_vs_golden},
+	{"dequant_bf16_vs_golden", dequant_bf16_vs_golden},
+	{"dequant_q4_0_vs_golden", dequant_q4_0_vs_golden},
+	{"dequant_q4_1_vs_golden", dequant_q4_1_vs_golden},
 	{"dequant_q5_0_vs_golden", dequant_q5_0_vs_golden},
+	{"dequant_q5_1_vs_golden", dequant_q5_1_vs_golden},
+	{"dequant_q8_0_vs_golden", dequant_q8_0_vs_golden},
+	{"dequant_q2_k_vs_golden", dequant_q2_k_vs_golden},
+	{"dequant_q3_k_vs_golden", dequant_q3_k_vs_golden},
 	{"dequant_q4_k_vs_golden", dequant_q4_k_vs_golden},
+	{"dequant_q5_k_vs_golden", dequant_q5_k_vs_golden},
 	{"dequant_q6_k_vs_golden", dequant_q6_k_vs_golden},
-	{"dequant_random_blocks_vs_golden", dequant_random_blocks_vs_golden},
+	{"dequant_iq4_nl_vs_golden", dequant_iq4_nl_vs_golden},
 	{"dot_float_types_vs_double", dot_float_types_vs_double},
 	{"matvec_vs_dot_row_model", matvec_vs_dot_row_model},
 	{"dot_avx2_vs_scalar_model_rows", dot_avx2_vs_scalar_model_rows},
 	{"dot_avx2_vs_scalar_random_blocks", dot_avx2_vs_scalar_random_blocks},
 	{"quant_dispatch_picks_best_set", quant_dispatch_picks_best_set},
+	{"matvec_impl_matches_dot_row_impl", matvec_impl_matches_dot_row_impl},
+	{"kernels_read_only_their_row", kernels_read_only_their_row},
 	{NULL, NULL},
 };

@@ -1,11 +1,14 @@
 /* test_quant_act.c - int8-activation matvec kernels (quant_act.c and its
  * SIMD sets): quantisation bounds, every kernel set against the exact
- * integer sum on the default model's real rows and on random bit
- * patterns, and the int8 path against plain dequantise-then-multiply in
- * double within the bound the activation rounding allows.
+ * integer sum on the model's real rows and on random bit patterns, the
+ * int8 path against plain dequantise-then-multiply in double within the
+ * bound the activation rounding allows, and the CPU backend's choice of
+ * the int8 kernels for one-token matmuls. (Against gguf-py's goldens:
+ * test_quant.c, dequant_<type>_vs_golden.)
  */
 #include "tests/test.h"
 
+#include "engine/backend/backend.h"
 #include "engine/gguf/gguf.h"
 #include "engine/quant/quant.h"
 
@@ -108,15 +111,16 @@ static int act_row_ok(struct test_ctx *t, const char *what, uint32_t type, const
 	return 1;
 }
 
-/* Every tensor of the default model in one of the four formats (token_embd
- * Q8_0; attention and FFN weights Q5_0, Q4_K, Q6_K, Q8_0): 8 rows spread
- * over each, against activations of two magnitudes. */
+/* Every tensor of the model the tests run with in a format with int8
+ * kernels (default Gemma 3 270M: token_embd Q8_0; attention and FFN
+ * weights Q5_0, Q4_K, Q6_K, Q8_0; SEKV_MODEL=SmolLM2 adds Q4_1): 8 rows
+ * spread over each, against activations of two magnitudes. */
 static void quant_act_kernels_vs_exact_model_rows(struct test_ctx *t)
 {
-	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K };
+	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K };
 	static float x[MAX_N];
 	static struct act_buf b;
-	int seen[4] = { 0 };
+	int n_tensor = 0;
 	char err[512], name[96];
 	struct gguf *g = NULL;
 
@@ -128,7 +132,7 @@ static void quant_act_kernels_vs_exact_model_rows(struct test_ctx *t)
 		uint64_t rows;
 		int k = -1;
 
-		for (int i = 0; i < 4; i++)
+		for (int i = 0; i < (int)(sizeof types / sizeof types[0]); i++)
 			if (tn->type == types[i])
 				k = i;
 		if (k < 0 || tn->n_dims != 2 || n > MAX_N || !quant_act_supported(tn->type, n))
@@ -148,11 +152,10 @@ static void quant_act_kernels_vs_exact_model_rows(struct test_ctx *t)
 					break;
 			}
 		}
-		seen[k]++;
+		n_tensor++;
 	}
 	gguf_close(g);
-	for (int i = 0; i < 4 && !t->failed; i++)
-		T_CHECKF(t, seen[i] > 0, "no %s tensor in the model", quant_name(types[i]));
+	T_CHECKF(t, t->failed || n_tensor > 0, "no tensor with int8 kernels in %s", test_model_path());
 }
 
 /* Random bytes everywhere (all nibble, high-bit, scale and -128 patterns)
@@ -160,14 +163,14 @@ static void quant_act_kernels_vs_exact_model_rows(struct test_ctx *t)
  * rows of 1 to 16 super-blocks' worth of elements. */
 static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
 {
-	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_K, QT_Q6_K };
+	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K };
 	static const size_t lens[] = { 32, 64, 96, 256, 512, 640, 1024, 2048, 4096 };
 	static uint8_t w[MAX_N / 32 * 210];
 	static float x[MAX_N];
 	static struct act_buf b;
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 
-	for (size_t ti = 0; ti < 4 && !t->failed; ti++) {
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
 		uint32_t type = types[ti];
 		size_t be = quant_block_elems(type), bb = quant_block_bytes(type);
 		for (size_t li = 0; li < sizeof lens / sizeof lens[0] && !t->failed; li++) {
@@ -183,7 +186,7 @@ static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
 				}
 				for (size_t k = 0; k < nb; k++) {
 					uint8_t *blk = w + k * bb;
-					int n_f16 = type == QT_Q4_K ? 2 : 1;
+					int n_f16 = type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1;
 					size_t at = type == QT_Q6_K ? 208 : 0;
 					for (int f = 0; f < n_f16; f++) {
 						uint16_t h;
@@ -202,10 +205,13 @@ static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
 		}
 	}
 	T_CHECK(t, !quant_act_supported(QT_Q4_K, 640) && !quant_act_supported(QT_F32, 64) &&
-		   !quant_act_supported(QT_Q8_0, 0) && !quant_act_supported(QT_Q8_0, 48));
+		   !quant_act_supported(QT_Q8_0, 0) && !quant_act_supported(QT_Q8_0, 48) &&
+		   !quant_act_supported(QT_Q4_1, 48) && !quant_act_supported(QT_Q5_1, 64) &&
+		   !quant_act_supported(QT_Q2_K, 256));
 }
 
-/* quant_act_dot and quant_act_matvec run the active set, bit for bit. */
+/* quant_act_dot and quant_act_matvec run the active set, bit for bit, and
+ * quant_act_matvec_impl each set's quant_act_dot_impl. */
 static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
 {
 	static uint8_t w[4 * 8 * 34];
@@ -226,6 +232,87 @@ static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
 			 "row %d: dot %.9g, %s %.9g, matvec %.9g", r, one,
 			 quant_impl_name(quant_impl_active()), ref, y[r]);
 	}
+	for (size_t k = 0; k < sizeof k_impls / sizeof k_impls[0]; k++) {
+		if (!quant_impl_available(k_impls[k]))
+			continue;
+		quant_act_matvec_impl(k_impls[k], QT_Q8_0, w, 8 * 34, 4, &b.a, y);
+		for (int r = 0; r < 4; r++) {
+			float one = quant_act_dot_impl(k_impls[k], QT_Q8_0, w + r * 8 * 34, &b.a);
+			T_CHECKF(t, !memcmp(&one, &y[r], sizeof one), "row %d [%s]: dot %.9g, matvec %.9g",
+				 r, quant_impl_name(k_impls[k]), one, y[r]);
+		}
+	}
+}
+
+/* The CPU backend's one-token matmul picks its kernels by type: with
+ * act_q8 set, every type quant_act_supported accepts (Q4_1 included) runs
+ * the int8 kernels, bit for bit quant_act_matvec on the quantised input;
+ * with act_q8 clear, quant_matvec's fp32 kernels. Random rows (finite
+ * fp16 scales) of 576 columns, the width of SmolLM2, split over two
+ * threads; the two paths must also differ, or the test could not tell
+ * them apart. */
+static void cpu_matmul_one_token_uses_int8_kernels(struct test_ctx *t)
+{
+	enum { ROWS = 96, COLS = 576, COLS_K = 512 };
+	static const uint32_t types[] = { QT_Q8_0, QT_Q5_0, QT_Q4_1, QT_Q4_K, QT_Q6_K };
+	static uint8_t w[ROWS * COLS / 32 * 34];
+	static float x[COLS], y[ROWS], want[ROWS];
+	static struct act_buf b;
+	struct backend *be = NULL;
+	struct backend_ws *ws = NULL;
+	struct backend_ws_size sz = { 2, 1, 64, (size_t)ROWS * COLS, COLS, 0 };
+	char err[256];
+	uint64_t s = 88172645463325252ull;
+
+	T_CHECKF(t, backend_open("cpu", 2, &be, err, sizeof err) == 0, "backend_open: %s", err);
+	if (be->ops->ws_new(be, &sz, &ws)) {
+		backend_close(be);
+		T_CHECK(t, !"ws_new");
+	}
+	test_fill_random(x, COLS, 77);
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
+		uint32_t type = types[ti];
+		int cols = quant_block_elems(type) == 256 ? COLS_K : COLS;
+		size_t rb = quant_row_bytes(type, (uint64_t)cols), bb = quant_block_bytes(type);
+		struct backend_weight wt = { type, ROWS, cols, rb, w };
+		int differ = 0;
+
+		for (size_t i = 0; i < ROWS * rb; i++) {
+			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+			w[i] = (uint8_t)(s >> 32);
+		}
+		for (size_t k = 0; k < ROWS * rb / bb; k++) {
+			uint8_t *blk = w + k * bb;
+			size_t at = type == QT_Q6_K ? 208 : 0;
+			for (int f = 0; f < (type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1); f++) {
+				uint16_t h = quant_f32_to_f16((float)(1e-3 + 1e-2 * (double)((k * 7 + (size_t)f) % 13)));
+				blk[at + 2 * (size_t)f] = (uint8_t)h;
+				blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
+			}
+		}
+		act_init(&b, x, (size_t)cols);
+		quant_act_matvec(type, w, rb, ROWS, &b.a, want);
+		be->act_q8 = 1;
+		be->ops->matmul(be, ws, &wt, 0, ROWS, x, 1, y, ROWS);
+		for (int r = 0; r < ROWS && !t->failed; r++)
+			if (memcmp(&y[r], &want[r], sizeof y[r]))
+				T_FAIL(t, "%s row %d: int8 path %.9g, quant_act_matvec %.9g",
+				       quant_name(type), r, y[r], want[r]);
+		quant_matvec(type, w, rb, ROWS, cols, x, want);
+		for (int r = 0; r < ROWS; r++)
+			differ |= memcmp(&y[r], &want[r], sizeof y[r]) != 0;
+		be->act_q8 = 0;
+		be->ops->matmul(be, ws, &wt, 0, ROWS, x, 1, y, ROWS);
+		be->act_q8 = 1;
+		for (int r = 0; r < ROWS && !t->failed; r++)
+			if (memcmp(&y[r], &want[r], sizeof y[r]))
+				T_FAIL(t, "%s row %d: fp32 path %.9g, quant_matvec %.9g",
+				       quant_name(type), r, y[r], want[r]);
+		if (!t->failed && !differ)
+			T_FAIL(t, "%s: int8 and fp32 results are identical", quant_name(type));
+	}
+	be->ops->ws_free(ws);
+	backend_close(be);
 }
 
 const struct test_case test_quant_act[] = {
@@ -233,5 +320,6 @@ const struct test_case test_quant_act[] = {
 	{ "quant_act_kernels_vs_exact_model_rows", quant_act_kernels_vs_exact_model_rows },
 	{ "quant_act_kernels_vs_exact_random_blocks", quant_act_kernels_vs_exact_random_blocks },
 	{ "quant_act_dispatch_uses_active_set", quant_act_dispatch_uses_active_set },
+	{ "cpu_matmul_one_token_uses_int8_kernels", cpu_matmul_one_token_uses_int8_kernels },
 	{ NULL, NULL },
 };

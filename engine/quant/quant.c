@@ -3,14 +3,14 @@
  *
  * Invariant: every format has one block decoder (`*_block`, elements in
  * storage order) that quant_dequant_row uses and that is the reference.
- * Dot products never materialise a row: the model's formats (Q8_0, Q5_0,
- * Q4_K, Q6_K) have fused kernels that repeat their decoder's bit layout
- * and multiply in place; the others decode one block into a stack buffer.
- * Sums are kept per position in QUANT_LANES partial sums, so the compiler
- * vectorises them without -ffast-math. Those four formats dispatch through
- * a kernel set chosen once per process: these scalar kernels (the reference
- * and fallback) or quant_avx2.c. Layouts: ggml ggml-common.h; tensor
- * metadata lives in gguf.c.
+ * Dot products never materialise a row: the models' formats (Q8_0, Q5_0,
+ * Q4_1, Q4_K, Q6_K) have fused kernels that repeat their decoder's bit
+ * layout and multiply in place; the others decode one block into a stack
+ * buffer. Sums are kept per position in QUANT_LANES partial sums, so the
+ * compiler vectorises them without -ffast-math. Those five formats
+ * dispatch through a kernel set chosen once per process: these scalar
+ * kernels (the reference and fallback) or quant_avx2.c. Layouts: ggml
+ * ggml-common.h; tensor metadata lives in gguf.c.
  */
 #include "engine/quant/quant.h"
 #include "engine/quant/quant_int.h"
@@ -47,8 +47,8 @@ static const struct quant_traits quant_table[] = {
 	[QT_Q5_1] = {"Q5_1", QK, 24, 1},
 	[QT_Q8_0] = {"Q8_0", QK, 34, 1},
 	[QT_Q8_1] = {"Q8_1", QK, 36, 0},
-	[QT_Q2_K] = {"Q2_K", QK_K, 84, 0},
-	[QT_Q3_K] = {"Q3_K", QK_K, 110, 0},
+	[QT_Q2_K] = {"Q2_K", QK_K, 84, 1},
+	[QT_Q3_K] = {"Q3_K", QK_K, 110, 1},
 	[QT_Q4_K] = {"Q4_K", QK_K, 144, 1},
 	[QT_Q5_K] = {"Q5_K", QK_K, 176, 1},
 	[QT_Q6_K] = {"Q6_K", QK_K, 210, 1},
@@ -57,7 +57,7 @@ static const struct quant_traits quant_table[] = {
 	[17] = {"IQ2_XS", QK_K, 74, 0},
 	[18] = {"IQ3_XXS", QK_K, 98, 0},
 	[19] = {"IQ1_S", QK_K, 50, 0},
-	[20] = {"IQ4_NL", QK, 18, 0},
+	[QT_IQ4_NL] = {"IQ4_NL", QK, 18, 1},
 	[21] = {"IQ3_S", QK_K, 110, 0},
 	[22] = {"IQ2_S", QK_K, 82, 0},
 	[23] = {"IQ4_XS", QK_K, 136, 0},
@@ -379,6 +379,78 @@ static void q6_k_block(const uint8_t *restrict b, float *restrict y)
 	}
 }
 
+/* Q2_K (84 bytes): 16 scale bytes (one per 16 elements: low nibble the
+ * scale, high nibble the min), 64 bytes of 2-bit codes, f16 d, f16 dmin.
+ * Each half of 128 elements uses 32 code bytes: element 32j + l of the
+ * half is bits 2j..2j+1 of byte l; value d*sc*q - dmin*m. */
+static void q2_k_block(const uint8_t *restrict b, float *restrict y)
+{
+	const uint8_t *sc = b, *qs = b + 16;
+	float d = rd_f16(b + 80), dmin = rd_f16(b + 82);
+
+	for (int h = 0; h < 2; h++, qs += 32, sc += 8) {
+		for (int j = 0; j < 4; j++, y += 32) {
+			for (int s = 0; s < 2; s++) {
+				float dl = d * (float)(sc[2 * j + s] & 0x0f);
+				float ml = dmin * (float)(sc[2 * j + s] >> 4);
+				for (int l = 16 * s; l < 16 * s + 16; l++)
+					y[l] = dl * (float)((qs[l] >> (2 * j)) & 3) - ml;
+			}
+		}
+	}
+}
+
+/* Scale i (0..15) of Q3_K, from its 12 scale bytes: the low four bits are
+ * a nibble of bytes 0..7 (low nibbles for i < 8), the top two bits come
+ * from byte 8 + i%4, bits 2*(i/4); stored with an offset of 32. */
+static int q3_k_scale(const uint8_t *s, int i)
+{
+	int lo = i < 8 ? s[i] & 0x0f : s[i - 8] >> 4;
+	int hi = (s[8 + (i & 3)] >> (2 * (i >> 2))) & 3;
+
+	return (lo | hi << 4) - 32;
+}
+
+/* Q3_K (110 bytes): 32 bytes hmask, 64 bytes of 2-bit codes (laid out as
+ * Q2_K's), 12 scale bytes, f16 d. Element 32k + l (k = 0..7) takes its
+ * high bit from bit k of hmask[l]; a clear bit subtracts 4, so codes are
+ * -4..3; value d*sc*q with one signed 6-bit scale per 16 elements. */
+static void q3_k_block(const uint8_t *restrict b, float *restrict y)
+{
+	const uint8_t *hm = b, *qs = b + 32, *sc = b + 96;
+	float d = rd_f16(b + 108);
+
+	for (int k = 0; k < 8; k++, y += 32) {
+		const uint8_t *q = qs + 32 * (k >> 2);
+		int shift = 2 * (k & 3);
+		for (int s = 0; s < 2; s++) {
+			float dl = d * (float)q3_k_scale(sc, 2 * k + s);
+			for (int l = 16 * s; l < 16 * s + 16; l++) {
+				int v = ((q[l] >> shift) & 3) - ((hm[l] >> k) & 1 ? 0 : 4);
+				y[l] = dl * (float)v;
+			}
+		}
+	}
+}
+
+/* IQ4_NL (18 bytes): f16 d, 16 bytes of nibbles laid out as Q4_0's; each
+ * nibble indexes a fixed non-linear table (ggml kvalues_iq4nl); value
+ * d * table[q]. */
+static const int8_t iq4_nl_values[16] = {
+	-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113,
+};
+
+static void iq4_nl_block(const uint8_t *restrict b, float *restrict y)
+{
+	float d = rd_f16(b);
+	const uint8_t *qs = b + 2;
+
+	for (int j = 0; j < QK / 2; j++) {
+		y[j] = d * (float)iq4_nl_values[qs[j] & 0x0f];
+		y[j + QK / 2] = d * (float)iq4_nl_values[qs[j] >> 4];
+	}
+}
+
 typedef void (*quant_block_fn)(const uint8_t *restrict b, float *restrict y);
 
 static quant_block_fn quant_block_decoder(uint32_t type)
@@ -389,9 +461,12 @@ static quant_block_fn quant_block_decoder(uint32_t type)
 	case QT_Q5_0: return q5_0_block;
 	case QT_Q5_1: return q5_1_block;
 	case QT_Q8_0: return q8_0_block;
+	case QT_Q2_K: return q2_k_block;
+	case QT_Q3_K: return q3_k_block;
 	case QT_Q4_K: return q4_k_block;
 	case QT_Q5_K: return q5_k_block;
 	case QT_Q6_K: return q6_k_block;
+	case QT_IQ4_NL: return iq4_nl_block;
 	}
 	return NULL;
 }
@@ -524,6 +599,23 @@ static float dot_q5_0(const uint8_t *restrict b, const float *restrict y, size_t
 	return s;
 }
 
+static float dot_q4_1(const uint8_t *restrict b, const float *restrict y, size_t n)
+{
+	float acc[QK] = {0}, s = 0.0f;
+
+	for (size_t i = 0; i + QK <= n; i += QK, b += 20) {
+		float d = rd_f16(b), m = rd_f16(b + 2);
+		const uint8_t *qs = b + 4;
+		for (int j = 0; j < QK / 2; j++) {
+			acc[j] += ((float)(qs[j] & 0x0f) * d + m) * y[i + j];
+			acc[j + QK / 2] += ((float)(qs[j] >> 4) * d + m) * y[i + j + QK / 2];
+		}
+	}
+	for (int j = 0; j < QK; j++)
+		s += acc[j];
+	return s;
+}
+
 static float dot_q4_k(const uint8_t *restrict b, const float *restrict y, size_t n)
 {
 	float acc[32] = {0}, s = 0.0f;
@@ -583,22 +675,23 @@ typedef float (*quant_dot_fn)(const uint8_t *x, const float *y, size_t n);
 
 /* One fused dot product per model format. */
 struct quant_kernels {
-	quant_dot_fn q8_0, q5_0, q4_k, q6_k;
+	quant_dot_fn q8_0, q5_0, q4_1, q4_k, q6_k;
 };
 
 static const struct quant_kernels quant_scalar_kernels = {
-	dot_q8_0, dot_q5_0, dot_q4_k, dot_q6_k,
+	dot_q8_0, dot_q5_0, dot_q4_1, dot_q4_k, dot_q6_k,
 };
 
 #if QUANT_HAVE_AVX2
 static const struct quant_kernels quant_avx2_kernels = {
-	quant_avx2_dot_q8_0, quant_avx2_dot_q5_0, quant_avx2_dot_q4_k,
-	quant_avx2_dot_q6_k,
+	quant_avx2_dot_q8_0, quant_avx2_dot_q5_0, quant_avx2_dot_q4_1,
+	quant_avx2_dot_q4_k, quant_avx2_dot_q6_k,
 };
 #endif
 
 /* Written once under quant_once, read-only afterwards. */
 static pthread_once_t quant_once = PTHREAD_ONCE_INIT;
+static int quant_avail[3] = { 1, 0, 0 }; /* by enum quant_impl */
 static enum quant_impl quant_active = QUANT_IMPL_SCALAR;
 static const struct quant_kernels *quant_active_kernels = &quant_scalar_kernels;
 
@@ -612,28 +705,44 @@ static int quant_cpu_has_f16c(void)
 }
 #endif
 
+/* The AVX-512 set keeps AVX2's fp32-activation kernels (quant.h). Only
+ * called with an available impl. */
+static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
+{
+#if QUANT_HAVE_AVX2
+	if (impl != QUANT_IMPL_SCALAR)
+		return &quant_avx2_kernels;
+#endif
+	(void)impl;
+	return &quant_scalar_kernels;
+}
+
+/* Queries the CPU once (CPUID traps to the hypervisor in a VM: far too slow
+ * for every matvec), then picks the best set. */
+static void quant_choose_impl(void)
+{
+	const char *off = getenv("SEKV_NO_SIMD");
+
+#if QUANT_HAVE_AVX2
+	quant_avail[QUANT_IMPL_AVX2] = __builtin_cpu_supports("avx2") &&
+				       __builtin_cpu_supports("fma") && quant_cpu_has_f16c();
+	quant_avail[QUANT_IMPL_AVX512] = quant_avail[QUANT_IMPL_AVX2] &&
+		__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+	if (off && *off && strcmp(off, "0"))
+		return;
+	if (quant_avail[QUANT_IMPL_AVX512])
+		quant_active = QUANT_IMPL_AVX512;
+	else if (quant_avail[QUANT_IMPL_AVX2])
+		quant_active = QUANT_IMPL_AVX2;
+	quant_active_kernels = quant_kernels_of(quant_active);
+}
+
 int quant_impl_available(enum quant_impl impl)
 {
-	switch (impl) {
-	case QUANT_IMPL_SCALAR:
-		return 1;
-	case QUANT_IMPL_AVX2:
-#if QUANT_HAVE_AVX2
-		return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-		       quant_cpu_has_f16c();
-#else
-		return 0;
-#endif
-	case QUANT_IMPL_AVX512:
-#if QUANT_HAVE_AVX2
-		return quant_impl_available(QUANT_IMPL_AVX2) &&
-		       __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
-#else
-		return 0;
-#endif
-	}
-	return 0;
+	pthread_once(&quant_once, quant_choose_impl);
+	return (unsigned)impl < 3 ? quant_avail[impl] : 0;
 }
 
 const char *quant_impl_name(enum quant_impl impl)
@@ -643,30 +752,6 @@ const char *quant_impl_name(enum quant_impl impl)
 	case QUANT_IMPL_AVX512: return "avx512";
 	default: return "scalar";
 	}
-}
-
-/* The AVX-512 set keeps AVX2's fp32-activation kernels (quant.h). */
-static const struct quant_kernels *quant_kernels_of(enum quant_impl impl)
-{
-#if QUANT_HAVE_AVX2
-	if (impl != QUANT_IMPL_SCALAR && quant_impl_available(impl))
-		return &quant_avx2_kernels;
-#endif
-	(void)impl;
-	return &quant_scalar_kernels;
-}
-
-static void quant_choose_impl(void)
-{
-	const char *off = getenv("SEKV_NO_SIMD");
-
-	if (off && *off && strcmp(off, "0"))
-		return;
-	if (quant_impl_available(QUANT_IMPL_AVX512))
-		quant_active = QUANT_IMPL_AVX512;
-	else if (quant_impl_available(QUANT_IMPL_AVX2))
-		quant_active = QUANT_IMPL_AVX2;
-	quant_active_kernels = quant_kernels_of(quant_active);
 }
 
 /* Per row of every decode matvec: one pthread_once check, no CPU query. */
@@ -682,12 +767,19 @@ enum quant_impl quant_impl_active(void)
 	return quant_active;
 }
 
+/* The set `impl` runs: itself when available, else the scalar one. */
+static const struct quant_kernels *quant_kernels_for(enum quant_impl impl)
+{
+	return quant_kernels_of(quant_impl_available(impl) ? impl : QUANT_IMPL_SCALAR);
+}
+
 /* The kernel of `type` in set k, NULL for types without a fused kernel. */
 static quant_dot_fn quant_kernel(const struct quant_kernels *k, uint32_t type)
 {
 	switch (type) {
 	case QT_Q8_0: return k->q8_0;
 	case QT_Q5_0: return k->q5_0;
+	case QT_Q4_1: return k->q4_1;
 	case QT_Q4_K: return k->q4_k;
 	case QT_Q6_K: return k->q6_k;
 	}
@@ -721,7 +813,7 @@ static float dot_generic(uint32_t type, const uint8_t *b, const float *y, size_t
 float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
 			 const float *y, size_t n)
 {
-	quant_dot_fn fn = quant_kernel(quant_kernels_of(impl), type);
+	quant_dot_fn fn = quant_kernel(quant_kernels_for(impl), type);
 
 	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
 }
@@ -733,12 +825,25 @@ float quant_dot_row(uint32_t type, const void *x, const float *y, size_t n)
 	return fn ? fn(x, y, n) : dot_generic(type, x, y, n);
 }
 
-void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
-		  int n_cols, const float *x, float *y)
+/* One kernel lookup per call, not per row. */
+static void matvec_set(const struct quant_kernels *k, uint32_t type, const void *w,
+		       size_t row_bytes, int n_rows, int n_cols, const float *x, float *y)
 {
 	const uint8_t *row = w;
-	quant_dot_fn fn = quant_kernel(quant_kernels_active(), type);
+	quant_dot_fn fn = quant_kernel(k, type);
 
 	for (int r = 0; r < n_rows; r++, row += row_bytes)
 		y[r] = fn ? fn(row, x, (size_t)n_cols) : dot_generic(type, row, x, (size_t)n_cols);
+}
+
+void quant_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		  int n_cols, const float *x, float *y)
+{
+	matvec_set(quant_kernels_active(), type, w, row_bytes, n_rows, n_cols, x, y);
+}
+
+void quant_matvec_impl(enum quant_impl impl, uint32_t type, const void *w, size_t row_bytes,
+		       int n_rows, int n_cols, const float *x, float *y)
+{
+	matvec_set(quant_kernels_for(impl), type, w, row_bytes, n_rows, n_cols, x, y);
 }

@@ -15,7 +15,8 @@
 enum qtype {
 	QT_F32 = 0, QT_F16 = 1, QT_Q4_0 = 2, QT_Q4_1 = 3, QT_Q5_0 = 6,
 	QT_Q5_1 = 7, QT_Q8_0 = 8, QT_Q8_1 = 9, QT_Q2_K = 10, QT_Q3_K = 11,
-	QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_Q8_K = 15, QT_BF16 = 30,
+	QT_Q4_K = 12, QT_Q5_K = 13, QT_Q6_K = 14, QT_Q8_K = 15, QT_IQ4_NL = 20,
+	QT_BF16 = 30,
 };
 
 /* 1 when this build can dequantise `type`, else 0. */
@@ -56,9 +57,9 @@ void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
 
 /* ---- kernel sets ------------------------------------------------------ */
 
-/* quant_dot_row and quant_matvec run Q8_0, Q5_0, Q4_K and Q6_K through the
- * fastest kernel set the CPU supports, chosen once on first use
- * (thread-safe); SEKV_NO_SIMD set to anything but "" or "0" forces the
+/* quant_dot_row and quant_matvec run Q8_0, Q5_0, Q4_1, Q4_K and Q6_K
+ * through the fastest kernel set the CPU supports, chosen once on first
+ * use (thread-safe); SEKV_NO_SIMD set to anything but "" or "0" forces the
  * scalar set. Other types always use the scalar code. The fp32-activation
  * kernels of the AVX-512 set are the AVX2 ones; its int8 kernels
  * (quant_act_dot) use AVX-512 VNNI. */
@@ -75,6 +76,10 @@ const char *quant_impl_name(enum quant_impl impl);
  * an unavailable impl runs the scalar set. Thread-safe. */
 float quant_dot_row_impl(enum quant_impl impl, uint32_t type, const void *x,
 			 const float *y, size_t n);
+/* quant_matvec through the kernel set `impl` (an unavailable impl runs the
+ * scalar set); one kernel lookup per call. Benchmarks compare sets with it. */
+void quant_matvec_impl(enum quant_impl impl, uint32_t type, const void *w, size_t row_bytes,
+		       int n_rows, int n_cols, const float *x, float *y);
 
 /* ---- int8 activations (quant_act.c) ----------------------------------- */
 
@@ -90,7 +95,7 @@ struct quant_act {
 	int8_t *q;        /* [n] */
 	float *d;         /* [n / 32] block scales */
 	float *s;         /* [n / 32] d * (sum of the block's q): the block's
-	                     dequantised sum, for the mins of Q4_K */
+	                     dequantised sum, for the mins of Q4_1 and Q4_K */
 };
 
 /* Fills a (whose arrays hold n and n / 32 entries, caller-owned) from x[n];
@@ -98,7 +103,8 @@ struct quant_act {
  * d = 0 and q = 0. Thread-safe. */
 void quant_act_quantize(const float *x, size_t n, struct quant_act *a);
 /* 1 when quant_act_dot has an int8 kernel for weights of `type` and rows of
- * n elements (Q8_0 and Q5_0: n % 32 == 0; Q4_K and Q6_K: n % 256 == 0). */
+ * n elements (Q8_0, Q5_0 and Q4_1: n % 32 == 0; Q4_K and Q6_K:
+ * n % 256 == 0), else 0. */
 int quant_act_supported(uint32_t type, size_t n);
 /* sum_i dequant(w)[i] * a.q[i] * a.d[i/32] over a->n elements of one row w
  * of `type` (quant_act_supported must hold). The integer products are
@@ -107,9 +113,13 @@ int quant_act_supported(uint32_t type, size_t n);
  * differs by the activation rounding, at most 0.5 d per element.
  * Thread-safe. */
 float quant_act_dot(uint32_t type, const void *w, const struct quant_act *a);
-/* y[r] = quant_act_dot(type, w + r * row_bytes, a) for r < n_rows. */
+/* y[r] = quant_act_dot(type, w + r * row_bytes, a) for r < n_rows (all 0
+ * when quant_act_supported fails). Single-threaded; callers split rows. */
 void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
 		      const struct quant_act *a, float *y);
+/* quant_act_matvec through the set `impl` (unavailable: scalar). */
+void quant_act_matvec_impl(enum quant_impl impl, uint32_t type, const void *w,
+			   size_t row_bytes, int n_rows, const struct quant_act *a, float *y);
 /* quant_act_dot through the set `impl` (tests, benchmarks); an unavailable
  * impl runs the scalar kernels. */
 float quant_act_dot_impl(enum quant_impl impl, uint32_t type, const void *w,
@@ -123,14 +133,17 @@ float quant_act_dot_impl(enum quant_impl impl, uint32_t type, const void *w,
 #define QUANT_HAVE_AVX2 1
 float quant_avx2_dot_q8_0(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q5_0(const uint8_t *x, const float *y, size_t n);
+float quant_avx2_dot_q4_1(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q4_k(const uint8_t *x, const float *y, size_t n);
 float quant_avx2_dot_q6_k(const uint8_t *x, const float *y, size_t n);
 float quant_act_avx2_q8_0(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx2_q5_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx2_q4_1(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx2_q4_k(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx2_q6_k(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q8_0(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q5_0(const uint8_t *w, const struct quant_act *a);
+float quant_act_avx512_q4_1(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q4_k(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q6_k(const uint8_t *w, const struct quant_act *a);
 #else

@@ -47,6 +47,7 @@ int quant_act_supported(uint32_t type, size_t n)
 	switch (type) {
 	case QT_Q8_0:
 	case QT_Q5_0:
+	case QT_Q4_1:
 		return n > 0 && n % QA == 0;
 	case QT_Q4_K:
 	case QT_Q6_K:
@@ -88,6 +89,24 @@ static float act_q5_0(const uint8_t *w, const struct quant_act *a)
 		acc += quant_f16_to_f32((uint16_t)(w[0] | w[1] << 8)) * a->d[b] * (float)isum;
 	}
 	return acc;
+}
+
+/* Q4_1: value q*d + m per block of 32, so the block's dot is
+ * d*dx * sum q*qa + m*s (s = dx * sum qa, the activation block sum). */
+static float act_q4_1(const uint8_t *w, const struct quant_act *a)
+{
+	float acc = 0.0f, mins = 0.0f;
+
+	for (size_t b = 0; b < a->n / QA; b++, w += 20) {
+		const uint8_t *qs = w + 4;
+		const int8_t *qa = a->q + b * QA;
+		int32_t isum = 0;
+		for (int j = 0; j < QA / 2; j++)
+			isum += (qs[j] & 0x0f) * qa[j] + (qs[j] >> 4) * qa[j + QA / 2];
+		acc += quant_f16_to_f32((uint16_t)(w[0] | w[1] << 8)) * a->d[b] * (float)isum;
+		mins += quant_f16_to_f32((uint16_t)(w[2] | w[3] << 8)) * a->s[b];
+	}
+	return acc + mins;
 }
 
 /* Q4_K: value d*sc*q - dmin*m per sub-block of 32, so the dot is
@@ -153,12 +172,14 @@ typedef float (*act_fn)(const uint8_t *w, const struct quant_act *a);
 
 static act_fn act_kernel(enum quant_impl impl, uint32_t type)
 {
-	static const act_fn scalar[4] = { act_q8_0, act_q5_0, act_q4_k, act_q6_k };
+	static const act_fn scalar[5] = { act_q8_0, act_q5_0, act_q4_1, act_q4_k, act_q6_k };
 #if QUANT_HAVE_AVX2
-	static const act_fn avx2[4] = { quant_act_avx2_q8_0, quant_act_avx2_q5_0,
-					quant_act_avx2_q4_k, quant_act_avx2_q6_k };
-	static const act_fn avx512[4] = { quant_act_avx512_q8_0, quant_act_avx512_q5_0,
-					  quant_act_avx512_q4_k, quant_act_avx512_q6_k };
+	static const act_fn avx2[5] = { quant_act_avx2_q8_0, quant_act_avx2_q5_0,
+					quant_act_avx2_q4_1, quant_act_avx2_q4_k,
+					quant_act_avx2_q6_k };
+	static const act_fn avx512[5] = { quant_act_avx512_q8_0, quant_act_avx512_q5_0,
+					  quant_act_avx512_q4_1, quant_act_avx512_q4_k,
+					  quant_act_avx512_q6_k };
 #endif
 	const act_fn *set = scalar;
 	int k;
@@ -166,8 +187,9 @@ static act_fn act_kernel(enum quant_impl impl, uint32_t type)
 	switch (type) {
 	case QT_Q8_0: k = 0; break;
 	case QT_Q5_0: k = 1; break;
-	case QT_Q4_K: k = 2; break;
-	case QT_Q6_K: k = 3; break;
+	case QT_Q4_1: k = 2; break;
+	case QT_Q4_K: k = 3; break;
+	case QT_Q6_K: k = 4; break;
 	default: return NULL;
 	}
 #if QUANT_HAVE_AVX2
@@ -200,11 +222,11 @@ float quant_act_dot(uint32_t type, const void *w, const struct quant_act *a)
 	return fn && quant_act_supported(type, a->n) ? fn(w, a) : 0.0f;
 }
 
-void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
-		      const struct quant_act *a, float *y)
+void quant_act_matvec_impl(enum quant_impl impl, uint32_t type, const void *w,
+			   size_t row_bytes, int n_rows, const struct quant_act *a, float *y)
 {
 	const uint8_t *row = w;
-	act_fn fn = act_kernel(quant_impl_active(), type);
+	act_fn fn = act_kernel(quant_impl_available(impl) ? impl : QUANT_IMPL_SCALAR, type);
 
 	if (!fn || !quant_act_supported(type, a->n)) {
 		for (int r = 0; r < n_rows; r++)
@@ -213,4 +235,10 @@ void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows
 	}
 	for (int r = 0; r < n_rows; r++, row += row_bytes)
 		y[r] = fn(row, a);
+}
+
+void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		      const struct quant_act *a, float *y)
+{
+	quant_act_matvec_impl(quant_impl_active(), type, w, row_bytes, n_rows, a, y);
 }

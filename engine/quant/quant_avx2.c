@@ -1,5 +1,5 @@
-/* quant_avx2.c - AVX2+FMA dot products of Q8_0, Q5_0, Q4_K and Q6_K rows
- * against fp32 vectors: the kernels decode matvecs spend their time in.
+/* quant_avx2.c - AVX2+FMA dot products of Q8_0, Q5_0, Q4_1, Q4_K and Q6_K
+ * rows against fp32 vectors: the kernels decode matvecs spend their time in.
  *
  * Invariant: each kernel computes the sum of its scalar twin in quant.c
  * (dot_q8_0, ...): weights are decoded eight at a time into fp32 registers
@@ -105,6 +105,30 @@ AVX2_FN static inline void fma32_u8(__m256 acc[4], __m256i v, float d, float o,
 	acc[1] = _mm256_fmadd_ps(x1, _mm256_loadu_ps(y + 8), acc[1]);
 	acc[2] = _mm256_fmadd_ps(x2, _mm256_loadu_ps(y + 16), acc[2]);
 	acc[3] = _mm256_fmadd_ps(x3, _mm256_loadu_ps(y + 24), acc[3]);
+}
+
+/* Q4_1: value q * d + m, q an unsigned nibble (low nibbles are elements
+ * 0..15, high nibbles 16..31). Each 32-element block is one fma32_u8:
+ * two accumulator sets alternate between blocks. */
+AVX2_FN float quant_avx2_dot_q4_1(const uint8_t *b, const float *y, size_t n)
+{
+	const __m128i m4 = _mm_set1_epi8(0x0f);
+	__m256 acc[2][4] = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+			     _mm256_setzero_ps()},
+			    {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+			     _mm256_setzero_ps()}};
+	size_t k = 0;
+
+	for (size_t i = 0; i + 32 <= n; i += 32, b += 20, k ^= 1) {
+		__m128i qs = _mm_loadu_si128((const __m128i *)(b + 4));
+		__m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m4),
+					     _mm_and_si128(qs, m4));
+		fma32_u8(acc[k], v, qsimd_f16(b), -qsimd_f16(b + 2), y + i);
+	}
+	for (int c = 0; c < 4; c++)
+		acc[0][c] = _mm256_add_ps(acc[0][c], acc[1][c]);
+	return qsimd_hsum(_mm256_add_ps(_mm256_add_ps(acc[0][0], acc[0][1]),
+				  _mm256_add_ps(acc[0][2], acc[0][3])));
 }
 
 /* Q4_K: 32-byte group g holds sub-block 2g in its low nibbles and 2g+1 in
