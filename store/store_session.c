@@ -362,15 +362,20 @@ int store_session_delete(struct store *s, int64_t id, char *err, size_t errlen)
 /* ---- a session's KV (its memory's slices, its sliding-window rows) ---- */
 
 /* The newest sliding-window rows of w as one session_swa row, and the
- * rows a resume no longer needs deleted. */
+ * rows a resume no longer needs deleted. A model without sliding-window
+ * layers (Llama, Qwen2, Phi-3) keeps none: nothing is written. */
 static int put_swa(struct store *s, int64_t session, const struct store_session_mem *w,
 		   size_t row, const char *obj, char *err, size_t errlen)
 {
 	size_t per = (size_t)w->swa_n * row, n = (size_t)w->swa_n_layer * per;
-	uint16_t *k = malloc((n ? n : 1) * sizeof *k), *v = malloc((n ? n : 1) * sizeof *v);
+	uint16_t *k, *v;
 	sqlite3_stmt *st;
 	int rc;
 
+	if (w->swa_n_layer == 0 || w->swa_n == 0)
+		return 0;
+	k = malloc((n ? n : 1) * sizeof *k);
+	v = malloc((n ? n : 1) * sizeof *v);
 	if (!k || !v) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "store_session_put_mem: %s: out of memory", obj);
 		goto out;

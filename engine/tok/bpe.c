@@ -12,6 +12,7 @@
  */
 #include "engine/tok/bpe.h"
 #include "engine/tok/pretok.h"
+#include "engine/tok/tok_int.h"
 #include "engine/base/err.h"
 #include "engine/base/hash.h"
 #include "engine/base/utf8.h"
@@ -170,27 +171,6 @@ static int need_array(const struct gguf *g, const char *key, int strings, uint64
 				 "tok_open_gguf: %s: %s: %llu elements for %llu tokens", gguf_name(g),
 				 key, (unsigned long long)kv->arr_n, (unsigned long long)n);
 	*out = kv;
-	return 0;
-}
-
-/* Optional special id: absent -> -1, present -> checked against n. */
-static int read_special(const struct gguf *g, const char *key, int n, int *id,
-			char *err, size_t errlen)
-{
-	uint32_t u;
-	int rc = gguf_get_u32(g, key, &u);
-
-	*id = -1;
-	if (rc == SEKV_ENOTFOUND)
-		return 0;
-	if (rc)
-		return sekv_errf(err, errlen, SEKV_EFORMAT,
-				 "tok_open_gguf: %s: %s: not an unsigned integer", gguf_name(g), key);
-	if (u >= (uint32_t)n)
-		return sekv_errf(err, errlen, SEKV_EFORMAT,
-				 "tok_open_gguf: %s: %s = %u: out of range (vocabulary has %d tokens)",
-				 gguf_name(g), key, u, n);
-	*id = (int)u;
 	return 0;
 }
 
@@ -383,10 +363,10 @@ int tok_bpe_open(struct tok_bpe **out, const struct gguf *g, char *err, size_t e
 	if (!b)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "tok_open_gguf: %s: out of memory", gguf_name(g));
 	if ((rc = read_tokens(b, g, err, errlen)) ||
-	    (rc = read_special(g, "tokenizer.ggml.bos_token_id", b->n_vocab, &b->bos, err, errlen)) ||
-	    (rc = read_special(g, "tokenizer.ggml.eos_token_id", b->n_vocab, &b->eos, err, errlen)) ||
-	    (rc = read_special(g, "tokenizer.ggml.unknown_token_id", b->n_vocab, &unk, err, errlen)) ||
-	    (rc = read_special(g, "tokenizer.ggml.padding_token_id", b->n_vocab, &pad, err, errlen)) ||
+	    (rc = tok_read_special_id(g, "tokenizer.ggml.bos_token_id", (size_t)b->n_vocab, &b->bos, err, errlen)) ||
+	    (rc = tok_read_special_id(g, "tokenizer.ggml.eos_token_id", (size_t)b->n_vocab, &b->eos, err, errlen)) ||
+	    (rc = tok_read_special_id(g, "tokenizer.ggml.unknown_token_id", (size_t)b->n_vocab, &unk, err, errlen)) ||
+	    (rc = tok_read_special_id(g, "tokenizer.ggml.padding_token_id", (size_t)b->n_vocab, &pad, err, errlen)) ||
 	    (rc = open_pre(b, g, err, errlen)) || (rc = read_merges(b, g, err, errlen)) ||
 	    (rc = build_texts(b, g, err, errlen)))
 		goto fail;

@@ -9,6 +9,7 @@
 #include "engine/tok/tokenizer.h"
 #include "engine/tok/bpe.h"
 #include "engine/tok/spm.h"
+#include "engine/tok/tok_int.h"
 #include "engine/base/err.h"
 #include "engine/gguf/gguf.h"
 
@@ -174,4 +175,24 @@ const char *tok_piece(const struct tok *t, int32_t id)
 char *tok_decode_dup(const struct tok *t, const int32_t *ids, int n)
 {
 	return t->bpe ? tok_bpe_decode_dup(t->bpe, ids, n) : tok_spm_decode_dup(t->spm, ids, n);
+}
+
+int tok_read_special_id(const struct gguf *g, const char *key, size_t n_vocab, int *id,
+			char *err, size_t errlen)
+{
+	uint32_t u;
+	int rc = gguf_get_u32(g, key, &u);
+
+	*id = -1;
+	if (rc == SEKV_ENOTFOUND)
+		return 0;
+	if (rc)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "tok_open_gguf: %s: %s: not an unsigned integer", gguf_name(g), key);
+	if (u >= n_vocab)
+		return sekv_errf(err, errlen, SEKV_EFORMAT,
+				 "tok_open_gguf: %s: %s = %u: out of range (vocabulary has %zu tokens)",
+				 gguf_name(g), key, u, n_vocab);
+	*id = (int)u;
+	return 0;
 }

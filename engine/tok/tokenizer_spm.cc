@@ -27,6 +27,7 @@
 
 extern "C" {
 #include "engine/base/err.h"
+#include "engine/tok/tok_int.h"
 #include "engine/gguf/gguf.h"
 #include "engine/tok/spm.h"
 }
@@ -251,28 +252,6 @@ void serialise(std::string &out, const vocab &v)
 const char *gguf_name(const struct gguf *g)
 {
 	return g->path ? g->path : "gguf";
-}
-
-/* Optional special id: absent -> -1, present -> checked against n. */
-int read_special(const struct gguf *g, const char *key, size_t n, int *id,
-		 char *err, size_t errlen)
-{
-	uint32_t u;
-	int rc = gguf_get_u32(g, key, &u);
-
-	*id = -1;
-	if (rc == SEKV_ENOTFOUND)
-		return 0;
-	if (rc)
-		return sekv_errf(err, errlen, SEKV_EFORMAT,
-				 "tok_open_gguf: %s: %s: not an unsigned integer",
-				 gguf_name(g), key);
-	if (u >= n)
-		return sekv_errf(err, errlen, SEKV_EFORMAT,
-				 "tok_open_gguf: %s: %s = %u: out of range (vocabulary has %zu tokens)",
-				 gguf_name(g), key, u, n);
-	*id = (int)u;
-	return 0;
 }
 
 /* The three parallel arrays; checks their types and lengths. */
@@ -551,10 +530,10 @@ extern "C" int tok_spm_open_gguf(struct tok_spm **out, const struct gguf *g, cha
 		if ((rc = read_arrays(g, v, err, errlen)))
 			return rc;
 		size_t n = v.piece.size();
-		if ((rc = read_special(g, "tokenizer.ggml.unknown_token_id", n, &v.unk, err, errlen)) ||
-		    (rc = read_special(g, "tokenizer.ggml.bos_token_id", n, &v.bos, err, errlen)) ||
-		    (rc = read_special(g, "tokenizer.ggml.eos_token_id", n, &v.eos, err, errlen)) ||
-		    (rc = read_special(g, "tokenizer.ggml.padding_token_id", n, &v.pad, err, errlen)))
+		if ((rc = tok_read_special_id(g, "tokenizer.ggml.unknown_token_id", n, &v.unk, err, errlen)) ||
+		    (rc = tok_read_special_id(g, "tokenizer.ggml.bos_token_id", n, &v.bos, err, errlen)) ||
+		    (rc = tok_read_special_id(g, "tokenizer.ggml.eos_token_id", n, &v.eos, err, errlen)) ||
+		    (rc = tok_read_special_id(g, "tokenizer.ggml.padding_token_id", n, &v.pad, err, errlen)))
 			return rc;
 		rc = gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &sp_flag);
 		if (rc == SEKV_ENOTFOUND)
