@@ -72,7 +72,8 @@ int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct s
 	evidence_heads_format(head, *n_head, heads, sizeof heads);
 	if (!quiet)
 		app_errorf("sekv: retrieval heads %s (needle score per head: question minus baseline"
-			   " share%s%s)\n", heads, n_all <= 16 ? ": " : "", n_all <= 16 ? scores : "");
+			   " share%s%s)\n", heads, n_all <= 16 ? ": " : "; the scores of all ",
+			   n_all <= 16 ? scores : "global heads are stored in the library");
 	rc = st ? store_evidence_heads_put(st, hp->fingerprint, heads, scores, err, errlen) : 0;
 out:
 	free(score);
