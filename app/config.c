@@ -150,6 +150,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->n_recent, int: 1, default: 0)
 _Static_assert(_Generic(((struct sekv_params *)0)->alpha, float: 1, default: 0), "--alpha is float");
 _Static_assert(_Generic(((struct sekv_params *)0)->rank_energy, float: 1, default: 0),
 	       "--rank-energy is float");
+_Static_assert(_Generic(((struct sekv_params *)0)->rank_energy_v, float: 1, default: 0),
+	       "--rank-energy-v is float");
 _Static_assert(_Generic(((struct sekv_params *)0)->key_pre_rope, int: 1, default: 0),
 	       "--factor-keys is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->static_share, double: 1, default: 0),
@@ -180,7 +182,8 @@ static const struct opt_row opt_table[] = {
 	  .env = "SEKV_BUDGET", .help = "device-tier budget as a fraction of the full KV cache",
 	  .cmds = MEMORY },
 	{ .name = "--rmax", .arg = "R", .kind = OPT_INT, .off = F(r_max), .set_off = F(r_max_set),
-	  SEKV_DEF(r_max), .imin = 1, .imax = 4096, .what = "a rank",
+	  SEKV_DEF(r_max), .imin = 1, .imax = SEKV_R_MAX_ALL, .what = "a rank",
+	  .def_text = "no cap: the span's length or d_h",
 	  .help = "most SVD components a span factor keeps (stored at ingest), used at ask",
 	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
@@ -293,9 +296,15 @@ static const struct opt_row opt_table[] = {
 	  .cmds = APP_CMD_INGEST },
 	{ .name = "--rank-energy", .arg = "E", .kind = OPT_FLOAT, .off = F(rank_energy),
 	  .set_off = NO_SET, SEKV_DEF(rank_energy), .lo = 0, .hi = 1,
-	  .help = "rank gate: each span factor keeps the fewest components holding this share of "
-		  "the span's energy, at most --rmax, and is stored raw when its rows are smaller "
-		  "(0: no gate: every component up to --rmax, never raw)",
+	  .help = "rank gate of the keys: each span's K factor keeps the fewest components holding "
+		  "this share of the span's energy, at most --rmax, and is stored as rows instead "
+		  "(int8 when their error is within 1 - E, else fp16) where those are smaller "
+		  "(0: no gate: every component up to --rmax, never rows)",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
+	{ .name = "--rank-energy-v", .arg = "E", .kind = OPT_FLOAT, .off = F(rank_energy_v),
+	  .set_off = NO_SET, SEKV_DEF(rank_energy_v), .lo = 0, .hi = 1,
+	  .help = "the same rank gate for the values, which need more to copy a digit "
+		  "(0: --rank-energy's)",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--static-share", .arg = "F", .kind = OPT_DOUBLE, .off = F(static_share),
 	  .set_off = NO_SET, SEKV_DEF(static_share), .lo = 0, .hi = 1, .lo_open = 1,

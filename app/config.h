@@ -70,7 +70,8 @@ struct app_opts {
 	int n_threads;         /* -t N; default: cores */
 	double budget;         /* --budget F: device tier, fraction of full KV (0.10) */
 	int budget_set;        /* --budget given */
-	int r_max;             /* --rmax R: most components a factor keeps (32) */
+	int r_max;             /* --rmax R: most components a factor keeps
+	                          (SEKV_R_MAX_ALL: no cap) */
 	int r_max_set;
 	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
@@ -94,7 +95,8 @@ struct app_opts {
 	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
-	float rank_energy;     /* --rank-energy E: the rank gate's energy share (0.99) */
+	float rank_energy;     /* --rank-energy E: the K factors' rank gate (energy share) */
+	float rank_energy_v;   /* --rank-energy-v E: the V factors' (0: the K gate's) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	int zoom_blocks;       /* --zoom-blocks N: landmark blocks a zoom rebuilds */
 	const char *zoom_shares; /* --zoom-shares LIST: zoom budget per global layer */

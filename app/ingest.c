@@ -302,7 +302,8 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 	d->r_max = o->r_max;
 	struct store_ingest in = {
 		.n_tok_total = g->tv.n, .n_batch = o->n_batch, .alpha = o->alpha,
-		.rank_energy = o->rank_energy, .key_pre_rope = o->key_pre_rope,
+		.rank_energy = o->rank_energy, .rank_energy_v = o->rank_energy_v,
+		.key_pre_rope = o->key_pre_rope,
 		.static_share = o->static_share, .n_recent = o->n_recent,
 		.keep_full_kv = o->keep_full_kv, .part = pt ? g->part : 0,
 		.n_part = pt ? g->plan.n_part : 1, .part_limit = pt ? g->plan.limit : 0,
@@ -499,6 +500,7 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->r_max = o->r_max;
 	sp->r_use = o->r_max;
 	sp->rank_energy = o->rank_energy;
+	sp->rank_energy_v = o->rank_energy_v;
 	sp->key_pre_rope = o->key_pre_rope;
 	sp->static_share = o->static_share;
 	sp->rope_base = model_hparams(m)->rope_base_global;
@@ -598,11 +600,13 @@ static void print_summary(const struct ingest *g)
 		mem->host_bytes / (double)(mem->full_kv_bytes ? mem->full_kv_bytes : 1),
 		clk_peak_rss() / 1048576.0);
 	if (mem->n_comp)
-		app_errorf("ingest: factors keep %.1f%% of K and %.1f%% of V span energy (rank gate %.2f,"
-			" at most %d components; %d of %d factors raw; keys factored %s RoPE)\n",
+		app_errorf("ingest: factors keep %.3f%% of K and %.3f%% of V span energy (rank gates "
+			"%g and %g, at most %d components; %d of %d factors stored as rows, %d of them "
+			"int8; keys factored %s RoPE)\n",
 			100.0 * mem->kept_energy[0], 100.0 * mem->kept_energy[1], mem->rank_energy,
+			mem->rank_energy_v > 0 ? mem->rank_energy_v : mem->rank_energy,
 			mem->r_max, mem->n_raw, mem->n_layer * mem->n_comp * mem->n_head_kv * 2,
-			mem->rope_base > 0 ? "before" : "after");
+			mem->n_raw8, mem->rope_base > 0 ? "before" : "after");
 }
 
 /* The memory and H2O's scores (and a chat history's session) in one

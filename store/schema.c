@@ -233,6 +233,13 @@ static const char *const store_migration[] = {
 	 * most attended token, where its snippet starts; NULL for rows from
 	 * before, read as start */
 	"ALTER TABLE turn_evidence ADD COLUMN peak INTEGER;",
+	/* 12 -> 13: factors in int8 rows (issue 19): a rank of -2
+	 * (SEKV_RANK_RAW8) packs the span's rows as int8 codes [len][d_h] in
+	 * fac_u and one fp32 scale per row in fac_s (no fac_v part); and the
+	 * V factors' own rank gate, mem.rank_energy_v (0: the K gate, as
+	 * before), kept by ingest_state for a resume */
+	"ALTER TABLE mem ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE ingest_state ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -68,7 +68,7 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_PART_GET] = "SELECT p.n_tok, m.n_layer, m.n_head, m.n_head_kv, m.d_h, m.r_max,"
 		" m.alpha_used, m.note, p.n_span, p.n_exact, m.layer_id, p.spans, p.exact_pos,"
 		" p.ranks, p.tokens, p.surprisal, p.is_anchor, m.factor_f16, m.lm_len, 1,"
-		" m.rank_energy, m.key_rope_base, m.n_rot, p.idx, p.pos0, p.h_next"
+		" m.rank_energy, m.key_rope_base, m.n_rot, m.rank_energy_v, p.idx, p.pos0, p.h_next"
 		" FROM session_part p JOIN sessions s ON s.id = p.session JOIN mem m ON m.doc = s.doc"
 		" WHERE p.session = ? ORDER BY p.idx = -1, p.idx",
 	[ST_PARTL_GET] = "SELECT layer, x'', x'', k_bar, v_bar, exact_k, exact_v, fac_s, fac_u,"
@@ -141,8 +141,9 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_MEM_INSERT] = "INSERT INTO mem (doc, n_tok, n_layer, n_head, n_head_kv,"
 		" d_h, r_max, alpha_used, note, n_span, n_exact, layer_id, spans,"
 		" exact_pos, ranks, tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16,"
-		" rank_energy, key_rope_base, n_rot)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?21, ?22, ?23)",
+		" rank_energy, key_rope_base, n_rot, rank_energy_v)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?21, ?22, ?23,"
+		" ?27)",
 	[ST_MEML_INSERT] = "INSERT INTO mem_layer (doc, layer, tau, route_w, k_bar,"
 		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v, lm_k, lm_s)"
 		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -151,16 +152,16 @@ static const char *const store_sql[ST_COUNT] = {
 	[ST_MEM_GET] = "SELECT n_tok, n_layer, n_head, n_head_kv, d_h, r_max,"
 		" alpha_used, note, n_span, n_exact, layer_id, spans, exact_pos, ranks,"
 		" tokens, surprisal, is_anchor, factor_f16, lm_len, bar_f16, rank_energy,"
-		" key_rope_base, n_rot FROM mem WHERE doc = ?",
+		" key_rope_base, n_rot, rank_energy_v FROM mem WHERE doc = ?",
 	[ST_ING_INSERT] = "INSERT OR REPLACE INTO ingest_state (doc, n_tok_total, n_batch, alpha,"
 		" rank_energy, key_pre_rope, static_share, n_recent, pos_end, h_next, n_probe, probe,"
-		" keep_full_kv, part, n_part, part_limit, text_fp)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'', ?, ?, ?, ?, ?)",
+		" keep_full_kv, part, n_part, part_limit, text_fp, rank_energy_v)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'', ?, ?, ?, ?, ?, ?)",
 	[ST_ING_ADVANCE] = "UPDATE ingest_state SET pos_end = ?2, h_next = ?3, probe = ?4"
 		" WHERE doc = ?1",
 	[ST_ING_GET] = "SELECT n_tok_total, n_batch, alpha, rank_energy, key_pre_rope,"
 		" static_share, n_recent, pos_end, h_next, n_probe, probe, keep_full_kv, part, n_part,"
-		" part_limit, next_pending, text_fp FROM ingest_state"
+		" part_limit, next_pending, text_fp, rank_energy_v FROM ingest_state"
 		" WHERE doc = ?",
 	/* a continuation (next_pending) outlives its document's turning ready */
 	[ST_ING_DELETE] = "DELETE FROM ingest_state WHERE doc = ? AND next_pending = 0",

@@ -239,6 +239,7 @@ struct store_ingest {
 	int n_batch;          /* prefill tokens per chunk (chunks start at multiples) */
 	float alpha;          /* SeKV build settings the ingest was started with */
 	float rank_energy;
+	float rank_energy_v;
 	int key_pre_rope;
 	double static_share;
 	int n_recent;

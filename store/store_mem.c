@@ -23,6 +23,11 @@ static size_t sat_mul(size_t a, size_t b)
 	return a && b > SIZE_MAX / a ? SIZE_MAX : a * b;
 }
 
+static size_t sat_add(size_t a, size_t b)
+{
+	return b > SIZE_MAX - a ? SIZE_MAX : a + b;
+}
+
 /* The shapes every size of a memory follows. */
 struct mem_shape {
 	int n_tok, n_layer, n_head, n_head_kv, d_h, n_span, n_exact, n_comp;
@@ -47,12 +52,6 @@ struct mem_dest {
 };
 
 #define MEM_MAX_LM_LEN 65536
-
-/* Bytes of one element of a factor's u or v. */
-static size_t fac_es(const struct mem_shape *sh)
-{
-	return sh->factor_f16 ? 2 : 4;
-}
 
 /* Scalar shape fields in range. Returns 0 or 1 (bad). */
 static int shape_bad(const struct mem_shape *sh)
@@ -107,8 +106,8 @@ static size_t n_fac_layer(const struct mem_shape *sh)
 	return sat_mul(sat_mul((size_t)sh->n_comp, (size_t)sh->n_head_kv), 2);
 }
 
-/* Ranks [n_layer][n_comp][n_head_kv][2]: SEKV_RANK_RAW or in
- * 0..min(len, d_h). -1 or index. */
+/* Ranks [n_layer][n_comp][n_head_kv][2]: SEKV_RANK_RAW, SEKV_RANK_RAW8
+ * or in 0..min(len, d_h). -1 or index. */
 static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
 {
 	size_t nf = n_fac_layer(sh), i = 0;
@@ -116,27 +115,25 @@ static int64_t ranks_check(const struct mem_shape *sh, const int32_t *ranks)
 	for (int l = 0; l < sh->n_layer; l++)
 		for (size_t f = 0; f < nf; f++, i++) {
 			int32_t len = sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
-			if (ranks[i] != SEKV_RANK_RAW &&
+			if (!sekv_rank_is_rows(ranks[i]) &&
 			    (ranks[i] < 0 || ranks[i] > len || ranks[i] > sh->d_h))
 				return (int64_t)i;
 		}
 	return -1;
 }
 
-/* Elements of factor f of a layer at rank r in the packed s, u, v blobs
- * (a raw factor's rows are packed as its u). */
+/* Bytes of factor f of a layer at rank r in the packed s, u, v blobs
+ * (a row factor's rows are packed as its u, an int8 one's scales as its
+ * s; sekv_factor_bytes). */
 static void fac_one(const struct mem_shape *sh, size_t f, int32_t r, size_t *ns,
 		    size_t *nu, size_t *nv)
 {
 	int len = sh->comp_len[f / ((size_t)sh->n_head_kv * 2)];
-	size_t nuv;
 
-	sekv_factor_elems(r, len, sh->d_h, ns, &nuv);
-	*nu = r == SEKV_RANK_RAW ? nuv : (size_t)r * (size_t)len;
-	*nv = nuv - *nu;
+	sekv_factor_bytes(r, len, sh->d_h, sh->factor_f16, ns, nu, nv);
 }
 
-/* Element counts of one layer's packed s, u, v (ranks of that layer). */
+/* Byte counts of one layer's packed s, u, v (ranks of that layer). */
 static void fac_counts(const struct mem_shape *sh, const int32_t *ranks,
 		       size_t *ns, size_t *nu, size_t *nv)
 {
@@ -212,7 +209,9 @@ static int mem_layout(const struct sekv_mem *m, struct mem_shape *sh, int32_t **
 	for (size_t f = 0; f < nf; f++) {
 		const struct sekv_factor *fc = &m->fac[f];
 		(*ranks)[f] = fc->rank;
-		if (fc->rank > 0 && (!fc->u || !fc->s || !fc->v))
+		if ((fc->rank > 0 && (!fc->u || !fc->s || !fc->v)) ||
+		    (sekv_rank_is_rows(fc->rank) && !fc->u) ||
+		    (fc->rank == SEKV_RANK_RAW8 && !fc->s))
 			return sekv_errf(err, errlen, SEKV_EINVAL, "%s: %s: factor %zu has no arrays",
 					 what, obj, f);
 	}
@@ -265,6 +264,8 @@ static int insert_mem_row(struct store *s, const struct mem_dest *d, const struc
 	sqlite3_bind_int(st, 19, sh->factor_f16);
 	sqlite3_bind_int(st, 20, sh->lm_len);
 	sqlite3_bind_double(st, 21, m->rank_energy);
+	if (!d->part)
+		sqlite3_bind_double(st, 27, m->rank_energy_v);
 	sqlite3_bind_double(st, 22, m->rope_base);
 	sqlite3_bind_int(st, 23, m->rope_base > 0 ? m->n_rot : 0);
 	if ((rc = store_step(s, st)) != SQLITE_DONE)
@@ -281,21 +282,21 @@ out:
 static void pack_factors(const struct sekv_mem *m, const struct mem_shape *sh, int l,
 			 char *ps, char *pu, char *pv)
 {
-	size_t nf = n_fac_layer(sh), es = fac_es(sh);
+	size_t nf = n_fac_layer(sh);
 	const struct sekv_factor *f = m->fac + (size_t)l * nf;
 
 	for (size_t i = 0; i < nf; i++, f++) {
 		size_t ns, nu, nv;
 		fac_one(sh, i, f->rank, &ns, &nu, &nv);
 		if (ns)
-			memcpy(ps, f->s, ns * sizeof(float));
+			memcpy(ps, f->s, ns);
 		if (nu)
-			memcpy(pu, f->u, nu * es);
+			memcpy(pu, f->u, nu);
 		if (nv)
-			memcpy(pv, f->v, nv * es);
-		ps += ns * sizeof(float);
-		pu += nu * es;
-		pv += nv * es;
+			memcpy(pv, f->v, nv);
+		ps += ns;
+		pu += nu;
+		pv += nv;
 	}
 }
 
@@ -304,23 +305,22 @@ static int insert_layers(struct store *s, const struct mem_dest *d, const struct
 			 char *err, size_t errlen)
 {
 	struct layer_counts c = layer_counts(sh);
-	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, cap = 0;
+	size_t nf = n_fac_layer(sh), ns, nu, nv, cap = 0;
 	char *buf = NULL;
 	sqlite3_stmt *st;
 	int rc = 0;
 
 	for (int l = 0; l < sh->n_layer; l++) {
 		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
-		if (ns * sizeof(float) + (nu + nv) * es > cap)
-			cap = ns * sizeof(float) + (nu + nv) * es;
+		if (ns + nu + nv > cap)
+			cap = ns + nu + nv;
 	}
 	buf = malloc(cap ? cap : 1);
 	if (!buf)
 		return sekv_errf(err, errlen, SEKV_ENOMEM, "store_doc_put_mem: mem_layer: out of memory");
 	for (int l = 0; l < sh->n_layer && rc == 0; l++) {
 		fac_counts(sh, ranks + (size_t)l * nf, &ns, &nu, &nv);
-		pack_factors(m, sh, l, buf, buf + ns * sizeof(float),
-			     buf + ns * sizeof(float) + nu * es);
+		pack_factors(m, sh, l, buf, buf + ns, buf + ns + nu);
 		if ((rc = store_stmt(s, d->layer, &st, err, errlen)))
 			break;
 		sqlite3_bind_int64(st, 1, d->key);
@@ -333,9 +333,9 @@ static int insert_layers(struct store *s, const struct mem_dest *d, const struct
 		store_bind_blob(st, 6, m->v_bar + l * c.bar, c.bar * sizeof(uint16_t));
 		store_bind_blob(st, 7, m->exact_k + l * c.exact, c.exact * sizeof(uint16_t));
 		store_bind_blob(st, 8, m->exact_v + l * c.exact, c.exact * sizeof(uint16_t));
-		store_bind_blob(st, 9, buf, ns * sizeof(float));
-		store_bind_blob(st, 10, buf + ns * sizeof(float), nu * es);
-		store_bind_blob(st, 11, buf + ns * sizeof(float) + nu * es, nv * es);
+		store_bind_blob(st, 9, buf, ns);
+		store_bind_blob(st, 10, buf + ns, nu);
+		store_bind_blob(st, 11, buf + ns + nu, nv);
 		if (c.lm) {
 			store_bind_blob(st, 12, m->lm_k + l * c.lm, c.lm);
 			store_bind_blob(st, 13, m->lm_s + l * c.lm_s, c.lm_s * sizeof(float));
@@ -436,6 +436,7 @@ out:
 #define MEM_COL_RANK_ENERGY 20
 #define MEM_COL_KEY_ROPE_BASE 21
 #define MEM_COL_N_ROT 22
+#define MEM_COL_RANK_ENERGY_V 23
 
 /* Reads the mem row's shapes and factor type and checks them against the
  * doc row. */
@@ -580,9 +581,11 @@ static int mem_of_row(sqlite3_stmt *st, const struct store_doc *d, int no_router
 	}
 	m->r_max = sqlite3_column_int(st, 5);
 	m->rank_energy = (float)sqlite3_column_double(st, MEM_COL_RANK_ENERGY);
-	if (!(m->rank_energy >= 0 && m->rank_energy <= 1)) {
-		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.rank_energy: %g is not"
-			       " in 0..1", what, (long long)doc, m->rank_energy);
+	m->rank_energy_v = (float)sqlite3_column_double(st, MEM_COL_RANK_ENERGY_V);
+	if (!(m->rank_energy >= 0 && m->rank_energy <= 1) ||
+	    !(m->rank_energy_v >= 0 && m->rank_energy_v <= 1)) {
+		rc = sekv_errf(err, errlen, SEKV_EFORMAT, "%s: doc %lld: mem.rank_energy: %g, %g not"
+			       " in 0..1", what, (long long)doc, m->rank_energy, m->rank_energy_v);
 		goto out;
 	}
 	m->rope_base = (float)sqlite3_column_double(st, MEM_COL_KEY_ROPE_BASE);
@@ -654,7 +657,7 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	static const char *const col[] = { "tau", "route_w", "k_bar", "v_bar", "exact_k",
 					   "exact_v", "fac_s", "fac_u", "fac_v", "lm_k", "lm_s" };
 	struct layer_counts c = layer_counts(sh);
-	size_t nf = n_fac_layer(sh), es = fac_es(sh), ns, nu, nv, bytes[11];
+	size_t nf = n_fac_layer(sh), ns, nu, nv, bytes[11];
 	const void *b[11];
 	const char *ps, *pu, *pv;
 	struct sekv_factor *f;
@@ -670,17 +673,17 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 	for (size_t i = 0; i < nf; i++) {
 		size_t a, bu, bv;
 		fac_one(sh, i, f[i].rank, &a, &bu, &bv);
-		ns += a;
-		nu += bu;
-		nv += bv;
+		ns = sat_add(ns, a);
+		nu = sat_add(nu, bu);
+		nv = sat_add(nv, bv);
 	}
 	bytes[0] = sh->no_router ? 0 : c.tau * 4;
 	bytes[1] = sh->no_router ? 0 : sat_mul(c.route_w, 4);
 	bytes[2] = bytes[3] = sat_mul(c.bar, sh->bar_f32 ? 4 : 2);
 	bytes[4] = bytes[5] = sat_mul(c.exact, 2);
-	bytes[6] = ns * 4;
-	bytes[7] = nu * es;
-	bytes[8] = nv * es;
+	bytes[6] = ns;
+	bytes[7] = nu;
+	bytes[8] = nv;
 	bytes[9] = c.lm;
 	bytes[10] = sat_mul(c.lm_s, 4);
 	for (int i = 0; i < 11; i++)
@@ -710,14 +713,14 @@ static int load_layer(sqlite3_stmt *st, int l, const struct mem_shape *sh,
 		size_t a, bu, bv;
 		fac_one(sh, i, f[i].rank, &a, &bu, &bv);
 		if (a)
-			memcpy(f[i].s, ps, a * 4);
+			memcpy(f[i].s, ps, a);
 		if (bu)
-			memcpy(f[i].u, pu, bu * es);
+			memcpy(f[i].u, pu, bu);
 		if (bv)
-			memcpy(f[i].v, pv, bv * es);
-		ps += a * 4;
-		pu += bu * es;
-		pv += bv * es;
+			memcpy(f[i].v, pv, bv);
+		ps += a;
+		pu += bu;
+		pv += bv;
 	}
 	return 0;
 }
@@ -843,7 +846,7 @@ int store_mem_get_parts(struct store *s, int64_t session, const struct store_doc
 	sqlite3_bind_int64(st, 1, session);
 	while ((rc = store_step(s, st)) == SQLITE_ROW) {
 		struct mem_shape sh = {0};
-		int idx = sqlite3_column_int(st, 23);
+		int idx = sqlite3_column_int(st, 24);
 		if (*n == cap) {
 			cap = cap ? 2 * cap : 16;
 			void *a = realloc(v, (size_t)cap * sizeof *v), *b = realloc(p, (size_t)cap * sizeof *p);
@@ -854,9 +857,9 @@ int store_mem_get_parts(struct store *s, int64_t session, const struct store_doc
 				break;
 			}
 		}
-		p[*n] = sqlite3_column_int(st, 24);
+		p[*n] = sqlite3_column_int(st, 25);
 		if (idx < 0)
-			*h_next = (float)sqlite3_column_double(st, 25);
+			*h_next = (float)sqlite3_column_double(st, 26);
 		rc = mem_of_row(st, d, 1, &sh, &m, err, errlen);
 		if (!rc)
 			rc = part_layers(s, session, idx, &sh, m, d->id, err, errlen);

@@ -153,8 +153,8 @@ void fx_exact_params(struct sekv_params *p)
 }
 
 /* Max |X - U S V^T| over every factor of m (full stored rank; a raw
- * factor's rows as they are) against the document rows, relative to the
- * largest |X|. */
+ * factor's rows as they are, an int8 one's scaled back) against the
+ * document rows, relative to the largest |X|. */
 double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d)
 {
 	int dh = d->d_h, nkv = d->n_head_kv;
@@ -172,6 +172,8 @@ double fx_factors_vs_rows(const struct sekv_mem *m, const struct fx_doc *d)
 							x[((size_t)(sp->start + i) * nkv + f / 2) * dh + j]);
 						if (fc->rank == SEKV_RANK_RAW)
 							y = fx_fac_at(m, fc->u, (size_t)i * dh + j);
+						if (fc->rank == SEKV_RANK_RAW8)
+							y = fc->s[i] * ((const int8_t *)fc->u)[(size_t)i * dh + j];
 						for (int r = 0; r < fc->rank; r++)
 							y += fx_fac_at(m, fc->u, (size_t)i * fc->rank + r) *
 							     fc->s[r] * fx_fac_at(m, fc->v, (size_t)j * fc->rank + r);

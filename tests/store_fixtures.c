@@ -87,6 +87,7 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 			for (int j = 0; j < n_head_kv * 2; j++)
 				ranks[f++] = fixture_rnd(&s) % 8 == 0 ? 0 :
 					     fixture_rnd(&s) % 7 == 0 ? SEKV_RANK_RAW :
+					     fixture_rnd(&s) % 7 == 0 ? SEKV_RANK_RAW8 :
 					     fixture_rnd_int(&s, 0, cap);
 		}
 	if (sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span, span, n_exact,
@@ -101,7 +102,6 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 			m->exact_pos[e++] = i;
 	{
 		size_t row = (size_t)n_head_kv * d_h, nf = (size_t)n_layer * n_comp * n_head_kv * 2;
-		size_t es = m->factor_f16 ? 2 : 4;
 		fixture_rnd_fill(&s, m->exact_k, (size_t)n_layer * n_exact * row * 2);
 		fixture_rnd_fill(&s, m->exact_v, (size_t)n_layer * n_exact * row * 2);
 		fixture_rnd_fill(&s, m->k_bar, (size_t)n_layer * n_comp * row * 2);
@@ -109,12 +109,11 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 		for (size_t f = 0; f < nf; f++) {
 			struct sekv_factor *fc = &m->fac[f];
 			int len = m->span[m->comp_span[(f / ((size_t)n_head_kv * 2)) % (size_t)n_comp]].len;
-			size_t ns, nuv, nu;
-			sekv_factor_elems(fc->rank, len, d_h, &ns, &nuv);
-			nu = fc->rank == SEKV_RANK_RAW ? nuv : (size_t)len * fc->rank;
-			fixture_rnd_fill(&s, fc->u, nu * es);
-			fixture_rnd_fill(&s, fc->s, ns * 4);
-			fixture_rnd_fill(&s, fc->v, (nuv - nu) * es);
+			size_t sb, ub, vb;
+			sekv_factor_bytes(fc->rank, len, d_h, m->factor_f16, &sb, &ub, &vb);
+			fixture_rnd_fill(&s, fc->u, ub);
+			fixture_rnd_fill(&s, fc->s, sb);
+			fixture_rnd_fill(&s, fc->v, vb);
 		}
 		fixture_rnd_fill(&s, m->route_w, (size_t)n_layer * n_head * SEKV_D_ROUTE * d_h * 4);
 		fixture_rnd_fill(&s, m->tau, (size_t)n_layer * n_head * 4);
@@ -123,6 +122,7 @@ struct sekv_mem *fixture_synth_mem(uint64_t seed, int n_tok, int n_layer, int n_
 	}
 	m->r_max = r_max;
 	m->rank_energy = (float)(fixture_rnd(&s) % 101) / 100.0f;
+	m->rank_energy_v = (float)(fixture_rnd(&s) % 101) / 100.0f;
 	if (seed % 2) {
 		m->rope_base = 10000.0f * (float)(1 + seed % 100);
 		m->n_rot = seed % 4 == 1 ? d_h - 2 : d_h;
@@ -146,12 +146,12 @@ out:
 int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *why,
 		    size_t whylen)
 {
-	size_t row, nf, es = a->factor_f16 ? 2 : 4;
+	size_t row, nf;
 
 	CMP_VAL(a, b, factor_f16);
 	CMP_VAL(a, b, n_tok); CMP_VAL(a, b, n_layer); CMP_VAL(a, b, n_head);
 	CMP_VAL(a, b, n_head_kv); CMP_VAL(a, b, d_h); CMP_VAL(a, b, r_max); CMP_VAL(a, b, n_raw);
-	CMP_VAL(a, b, rank_energy); CMP_VAL(a, b, rope_base); CMP_VAL(a, b, n_rot);
+	CMP_VAL(a, b, rank_energy); CMP_VAL(a, b, rank_energy_v); CMP_VAL(a, b, rope_base); CMP_VAL(a, b, n_rot);
 	CMP_VAL(a, b, n_span); CMP_VAL(a, b, n_comp); CMP_VAL(a, b, n_exact);
 	CMP_VAL(a, b, full_kv_bytes); CMP_VAL(a, b, static_bytes); CMP_VAL(a, b, host_bytes);
 	CMP_VAL(a, b, lm_len); CMP_VAL(a, b, n_lm);
@@ -182,12 +182,10 @@ int fixture_mem_cmp(const struct sekv_mem *a, const struct sekv_mem *b, char *wh
 		const struct sekv_factor *fa = &a->fac[f], *fb = &b->fac[f];
 		int len = a->span[a->comp_span[(f / ((size_t)a->n_head_kv * 2)) %
 					       (size_t)a->n_comp]].len;
-		size_t ns, nuv, nu;
-		sekv_factor_elems(fa->rank, len, a->d_h, &ns, &nuv);
-		nu = fa->rank == SEKV_RANK_RAW ? nuv : (size_t)len * fa->rank;
-		if (fa->rank != fb->rank || (nu && memcmp(fa->u, fb->u, nu * es)) ||
-		    (ns && memcmp(fa->s, fb->s, ns * 4)) ||
-		    (nuv > nu && memcmp(fa->v, fb->v, (nuv - nu) * es))) {
+		size_t sb, ub, vb;
+		sekv_factor_bytes(fa->rank, len, a->d_h, a->factor_f16, &sb, &ub, &vb);
+		if (fa->rank != fb->rank || (ub && memcmp(fa->u, fb->u, ub)) ||
+		    (sb && memcmp(fa->s, fb->s, sb)) || (vb && memcmp(fa->v, fb->v, vb))) {
 			snprintf(why, whylen, "factor %zu differs (rank %d vs %d)", f, fa->rank,
 				 fb->rank);
 			return 1;

@@ -405,6 +405,8 @@ static void build_rank_gate_kept_and_raw(struct test_ctx *t)
 		}
 	fx_no_budget(&p);
 	p.rank_energy = energy;
+	p.rank_energy_v = 0;  /* V follows the K gate */
+	p.raw_i8 = 0;         /* int8 rows: sekv_build_rows_int8_within_gate */
 	p.r_max = 64;
 	p.factor_f16 = 0;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
@@ -448,6 +450,98 @@ static void build_rank_gate_kept_and_raw(struct test_ctx *t)
 	free(a);
 }
 
+/* Int8 rows (SEKV_RANK_RAW8): on flat-spectrum random rows, where low
+ * rank cannot hold 0.999 of the energy, every factor goes to the form of
+ * fewest bytes whose error is within the gate: int8 rows when their
+ * relative squared error (computed here from the fp16 rows and the
+ * absmax/127 rule) is at most 1 - E, else fp16 rows. The int8 codes
+ * rebuild each element within half a step of its row's scale, host bytes
+ * count len * (d_h + 4) per int8 factor, and the memory round-trips
+ * through a slice and join bit for bit. */
+static void build_rows_int8_within_gate(struct test_ctx *t)
+{
+	const int n = 400, dh = 64;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL, *lo = NULL, *hi = NULL, *j = NULL;
+	char err[256];
+	int n8 = 0, n16 = 0, bad = 0, cut;
+	size_t host = 0;
+	float gate[2] = { 0.999f, 0.999999f };
+
+	T_CHECK(t, fx_doc_make(&d, n, 1, 2, 1, dh, 21) == 0);
+	fx_no_budget(&p);
+	p.rank_energy = gate[0];
+	p.rank_energy_v = gate[1];
+	p.raw_i8 = 1;
+	p.factor_f16 = 1;
+	p.r_max = SEKV_R_MAX_ALL;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 5, "n_comp %d", m->n_comp);
+	for (int c = 0; c < m->n_comp; c++)
+		for (int w = 0; w < 2; w++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[c]];
+			const struct sekv_factor *f = &m->fac[c * 2 + w];
+			const uint16_t *x = (w ? d.v[0] : d.k[0]) + (size_t)sp->start * dh;
+			double e = 0, all = 0;
+			if (f->rank >= 0) {
+				bad++;  /* random rows: low rank never holds 0.999 cheaper */
+				continue;
+			}
+			for (int i = 0; i < sp->len; i++) {
+				double amax = 0;
+				for (int k = 0; k < dh; k++)
+					amax = fmax(amax, fabs(quant_f16_to_f32(x[i * dh + k])));
+				for (int k = 0; k < dh; k++) {
+					double xv = quant_f16_to_f32(x[i * dh + k]);
+					double q = amax > 0 ? rint(xv * 127.0 / amax) * amax / 127.0 : 0;
+					e += (xv - q) * (xv - q);
+					all += xv * xv;
+					if (f->rank == SEKV_RANK_RAW8) {
+						double y = f->s[i] * ((const int8_t *)f->u)[i * dh + k];
+						bad += fabs(y - xv) > amax / 254.0 * (1 + 1e-5) + 1e-7;
+					}
+				}
+			}
+			/* (the engine's fp32 sums may tip a factor at the threshold) */
+			if (fabs(e / all - (1.0 - gate[w])) > 1e-3 * (1.0 - gate[w]))
+				bad += f->rank != (e / all <= 1.0 - gate[w] ? SEKV_RANK_RAW8 : SEKV_RANK_RAW);
+			n8 += f->rank == SEKV_RANK_RAW8;
+			n16 += f->rank == SEKV_RANK_RAW;
+			host += f->rank == SEKV_RANK_RAW8 ? (size_t)sp->len * (dh + 4) :
+				(size_t)sp->len * dh * 2;
+		}
+	T_CHECKF(t, bad == 0, "%d factors off the rule or elements off their step", bad);
+	/* keys within 1 - 0.999 as int8, values at 1e-6 not */
+	T_CHECKF(t, n8 == m->n_comp && n16 == m->n_comp, "int8 %d, fp16 %d of %d spans", n8, n16,
+		 m->n_comp);
+	T_CHECKF(t, m->n_raw == n8 + n16 && m->n_raw8 == n8, "mem: rows %d, int8 %d", m->n_raw,
+		 m->n_raw8);
+	T_CHECKF(t, m->host_bytes == host, "host bytes %zu, want %zu", m->host_bytes, host);
+	T_CHECKF(t, fx_factors_vs_rows(m, &d) < 0.005, "rebuild error %g", fx_factors_vs_rows(m, &d));
+	cut = m->span[m->comp_span[m->n_comp / 2]].start;
+	T_CHECK(t, sekv_mem_slice_dup(&lo, m, 0, cut) == 0 &&
+		   sekv_mem_slice_dup(&hi, m, cut, m->n_tok) == 0);
+	{
+		const struct sekv_mem *part[1] = { hi };
+		const int32_t pos0[1] = { cut };
+		T_CHECK(t, lo && hi && sekv_mem_join(&j, lo, 1, part, pos0) == 0);
+	}
+	T_CHECK(t, j && j->host_bytes == m->host_bytes && j->n_raw8 == m->n_raw8);
+	for (int f = 0; j && f < m->n_comp * 2; f++) {
+		size_t sb, ub, vb;
+		int len = m->span[m->comp_span[f / 2]].len;
+		sekv_factor_bytes(m->fac[f].rank, len, dh, 1, &sb, &ub, &vb);
+		T_CHECKF(t, j->fac[f].rank == m->fac[f].rank && !memcmp(j->fac[f].u, m->fac[f].u, ub) &&
+			 (!sb || !memcmp(j->fac[f].s, m->fac[f].s, sb)), "factor %d differs after join", f);
+	}
+	sekv_mem_free(j);
+	sekv_mem_free(hi);
+	sekv_mem_free(lo);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_sekv[] = {
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
@@ -459,5 +553,6 @@ const struct test_case test_sekv[] = {
 	{ "sekv_build_factors_every_span_threads", build_factors_every_span_threads },
 	{ "sekv_rank_gate_energy_rule", rank_gate_energy_rule },
 	{ "sekv_build_rank_gate_kept_and_raw", build_rank_gate_kept_and_raw },
+	{ "sekv_build_rows_int8_within_gate", build_rows_int8_within_gate },
 	{ NULL, NULL },
 };

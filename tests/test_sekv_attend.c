@@ -171,6 +171,7 @@ static void check_equiv(struct test_ctx *t, int n_head, int n_head_kv)
 	{
 		struct sekv_mem *mr = NULL;
 		p.rank_energy = 1.0f;
+		p.rank_energy_v = 0;  /* V follows: every factor fp16 rows */
 		T_CHECKF(t, fx_doc_build(&mr, &d, &p, err, sizeof err) == 0, "%s", err);
 		T_CHECKF(t, mr->n_raw == 3 * mr->n_comp * n_head_kv * 2, "raw %d of %d", mr->n_raw,
 			 3 * mr->n_comp * n_head_kv * 2);

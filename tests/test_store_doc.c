@@ -73,7 +73,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 12);
+	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 13);
 	T_CHECK(t, fixture_raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());
@@ -336,6 +336,7 @@ static void store_disk_bytes_is_sum_of_blobs(struct test_ctx *t)
 						       (size_t)m->n_comp]].len;
 		size_t es = m->factor_f16 ? 2 : 4;
 		fac += m->fac[i].rank == SEKV_RANK_RAW ? len * (size_t)m->d_h * es :
+		       m->fac[i].rank == SEKV_RANK_RAW8 ? len * ((size_t)m->d_h + 4) :
 		       (size_t)m->fac[i].rank * ((len + (size_t)m->d_h) * es + 4);
 	}
 	want = (int64_t)f.n_tok * 8 + (int64_t)f.n_tok * m->n_layer * row * 4  /* chunks */

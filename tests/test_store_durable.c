@@ -171,18 +171,19 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 	T_CHECKF(t, refused == 6, "%d of 6 bad places refused", refused);
 	rc = ingest_state_after(path, "UPDATE ingest_state SET part = 3", part, &in, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "part 3 of 3"), "rc %d: %s", rc, err);
-	/* back to version 11: the columns migration 12 adds go */
+	/* back to version 11: the columns migrations 12 and 13 add go */
 	rc = ingest_state_after(path, "ALTER TABLE ingest_state DROP COLUMN part; ALTER TABLE ingest_state DROP COLUMN n_part;"
 		" ALTER TABLE ingest_state DROP COLUMN part_limit;"
 		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
 		" ALTER TABLE ingest_state DROP COLUMN next_pending;"
 		" ALTER TABLE ingest_state DROP COLUMN text_fp;"
+		" ALTER TABLE ingest_state DROP COLUMN rank_energy_v; ALTER TABLE mem DROP COLUMN rank_energy_v;"
 		" ALTER TABLE documents DROP COLUMN full_kv; ALTER TABLE turn_evidence DROP COLUMN peak;"
 		" PRAGMA user_version = 11", part, &in, err,
 		sizeof err);
 	int64_t ver = fixture_raw_int(path, "PRAGMA user_version");
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 12, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 13, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, in.part == 0 && in.n_part == 1 && in.part_limit == 0 && in.keep_full_kv == 1 &&
 		 in.n_tok_total == 900 && in.pos_end == 200 && in.n_probe == 2 && !in.next_pending &&
 		 !in.text_fp[0], "migrated row: part %d "

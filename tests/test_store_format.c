@@ -113,10 +113,11 @@ static void store_corrupt_file_is_clean_error(struct test_ctx *t)
 		{ "UPDATE mem SET spans = CAST(x'00000000ffffff7f00000000' || substr(spans, 13) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.spans" },
 		{ "UPDATE mem SET spans = CAST(substr(spans, 1, 8) || x'02000000' || substr(spans, 13) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.spans" },
 		{ "UPDATE mem SET ranks = CAST(x'ffff0000' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
-		{ "UPDATE mem SET ranks = CAST(x'feffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
+		{ "UPDATE mem SET ranks = CAST(x'fdffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "rank" },
 		{ "UPDATE mem SET key_rope_base = 10000, n_rot = 3 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.key_rope_base" },
 		{ "UPDATE mem SET key_rope_base = -1 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.key_rope_base" },
 		{ "UPDATE mem SET rank_energy = 2 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.rank_energy" },
+		{ "UPDATE mem SET rank_energy_v = -1 WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem.rank_energy" },
 		/* -1 is a raw factor: valid, but its rows are not in the blobs */
 		{ "UPDATE mem SET ranks = CAST(x'ffffffff' || substr(ranks, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "mem_layer.fac_" },
 		{ "UPDATE mem SET exact_pos = CAST(substr(exact_pos, 5, 4) || substr(exact_pos, 5) AS BLOB) WHERE doc = %lld", R_MEM, SEKV_EFORMAT, "exact_pos" },
@@ -222,6 +223,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	if (m) {
 		/* a v1 file had no rank gate and post-RoPE factors (the defaults) */
 		m->rank_energy = 0;
+		m->rank_energy_v = 0;
 		m->rope_base = 0;
 		m->n_rot = 0;
 	}
@@ -239,6 +241,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 		fixture_raw_exec(path, "ALTER TABLE mem DROP COLUMN factor_f16;"
 			 " ALTER TABLE mem DROP COLUMN lm_len; ALTER TABLE mem_layer DROP COLUMN lm_k;"
 			 " ALTER TABLE mem DROP COLUMN bar_f16; ALTER TABLE mem DROP COLUMN rank_energy;"
+			 " ALTER TABLE mem DROP COLUMN rank_energy_v;"
 			 " ALTER TABLE mem DROP COLUMN key_rope_base; ALTER TABLE mem DROP COLUMN n_rot;"
 			 " ALTER TABLE mem_layer DROP COLUMN lm_s;"
 			 " ALTER TABLE documents DROP COLUMN prompt_format; DROP TABLE evidence_heads;"
@@ -269,7 +272,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 12, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 13, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, full_kv == 1, "documents.full_kv %d after migration: its rows were kept", full_kv);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);

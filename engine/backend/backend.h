@@ -157,15 +157,18 @@ struct backend_score {
  * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
  * to dst at element off as rows of d (fp16 rounded to nearest, or fp32).
  * A raw factor (rank SEKV_RANK_RAW, engine/sekv/sekv.h) is copied: u holds
- * the rows [len][d]; r, s and v are unused. */
+ * the rows [len][d]; r, s and v are unused. An int8 one (SEKV_RANK_RAW8)
+ * is dequantised: u holds int8 codes [len][d], s the row scales [len]
+ * (row i = s[i] * u[i]); r, f16 and v are unused. */
 struct backend_recon {
 	int len;              /* rows |S| */
 	int d;                /* columns d_h (<= the workspace's d_head) */
-	int rank;             /* stored rank: row stride of u and v; -1: raw */
+	int rank;             /* stored rank: row stride of u and v; -1: raw,
+	                         -2: int8 rows */
 	int r;                /* components used, 0..rank */
 	int f16;              /* 1: u, v fp16; 0: fp32 */
 	const void *u;        /* [len][rank] host memory */
-	const float *s;       /* [rank] */
+	const float *s;       /* [rank] (int8 rows: [len] row scales) */
 	const void *v;        /* [d][rank] host memory */
 	struct backend_buf *dst;
 	size_t off;           /* elements to dst row 0 */

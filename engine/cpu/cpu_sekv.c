@@ -292,10 +292,23 @@ struct recon_job {
 	struct backend_ws *ws;
 };
 
-/* Raw factor: the rows are copied (converted where the types differ). */
-static void recon_raw(const struct backend_recon *rc)
+/* Raw factor: the rows are copied (converted where the types differ);
+ * int8 rows are scaled back (row is fp32 scratch [d]). */
+static void recon_raw(const struct backend_recon *rc, float *row)
 {
 	int d = rc->d, f16 = rc->f16;
+
+	if (rc->rank == SEKV_RANK_RAW8) {
+		for (int i = 0; i < rc->len; i++) {
+			size_t at = rc->off + (size_t)i * d;
+			float *y = rc->dst_f32 ? (float *)rc->dst->host + at : row;
+			quant_i8_to_f32_row((const int8_t *)rc->u + (size_t)i * d, rc->s[i], y,
+					    (size_t)d);
+			if (!rc->dst_f32)
+				quant_f32_to_f16_row(row, (uint16_t *)rc->dst->host + at, (size_t)d);
+		}
+		return;
+	}
 
 	for (int i = 0; i < rc->len; i++) {
 		size_t at = rc->off + (size_t)i * d, from = (size_t)i * d;
@@ -322,8 +335,8 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 {
 	int d = rc->d, r = rc->r, f16 = rc->f16;
 
-	if (rc->rank == SEKV_RANK_RAW) {
-		recon_raw(rc);
+	if (rc->rank == SEKV_RANK_RAW || rc->rank == SEKV_RANK_RAW8) {
+		recon_raw(rc, row);
 		return;
 	}
 	for (int j = 0; j < d && r; j++) {
@@ -373,10 +386,10 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 	for (int i = 0; i < n; i++) {
 		const struct backend_recon *x = &r[i];
 		size_t es = x->dst_f32 ? sizeof(float) : sizeof(uint16_t), need;
-		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW ||
+		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW8 ||
 		    x->rank > x->d || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
 		    (x->cs && (!x->sn || x->n_rot < 2 || x->n_rot % 2 || x->n_rot > x->d)) ||
-		    x->off > x->dst->bytes / es)
+		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > x->dst->bytes / es)
 			return SEKV_EINVAL;
 		need = (size_t)x->len * x->d;
 		if (need > x->dst->bytes / es - x->off)

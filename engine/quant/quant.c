@@ -15,6 +15,7 @@
 #include "engine/quant/quant.h"
 #include "engine/quant/quant_int.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,28 @@ void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n)
 #endif
 	for (; i < n; i++)
 		y[i] = quant_f32_to_f16(x[i]);
+}
+
+float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n)
+{
+	float amax = 0.0f, inv;
+
+	for (size_t i = 0; i < n; i++)
+		amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+	if (!(amax > 0.0f) || !isfinite(amax)) {
+		memset(q, 0, n);
+		return 0.0f;
+	}
+	inv = 127.0f / amax;
+	for (size_t i = 0; i < n; i++)
+		q[i] = (int8_t)lrintf(x[i] * inv);
+	return amax / 127.0f;
+}
+
+void quant_i8_to_f32_row(const int8_t *q, float scale, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = scale * (float)q[i];
 }
 
 /* ---- block decoders: b points at one block, y receives its elements --- */

@@ -341,8 +341,9 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 				      struct backend_buf *buf, size_t base, size_t rows)
 {
 	const struct sekv_mem *m = c->m;
-	int r = f->rank == SEKV_RANK_RAW ? 0 : f->rank;
-	size_t u_row = (size_t)(f->rank == SEKV_RANK_RAW ? m->d_h : f->rank) *
+	int rows_form = sekv_rank_is_rows(f->rank), r = rows_form ? 0 : f->rank;
+	size_t u_row = f->rank == SEKV_RANK_RAW8 ? (size_t)m->d_h :
+		       (size_t)(rows_form ? m->d_h : f->rank) *
 		       (m->factor_f16 ? sizeof(uint16_t) : sizeof(float));
 	struct backend_recon j;
 
@@ -351,10 +352,11 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 	start += r0;
 	j = (struct backend_recon){
 		.len = len, .d = m->d_h, .rank = f->rank, .r = r,
-		.f16 = m->factor_f16, .u = (const char *)f->u + (size_t)r0 * u_row, .s = f->s,
+		.f16 = m->factor_f16, .u = (const char *)f->u + (size_t)r0 * u_row,
+		.s = f->rank == SEKV_RANK_RAW8 ? f->s + r0 : f->s,
 		.v = f->v, .dst = buf, .off = (base + rows) * m->d_h, .dst_f32 = c->recon_f32,
 	};
-	if (is_key && c->rope_freq && f->rank != SEKV_RANK_RAW) {
+	if (is_key && c->rope_freq && !rows_form) {
 		size_t half = (size_t)m->n_rot / 2;
 		j.cs = c->rope_cs + rows * half;
 		j.sn = c->rope_sn + rows * half;
@@ -505,11 +507,10 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 						   c->recon_v, base, (size_t)z->row);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
-				size_t ns, nuv;
-				sekv_factor_elems(rj->rank == SEKV_RANK_RAW ? rj->rank : rj->r, z->n,
-						  m->d_h, &ns, &nuv);
-				st->factor_read_bytes += ns * sizeof(float) +
-							 nuv * (m->factor_f16 ? 2 : 4);
+				size_t sb, ub, vb;
+				sekv_factor_bytes(sekv_rank_is_rows(rj->rank) ? rj->rank : rj->r, z->n,
+						  m->d_h, m->factor_f16, &sb, &ub, &vb);
+				st->factor_read_bytes += sb + ub + vb;
 			}
 		}
 		c->zoom_row[z->id] = z->row;

@@ -116,58 +116,115 @@ out:
 	return rc;
 }
 
-/* Kept rank of every factor of full (the rank gate with energy; <= 0: all
- * components, never raw) into ranks, SEKV_RANK_RAW where the kept
- * components take as many bytes as the fp16/fp32 rows or more; kept [2]
- * gets the mean share of span energy K and V factors keep. */
-static int gate_ranks(const struct sekv_mem *full, const float *share, float energy,
+/* Relative squared error ||X - X_8||^2 / ||X||^2 of the int8 rows
+ * (quant_f32_to_i8_row, one scale per row) of the len rows of d fp16 at
+ * x, ldx apart; 0 for a zero matrix. row [d] and q [d] are scratch. */
+static double rows_i8_err(const uint16_t *x, size_t ldx, int len, int d, float *row,
+			  int8_t *q)
+{
+	double all = 0, e = 0;
+
+	for (int i = 0; i < len; i++, x += ldx) {
+		float sc;
+		quant_f16_to_f32_row(x, row, (size_t)d);
+		sc = quant_f32_to_i8_row(row, q, (size_t)d);
+		for (int j = 0; j < d; j++) {
+			double r = (double)row[j] - (double)sc * q[j];
+			all += (double)row[j] * row[j];
+			e += r * r;
+		}
+	}
+	return all > 0 ? e / all : 0;
+}
+
+/* The stored form of every factor of full (whose SVD kept its rank
+ * components, share[f] of the energy) into ranks: the rank gate with
+ * energy[0] for K, energy[1] for V keeps r leading components; the form
+ * of fewest bytes among those r components, the fp16/fp32 rows
+ * (SEKV_RANK_RAW) and, with raw_i8, the int8 rows when their error is at
+ * most 1 - E (SEKV_RANK_RAW8; rows of the post-RoPE k[l], v[l] [n_tok]
+ * [n_head_kv][d_h]). E <= 0: all components, never rows. kept [2] gets
+ * the mean share of span energy K and V factors keep. */
+static int gate_ranks(const struct sekv_mem *full, const float *share, const float *energy,
+		      int raw_i8, const uint16_t *const *k, const uint16_t *const *v,
 		      int32_t *ranks, float *kept)
 {
 	double sum[2] = { 0, 0 };
-	size_t es = full->factor_f16 ? sizeof(uint16_t) : sizeof(float);
-	float *s_norm = malloc(2 * ((size_t)full->r_max + 1) * sizeof *s_norm);
-	float *gate = s_norm + full->r_max + 1;
-	size_t f = 0;
+	size_t row = (size_t)full->n_head_kv * full->d_h, f = 0, d = (size_t)full->d_h;
+	float *s_norm = malloc((2 * ((size_t)full->r_max + 1) + d) * sizeof *s_norm);
+	float *gate = s_norm + full->r_max + 1, *xrow = gate + full->r_max + 1;
+	int8_t *q = malloc(d + 1);
 
-	if (!s_norm)
+	if (!s_norm || !q) {
+		free(s_norm);
+		free(q);
 		return SEKV_ENOMEM;
-
+	}
 	for (int l = 0; l < full->n_layer; l++)
 		for (int c = 0; c < full->n_comp; c++)
 			for (int j = 0; j < full->n_head_kv * 2; j++, f++) {
 				const struct sekv_factor *fc = &full->fac[f];
-				size_t len = (size_t)full->span[full->comp_span[c]].len;
-				int r = fc->rank, n = r;
-				double all = 0, part = 0;
+				const struct sekv_span *sp = &full->span[full->comp_span[c]];
+				float e = energy[j % 2];
+				int r = fc->rank, n = r, best;
+				double all = 0, part = 0, kept_f;
+				size_t b_lr, b_raw, b8, sb, ub, vb;
 				for (int i = 0; i < n; i++) {
 					s_norm[i] = fc->s[0] > 0 ? fc->s[i] / fc->s[0] : 0;
 					all += (double)s_norm[i] * s_norm[i];
 				}
-				if (energy > 0)
-					r = sekv_rank_gate(energy, s_norm, n, n, share[f], NULL,
+				if (e > 0)
+					r = sekv_rank_gate(e, s_norm, n, n, share[f], NULL,
 							   full->d_h, gate);
 				for (int i = 0; i < r; i++)
 					part += (double)s_norm[i] * s_norm[i];
-				ranks[f] = energy > 0 && (size_t)r * ((len + full->d_h) * es + sizeof(float)) >=
-					   len * full->d_h * es ? SEKV_RANK_RAW : r;
-				sum[j % 2] += ranks[f] == SEKV_RANK_RAW || all <= 0 ? 1.0 :
-					      share[f] * part / all;
+				best = r;
+				kept_f = all <= 0 ? 1.0 : share[f] * part / all;
+				sekv_factor_bytes(r, sp->len, full->d_h, full->factor_f16, &sb, &ub, &vb);
+				b_lr = sb + ub + vb;
+				sekv_factor_bytes(SEKV_RANK_RAW, sp->len, full->d_h, full->factor_f16,
+						  &sb, &ub, &vb);
+				b_raw = sb + ub + vb;
+				if (e > 0 && b_lr >= b_raw) {
+					best = SEKV_RANK_RAW;
+					kept_f = 1.0;
+				}
+				sekv_factor_bytes(SEKV_RANK_RAW8, sp->len, full->d_h, full->factor_f16,
+						  &sb, &ub, &vb);
+				b8 = sb + ub + vb;
+				if (e > 0 && raw_i8 && b8 < (best == SEKV_RANK_RAW ? b_raw : b_lr)) {
+					const uint16_t *x = (j % 2 ? v : k)[l] + (size_t)sp->start * row +
+							    (size_t)(j / 2) * d;
+					double err8 = rows_i8_err(x, row, sp->len, full->d_h, xrow, q);
+					if (err8 <= 1.0 - e) {
+						best = SEKV_RANK_RAW8;
+						kept_f = 1.0 - err8;
+					}
+				}
+				ranks[f] = best;
+				sum[j % 2] += kept_f;
 			}
 	for (int w = 0; w < 2; w++)
 		kept[w] = f ? (float)(sum[w] / (double)(f / 2)) : 0;
+	free(q);
 	free(s_norm);
 	return SEKV_OK;
 }
 
 /* Copies into m the kept components of every factor of full (whose
  * compressed span c is m's span c0 + c; ranks as m's), or the span's rows
- * themselves for a raw factor. */
-static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full, int c0,
-			 const uint16_t *const *k, const uint16_t *const *v)
+ * themselves for a row factor (int8 ones quantised here). 0 or
+ * SEKV_ENOMEM. */
+static int keep_factors(struct sekv_mem *m, const struct sekv_mem *full, int c0,
+			const uint16_t *const *k, const uint16_t *const *v)
 {
 	size_t es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	size_t row = (size_t)m->n_head_kv * m->d_h, f = 0, d = (size_t)m->d_h;
 	size_t per = (size_t)m->n_head_kv * 2;
+	float *xrow = malloc(d * sizeof *xrow);
+
+	if (!xrow)
+		return SEKV_ENOMEM;
 
 	for (int l = 0; l < full->n_layer; l++)
 		for (int c = 0; c < full->n_comp; c++)
@@ -176,6 +233,15 @@ static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full, int c0
 				const struct sekv_factor *a = &full->fac[f];
 				struct sekv_factor *b = &m->fac[((size_t)l * m->n_comp + c0 + c) * per + j];
 				size_t r = (size_t)b->rank, ra = (size_t)a->rank;
+				if (b->rank == SEKV_RANK_RAW8) {
+					const uint16_t *x = (j % 2 ? v : k)[l] + (size_t)sp->start * row +
+							    (j / 2) * d;
+					for (int i = 0; i < sp->len; i++, x += row) {
+						quant_f16_to_f32_row(x, xrow, d);
+						b->s[i] = quant_f32_to_i8_row(xrow, (int8_t *)b->u + i * d, d);
+					}
+					continue;
+				}
 				if (b->rank == SEKV_RANK_RAW) {
 					const uint16_t *x = (j % 2 ? v : k)[l] + (size_t)sp->start * row +
 							    (j / 2) * d;
@@ -195,6 +261,8 @@ static void keep_factors(struct sekv_mem *m, const struct sekv_mem *full, int c0
 					memcpy((char *)b->v + i * r * es, (const char *)a->v + i * ra * es,
 					       r * es);
 			}
+	free(xrow);
+	return SEKV_OK;
 }
 
 /* Writes W of (global layer l, KV head kv) for its query heads from the
@@ -353,17 +421,11 @@ static int fill_landmarks(struct sekv_mem *m, const uint16_t *const *k, int c0)
 				for (int t = t0; t < t1; t++)
 					for (size_t j = 0; j < row; j++)
 						acc[j] += quant_f16_to_f32(k[l][(size_t)t * row + j]);
-				for (int kv = 0; kv < m->n_head_kv; kv++) {
-					const float *x = acc + (size_t)kv * m->d_h;
-					int8_t *dst = m->lm_k + (at + kv) * m->d_h;
-					float amax = 0, inv;
-					for (int j = 0; j < m->d_h; j++)
-						amax = fmaxf(amax, fabsf(x[j]));
-					m->lm_s[at + kv] = amax / (127.0f * (float)(t1 - t0));
-					inv = amax > 0 ? 127.0f / amax : 0;
-					for (int j = 0; j < m->d_h; j++)
-						dst[j] = (int8_t)lrintf(x[j] * inv);
-				}
+				for (int kv = 0; kv < m->n_head_kv; kv++)
+					m->lm_s[at + kv] = quant_f32_to_i8_row(
+						acc + (size_t)kv * m->d_h,
+						m->lm_k + (at + kv) * m->d_h, (size_t)m->d_h) /
+						(float)(t1 - t0);
 			}
 		}
 	free(acc);
@@ -416,6 +478,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	struct sekv_mem *m = NULL, *full = NULL;
 	struct sekv_span *span = NULL;
 	float *share = NULL, kept[2] = { 0, 0 };
+	/* no K gate: no gate at all; a V gate <= 0 follows the K gate */
+	const float gate_e[2] = { p ? p->rank_energy : 0,
+				  !p || p->rank_energy <= 0 ? 0 : p->rank_energy_v > 0 ?
+				  p->rank_energy_v : p->rank_energy };
 	uint16_t **kpre = NULL;
 	size_t nf;
 	uint8_t *anchor = NULL;
@@ -470,7 +536,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	if (!rc && (rc = run_svd(full, be, kpre ? (const uint16_t *const *)kpre : k, v, share,
 				 err, errlen)))
 		goto out;
-	if (!rc && !(rc = gate_ranks(full, share, p->rank_energy, ranks, kept))) {
+	if (!rc && !(rc = gate_ranks(full, share, gate_e, p->raw_i8, k, v, ranks, kept))) {
 		rc = sekv_mem_alloc(&m, n_tok, n_layer, n_head, n_head_kv, d_h, n_span,
 				    span, n_exact, ranks, p->factor_f16, lm_len);
 	}
@@ -479,8 +545,9 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 			       sekv_strerror(rc), n_tok, n_span);
 		goto out;
 	}
-	m->r_max = p->r_max;
-	m->rank_energy = p->rank_energy > 0 ? p->rank_energy : 0;
+	m->r_max = p->r_max < d_h ? p->r_max : d_h;
+	m->rank_energy = gate_e[0] > 0 ? gate_e[0] : 0;
+	m->rank_energy_v = gate_e[1] > 0 ? gate_e[1] : 0;
 	if (p->key_pre_rope) {
 		m->rope_base = p->rope_base;
 		m->n_rot = p->n_rot;
@@ -505,7 +572,10 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	if ((rc = build_router(m, be, k, p->q_scale > 0 ? p->q_scale : 1.0f / sqrtf((float)d_h),
 			       err, errlen)))
 		goto out;
-	keep_factors(m, full, 0, k, v);
+	if ((rc = keep_factors(m, full, 0, k, v))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_build: factors: out of memory");
+		goto out;
+	}
 	sekv_mem_update_counts(m);
 	*out = m;
 	m = NULL;
@@ -580,6 +650,9 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 	struct backend *be = p ? p->be : NULL, *own_be = NULL;
 	uint16_t **kx = NULL, **vx = NULL, **kpre = NULL;
 	float *h = NULL, *share = NULL, kept[2] = { 0, 0 };
+	/* the memory's own gates (one from before V had its own: both) */
+	const float old_e[2] = { old->rank_energy, old->rank_energy_v > 0 ? old->rank_energy_v :
+						   old->rank_energy };
 	uint8_t *anchor = NULL;
 	int32_t *ranks = NULL, *ranks_new = NULL;
 	int rc, n, lo, n_add, n_span, n_exact, n_comp, n_comp_new, L;
@@ -661,7 +734,8 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 	if ((rc = run_svd(fresh, be, (const uint16_t *const *)(kpre ? kpre : kx),
 			  (const uint16_t *const *)vx, share, err, errlen)))
 		goto out;
-	if ((rc = gate_ranks(fresh, share, old->rank_energy, ranks_new, kept))) {
+	if ((rc = gate_ranks(fresh, share, old_e, p->raw_i8, (const uint16_t *const *)kx,
+			     (const uint16_t *const *)vx, ranks_new, kept))) {
 		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: out of memory");
 		goto out;
 	}
@@ -679,6 +753,7 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 	}
 	m->r_max = old->r_max;
 	m->rank_energy = old->rank_energy;
+	m->rank_energy_v = old->rank_energy_v;
 	m->rope_base = old->rope_base;
 	m->n_rot = old->n_rot;
 	m->alpha_used = old->alpha_used;
@@ -697,8 +772,11 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 		goto out;
 	}
 	append_keep(m, old, lo);
-	keep_factors(m, fresh, old->n_comp, (const uint16_t *const *)kx,
-		     (const uint16_t *const *)vx);
+	if ((rc = keep_factors(m, fresh, old->n_comp, (const uint16_t *const *)kx,
+			       (const uint16_t *const *)vx))) {
+		rc = sekv_errf(err, errlen, rc, "sekv_mem_append: factors: out of memory");
+		goto out;
+	}
 	sekv_mem_update_counts(m);
 	*out = m;
 	m = NULL;

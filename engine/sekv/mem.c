@@ -27,9 +27,11 @@ void sekv_default_params(struct sekv_params *p)
 	 * (0.52x); 0.99, R_max 128: 1.89 / 0.57 (0.78x); every span raw
 	 * (exact rebuilds) 1.98 / 0.55 (0.82x): past rank 32 the rebuilds are
 	 * not what limits, so the gate keeps 99% of the energy within 32 */
-	p->r_max = 32;
-	p->r_use = 32;
-	p->rank_energy = 0.99f;
+	p->r_max = SEKV_R_MAX_ALL;
+	p->r_use = SEKV_R_MAX_ALL;
+	p->rank_energy = 0.999f;
+	p->rank_energy_v = 0.9999f;
+	p->raw_i8 = 1;
 	p->budget = 0.10;
 	/* measured on bench/qa at a 10% budget (issue 9): 0.3 / 0.5 / 0.7 /
 	 * 0.85 / 0.95 gave answer accuracy 0.072 / 0.087 / 0.116 / 0.087 /
@@ -70,9 +72,19 @@ static int check_spans(int n_tok, int n_span, const struct sekv_span *span)
 	return 1;
 }
 
+/* Bytes of a factor's u and v in the memory's run of them: u then v,
+ * padded to 4 so that every factor starts aligned for floats. */
+static size_t fac_run_bytes(int rank, int len, int d_h, int f16)
+{
+	size_t s, u, v;
+
+	sekv_factor_bytes(rank, len, d_h, f16, &s, &u, &v);
+	return (u + v + 3) & ~(size_t)3;
+}
+
 /* Checks the shapes, spans and ranks given to sekv_mem_alloc; counts the
- * compressed spans (*n_comp) and, with ranks, the factors' singular values
- * (*n_fs) and u, v elements (*n_fuv). 0 or SEKV_EINVAL. */
+ * compressed spans (*n_comp) and, with ranks, the factors' fp32 s
+ * elements (*n_fs) and their u, v run bytes (*n_fuv). 0 or SEKV_EINVAL. */
 static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d_h,
 			int n_span, const struct sekv_span *span, int n_exact,
 			const int32_t *ranks, int factor_f16, int lm_len, int *n_comp,
@@ -98,13 +110,14 @@ static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d
 				if (span[i].full)
 					continue;
 				for (int j = 0; j < n_head_kv * 2; j++, r++) {
-					size_t ns, nuv;
-					if (*r != SEKV_RANK_RAW &&
+					size_t sb, ub, vb;
+					if (!sekv_rank_is_rows(*r) &&
 					    (*r < 0 || *r > span[i].len || *r > d_h))
 						return SEKV_EINVAL;
-					sekv_factor_elems(*r, span[i].len, d_h, &ns, &nuv);
-					*n_fs += ns;
-					*n_fuv += nuv;
+					sekv_factor_bytes(*r, span[i].len, d_h, factor_f16, &sb,
+							  &ub, &vb);
+					*n_fs += sb / sizeof(float);
+					*n_fuv += fac_run_bytes(*r, span[i].len, d_h, factor_f16);
 				}
 			}
 	}
@@ -112,9 +125,8 @@ static int check_counts(int n_tok, int n_layer, int n_head, int n_head_kv, int d
 }
 
 /* Points every factor of m at its s in the fp32 run fs and its u, v in the
- * run fuv of es-byte elements, in factor order; sets rank and r_max. */
-static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs,
-			  char *fuv, size_t es)
+ * byte run fuv, in factor order; sets rank, r_max, n_raw and n_raw8. */
+static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs, char *fuv)
 {
 	const struct sekv_span *span = m->span;
 	struct sekv_factor *fc = m->fac;
@@ -124,20 +136,17 @@ static void place_factors(struct sekv_mem *m, const int32_t *ranks, float *fs,
 			if (span[i].full)
 				continue;
 			for (int j = 0; j < m->n_head_kv * 2; j++, fc++) {
-				size_t ns, nuv;
+				size_t sb, ub, vb;
 				fc->rank = ranks[fc - m->fac];
-				sekv_factor_elems(fc->rank, span[i].len, m->d_h, &ns, &nuv);
+				sekv_factor_bytes(fc->rank, span[i].len, m->d_h, m->factor_f16,
+						  &sb, &ub, &vb);
 				fc->u = fuv;
-				if (fc->rank == SEKV_RANK_RAW) {
-					fc->s = NULL;
-					fc->v = NULL;
-					m->n_raw++;
-				} else {
-					fc->s = fs;
-					fc->v = fuv + (size_t)span[i].len * fc->rank * es;
-				}
-				fs += ns;
-				fuv += nuv * es;
+				fc->s = sb ? fs : NULL;
+				fc->v = vb ? fuv + ub : NULL;
+				m->n_raw += sekv_rank_is_rows(fc->rank);
+				m->n_raw8 += fc->rank == SEKV_RANK_RAW8;
+				fs += sb / sizeof(float);
+				fuv += fac_run_bytes(fc->rank, span[i].len, m->d_h, m->factor_f16);
 				if (fc->rank > m->r_max)
 					m->r_max = fc->rank;
 			}
@@ -153,7 +162,6 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	size_t o_m, o_lid, o_tok, o_h, o_anc, o_span, o_comp, o_epos, o_ek,
 	       o_ev, o_kb, o_vb, o_fac, o_rw, o_tau, o_fs, o_fuv, o_lf, o_lk, o_ls, n_row, n_bar,
 	       n_fac, n_rw, n_lmk, n_fs = 0, n_fuv = 0;
-	size_t es = factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	int n_comp = 0, n_lm = 0;
 	char *a;
 	void *blk;
@@ -186,7 +194,7 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	o_rw = arena_reserve(&ar, n_rw, sizeof(float));
 	o_tau = arena_reserve(&ar, (size_t)n_layer * n_head, sizeof(float));
 	o_fs = arena_reserve(&ar, n_fs, sizeof(float));
-	o_fuv = arena_reserve(&ar, n_fuv, es);
+	o_fuv = arena_reserve(&ar, n_fuv, 1);
 	o_lf = arena_reserve(&ar, (size_t)n_comp + 1, sizeof(int32_t));
 	o_lk = arena_reserve(&ar, n_lmk, 1);
 	o_ls = arena_reserve(&ar, (size_t)n_layer * n_head_kv * n_lm, sizeof(float));
@@ -233,22 +241,31 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 				(lm_len > 0 ? (span[i].len + lm_len - 1) / lm_len : 0);
 			c++;
 		}
-	/* s of every factor in one fp32 run, u and v in one run of es */
+	/* s of every factor in one fp32 run, u and v in one byte run */
 	if (ranks)
-		place_factors(m, ranks, (float *)(a + o_fs), a + o_fuv, es);
+		place_factors(m, ranks, (float *)(a + o_fs), a + o_fuv);
 	sekv_mem_update_counts(m);
 	*out = m;
 	return SEKV_OK;
 }
 
-void sekv_factor_elems(int rank, int len, int d_h, size_t *n_s, size_t *n_uv)
+void sekv_factor_bytes(int rank, int len, int d_h, int f16, size_t *s_bytes,
+		       size_t *u_bytes, size_t *v_bytes)
 {
-	if (rank == SEKV_RANK_RAW) {
-		*n_s = 0;
-		*n_uv = (size_t)len * d_h;
+	size_t es = f16 ? sizeof(uint16_t) : sizeof(float);
+
+	if (rank == SEKV_RANK_RAW8) {
+		*s_bytes = (size_t)len * sizeof(float);
+		*u_bytes = (size_t)len * (size_t)d_h;
+		*v_bytes = 0;
+	} else if (rank == SEKV_RANK_RAW) {
+		*s_bytes = 0;
+		*u_bytes = (size_t)len * (size_t)d_h * es;
+		*v_bytes = 0;
 	} else {
-		*n_s = (size_t)rank;
-		*n_uv = (size_t)rank * ((size_t)len + (size_t)d_h);
+		*s_bytes = (size_t)rank * sizeof(float);
+		*u_bytes = (size_t)rank * (size_t)len * es;
+		*v_bytes = (size_t)rank * (size_t)d_h * es;
 	}
 }
 
@@ -261,7 +278,7 @@ void sekv_mem_free(struct sekv_mem *m)
 void sekv_mem_update_counts(struct sekv_mem *m)
 {
 	size_t row = (size_t)m->n_layer * m->n_head_kv * m->d_h;
-	size_t host = 0, es = m->factor_f16 ? sizeof(uint16_t) : sizeof(float);
+	size_t host = 0;
 
 	m->n_comp = 0;
 	for (int i = 0; i < m->n_span; i++)
@@ -276,10 +293,10 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 			for (int kv = 0; kv < m->n_head_kv * 2; kv++) {
 				const struct sekv_factor *f = &m->fac[
 					((size_t)l * m->n_comp + c) * m->n_head_kv * 2 + kv];
-				size_t ns, nuv;
-				sekv_factor_elems(f->rank, m->span[m->comp_span[c]].len, m->d_h,
-						  &ns, &nuv);
-				host += ns * sizeof(float) + nuv * es;
+				size_t sb, ub, vb;
+				sekv_factor_bytes(f->rank, m->span[m->comp_span[c]].len, m->d_h,
+						  m->factor_f16, &sb, &ub, &vb);
+				host += sb + ub + vb;
 			}
 	m->host_bytes = host;
 }

@@ -22,7 +22,6 @@ int sekv_mem_frontier(const struct sekv_mem *m, int n_sink)
 void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n)
 {
 	size_t row = (size_t)dst->n_head_kv * dst->d_h, per = (size_t)dst->n_head_kv * 2;
-	size_t es = dst->factor_f16 ? sizeof(uint16_t) : sizeof(float);
 	int lm_d = dst->lm_first[d0], lm_s = src->lm_first[c0];
 	size_t n_lm = (size_t)(src->lm_first[c0 + n] - lm_s);
 
@@ -40,12 +39,12 @@ void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *sr
 		for (size_t f = 0; f < (size_t)n * per; f++) {
 			const struct sekv_factor *a = &src->fac[((size_t)l * src->n_comp + c0) * per + f];
 			struct sekv_factor *b = &dst->fac[((size_t)l * dst->n_comp + d0) * per + f];
-			size_t ns, nuv;
-			sekv_factor_elems(a->rank, src->span[src->comp_span[c0 + f / per]].len, src->d_h,
-					  &ns, &nuv);
-			if (ns)
-				memcpy(b->s, a->s, ns * sizeof(float));
-			memcpy(b->u, a->u, nuv * es); /* u and v are one run per factor */
+			size_t sb, ub, vb;
+			sekv_factor_bytes(a->rank, src->span[src->comp_span[c0 + f / per]].len, src->d_h,
+					  src->factor_f16, &sb, &ub, &vb);
+			if (sb)
+				memcpy(b->s, a->s, sb);
+			memcpy(b->u, a->u, ub + vb); /* u and v are one run per factor */
 		}
 	}
 }
@@ -157,6 +156,7 @@ static int assemble(struct sekv_mem **out, struct piece *pc, int n_pc)
 	struct sekv_mem *m = *out;
 	m->r_max = r->r_max;
 	m->rank_energy = r->rank_energy;
+	m->rank_energy_v = r->rank_energy_v;
 	m->rope_base = r->rope_base;
 	m->n_rot = r->n_rot;
 	m->alpha_used = r->alpha_used;

@@ -30,12 +30,20 @@ struct sekv_params {
 	int l_min;           /* spans shorter than this stay exact (4) */
 	int n_sink;          /* first tokens always exact (attention sinks) (4) */
 	int n_recent;        /* last document tokens always exact (64) */
-	int r_max;           /* R_max: most components a factor keeps (32) */
-	float rank_energy;   /* rank gate (sekv_rank_gate): a factor keeps its
-	                        leading components holding this share of the
-	                        span's energy sum_i s_i^2, at most R_max (0.99);
-	                        <= 0: no gate (min(|S|, d_h, R_max) components,
-	                        never raw: tests of the SVD itself) */
+	int r_max;           /* R_max: most components a factor keeps
+	                        (SEKV_R_MAX_ALL: min(|S|, d_h), no cap) */
+	float rank_energy;   /* rank gate of K factors (sekv_rank_gate): a
+	                        factor keeps its leading components holding
+	                        this share E of the span's energy sum_i s_i^2,
+	                        at most R_max; it is stored as rows instead
+	                        (int8 within the same error 1 - E, else fp16)
+	                        where those take fewer bytes; <= 0: no gate
+	                        (min(|S|, d_h, R_max) components, never rows:
+	                        tests of the SVD itself) */
+	float rank_energy_v; /* the same for V factors (values need more: a
+	                        needle's digits live in them; issue 19) */
+	int raw_i8;          /* 1: rows may be stored int8 (SEKV_RANK_RAW8)
+	                        where their error is within the gate's (1) */
 	int r_use;           /* rank used at decode, <= stored (default = r_max) */
 	int key_pre_rope;    /* 1: keys are factored before RoPE (the model's
 	                        rotation undone at build, redone on every rebuilt
@@ -116,6 +124,13 @@ struct sekv_span {
 /* rank of a factor stored raw: its rows themselves, because its kept
  * components would take more bytes than the rows (issue 9). */
 #define SEKV_RANK_RAW (-1)
+/* rank of a factor stored as int8 rows with one fp32 scale per row
+ * (absmax / 127, quant_f32_to_i8_row): the rows at about half their fp16
+ * bytes, chosen where the quantisation error is within the rank gate's
+ * and low-rank factors would take more bytes (issue 19). */
+#define SEKV_RANK_RAW8 (-2)
+/* sekv_params.r_max: no cap, every factor may keep min(|S|, d_h). */
+#define SEKV_R_MAX_ALL 4096
 
 /* Truncated SVD of one span's K (or V) for one layer and KV head, keeping
  * only the components the rank gate kept:
@@ -123,19 +138,30 @@ struct sekv_span {
  * u and v hold uint16_t IEEE halves when the memory's factor_f16 is 1,
  * else floats; s (the scale) is always fp32. A raw factor (rank
  * SEKV_RANK_RAW) holds the span's rows in u [len][d_h] at the same type;
- * its s and v are NULL. */
+ * its s and v are NULL. An int8 one (SEKV_RANK_RAW8) holds int8 codes in
+ * u [len][d_h] and each row's scale in s [len] (row i = s[i] * u[i]); v
+ * is NULL. */
 struct sekv_factor {
-	int32_t rank;    /* kept components, or SEKV_RANK_RAW */
+	int32_t rank;    /* kept components, SEKV_RANK_RAW or SEKV_RANK_RAW8 */
 	void *u;         /* [len][rank] fp16 or fp32 (sekv_mem.factor_f16);
-	                    raw: [len][d_h] */
-	float *s;        /* [rank], descending (raw: NULL) */
+	                    raw: [len][d_h]; raw8: int8 [len][d_h] */
+	float *s;        /* [rank], descending (raw: NULL; raw8: [len] row
+	                    scales) */
 	void *v;         /* [d_h][rank] fp16 or fp32 (raw: NULL) */
 };
 
-/* Elements of a factor of a span of len rows: *n_s fp32 singular values
- * and *n_uv u + v elements at the factor type (raw: len * d_h, no s).
- * rank must be SEKV_RANK_RAW or 0..min(len, d_h) (unchecked). */
-void sekv_factor_elems(int rank, int len, int d_h, size_t *n_s, size_t *n_uv);
+/* Bytes of a factor of a span of len rows, by part: *s_bytes of fp32 s
+ * (singular values; raw8: row scales), *u_bytes of u and *v_bytes of v at
+ * the factor type (f16: 2-byte halves, else floats; raw: the rows in u,
+ * no s or v; raw8: len * d_h int8 codes in u). rank must be
+ * SEKV_RANK_RAW8, SEKV_RANK_RAW or 0..min(len, d_h) (unchecked). Pure. */
+void sekv_factor_bytes(int rank, int len, int d_h, int f16, size_t *s_bytes,
+		       size_t *u_bytes, size_t *v_bytes);
+/* 1 when rank is one of the row forms (SEKV_RANK_RAW, SEKV_RANK_RAW8). */
+static inline int sekv_rank_is_rows(int rank)
+{
+	return rank == SEKV_RANK_RAW || rank == SEKV_RANK_RAW8;
+}
 
 /* Rank-gate predictor g_phi (DESIGN.md section 3 step 3; issue 9): the
  * gates m_i in [0, 1] of a span factor's n_gate <= R_max components from
@@ -158,8 +184,12 @@ struct sekv_mem {
 	int n_head_kv;
 	int d_h;
 	int r_max;            /* R_max the factors were built with */
-	float rank_energy;    /* energy share the rank gate kept (0: no gate) */
-	int n_raw;            /* factors stored raw (SEKV_RANK_RAW) */
+	float rank_energy;    /* energy share the rank gate kept of K factors
+	                         (0: no gate) */
+	float rank_energy_v;  /* and of V factors */
+	int n_raw;            /* factors stored as rows (SEKV_RANK_RAW or
+	                         SEKV_RANK_RAW8) */
+	int n_raw8;           /* of which int8 (SEKV_RANK_RAW8) */
 	float rope_base;      /* > 0: K factors (not raw ones) hold keys before
 	                         RoPE of this theta over n_rot dims (NEOX, as
 	                         model_rope_cos_sin): a rebuilt key row at
@@ -208,8 +238,8 @@ struct sekv_mem {
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
 	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier */
-	size_t host_bytes;        /* all factors (raw ones included) at their
-	                             stored type */
+	size_t host_bytes;        /* all factors (row forms included) at their
+	                             stored types */
 	void *arena;              /* implementation-owned storage */
 };
 
@@ -241,10 +271,13 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
  * demoted) until they fit or one span is left; m->note says what was done
  * ("budget not met: ..." when even that cannot fit: decoding then zooms
  * nothing). Factors: the SVD keeps min(|S|, d_h, p->r_max) components,
- * then the rank gate (sekv_rank_gate with p->rank_energy) keeps a leading
- * part of them; a factor whose kept components would take as many bytes
- * as its fp16 rows or more is stored raw (SEKV_RANK_RAW; m->n_raw counts
- * them). Only kept components are stored. tokens may be NULL (zeros).
+ * then the rank gate (sekv_rank_gate with p->rank_energy for K,
+ * p->rank_energy_v for V) keeps the leading part holding share E of the
+ * energy; the factor is stored in the form of fewest bytes among those
+ * components, int8 rows (with p->raw_i8, when their relative squared
+ * error ||X - X_8||^2 / ||X||^2 is at most 1 - E) and fp16 rows
+ * (SEKV_RANK_RAW8, SEKV_RANK_RAW; m->n_raw, m->n_raw8 count them). Only
+ * kept components are stored. tokens may be NULL (zeros).
  * Runs the SVD and router on p->be (or a private CPU backend with
  * p->n_threads threads). Errors: SEKV_EINVAL (bad
  * shape, non-finite surprisal or KV, LAPACK failure), SEKV_ENOMEM.
