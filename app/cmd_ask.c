@@ -78,8 +78,10 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 	return arr;
 }
 
+/* tp: the device tier's static parts of the memory the answer was
+ * decoded over (before the turn grew it), or NULL without one. */
 static int print_json(const struct session *s, const struct conv_answer *a,
-		      const struct app_evidence *ev)
+		      const struct app_evidence *ev, const struct sekv_tier_parts *tp)
 {
 	struct session_info in;
 	cJSON *j = cJSON_CreateObject();
@@ -123,6 +125,20 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	if (!in.kv_full)
 		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
 	if (in.mem) {
+		/* the device tier at the answer's peak, by kind of row (bytes;
+		 * they sum to resident_bytes) */
+		cJSON *dt = cJSON_AddObjectToObject(j, "device_tier");
+		if (dt && tp) {
+			cJSON_AddNumberToObject(dt, "budget", in.budget * (double)in.full_kv_bytes);
+			cJSON_AddNumberToObject(dt, "sinks", (double)tp->sink);
+			cJSON_AddNumberToObject(dt, "anchors", (double)tp->anchor);
+			cJSON_AddNumberToObject(dt, "short_spans", (double)tp->short_span);
+			cJSON_AddNumberToObject(dt, "recent", (double)tp->recent);
+			cJSON_AddNumberToObject(dt, "summaries", (double)tp->summary);
+			cJSON_AddNumberToObject(dt, "landmarks", (double)tp->landmark);
+			cJSON_AddNumberToObject(dt, "conversation", (double)a->peak_tail_bytes);
+			cJSON_AddNumberToObject(dt, "zoomed", (double)a->peak_recon_bytes);
+		}
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
 		cJSON_AddNumberToObject(j, "n_span", in.n_span);
 		cJSON_AddNumberToObject(j, "n_compressed", in.n_comp);
@@ -160,7 +176,8 @@ int cmd_ask(int argc, char **argv)
 	struct app_evidence ev = {0};
 	char err[1024];
 	int64_t id = 0;
-	int rc;
+	struct sekv_tier_parts parts;
+	int rc, has_parts = 0;
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err)) {
 		app_errorf("sekv ask: %s\n", err);
@@ -206,6 +223,14 @@ int cmd_ask(int argc, char **argv)
 	}
 	if (!o.quiet && !o.json)
 		conv_set_warn(session_conv(s), warn_stderr, NULL);
+	{
+		struct session_info in;
+		struct sekv_params dp;
+		session_get_info(s, &in);
+		sekv_default_params(&dp);
+		if ((has_parts = in.mem != NULL))
+			sekv_mem_tier_parts(in.mem, dp.n_sink, &parts);
+	}
 	if ((rc = app_evidence_begin(&ev, &o, s, m, tk, err, sizeof err)) == 0) {
 		rc = conv_ask(session_conv(s), question, o.json ? NULL : print_step, NULL, &a,
 			      err, sizeof err);
@@ -222,7 +247,7 @@ int cmd_ask(int argc, char **argv)
 	if (rc && rc != SEKV_EINTR) {
 		app_errorf("sekv ask: %s\n", err);
 	} else if (o.json) {
-		rc = print_json(s, &a, &ev);
+		rc = print_json(s, &a, &ev, has_parts ? &parts : NULL);
 	} else {
 		printf("\n");
 		app_evidence_print(&ev, stdout);

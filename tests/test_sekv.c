@@ -542,6 +542,48 @@ static void build_rows_int8_within_gate(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* sekv_mem_tier_parts: on a memory built at a 10% budget with sinks and
+ * a recent window, the parts sum to static_bytes, the sinks are n_sink
+ * rows, the recent window at least n_recent rows (anchors inside it count
+ * as anchors), and short spans and anchors are counted from the spans
+ * and anchor flags independently here. */
+static void tier_parts_sum_to_static(struct test_ctx *t)
+{
+	const int n = 1500, dh = 64, L = 2, nkv = 2;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_tier_parts tp;
+	char err[256];
+	size_t row = (size_t)L * nkv * dh * 2 * 2, n_short = 0, n_anchor = 0;
+
+	T_CHECK(t, fx_doc_make(&d, n, L, 4, nkv, dh, 5) == 0);
+	sekv_default_params(&p);
+	p.budget = 0.10;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	sekv_mem_tier_parts(m, p.n_sink, &tp);
+	T_CHECKF(t, tp.sink + tp.anchor + tp.short_span + tp.recent + tp.summary + tp.landmark ==
+		 m->static_bytes, "parts %zu, static %zu", tp.sink + tp.anchor + tp.short_span +
+		 tp.recent + tp.summary + tp.landmark, m->static_bytes);
+	T_CHECKF(t, tp.sink == (size_t)p.n_sink * row, "sinks %zu", tp.sink / row);
+	for (int i = 0; i < m->n_span; i++)
+		n_short += m->span[i].full ? (size_t)m->span[i].len : 0;
+	for (int i = 0; i < n; i++) {
+		int in_span = 0;
+		for (int s = 0; s < m->n_span; s++)
+			in_span |= i >= m->span[s].start && i < m->span[s].start + m->span[s].len;
+		n_anchor += m->is_anchor[i] && !in_span && i >= p.n_sink;
+	}
+	T_CHECKF(t, tp.short_span == n_short * row && tp.anchor == n_anchor * row,
+		 "short %zu (want %zu), anchors %zu (want %zu)", tp.short_span / row, n_short,
+		 tp.anchor / row, n_anchor);
+	T_CHECKF(t, tp.recent >= (size_t)(p.n_recent - 16) * row && tp.recent <= (size_t)p.n_recent * row,
+		 "recent %zu rows", tp.recent / row);
+	T_CHECK(t, tp.summary == (size_t)m->n_comp * row && tp.landmark > 0);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_sekv[] = {
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
@@ -554,5 +596,6 @@ const struct test_case test_sekv[] = {
 	{ "sekv_rank_gate_energy_rule", rank_gate_energy_rule },
 	{ "sekv_build_rank_gate_kept_and_raw", build_rank_gate_kept_and_raw },
 	{ "sekv_build_rows_int8_within_gate", build_rows_int8_within_gate },
+	{ "sekv_tier_parts_sum_to_static", tier_parts_sum_to_static },
 	{ NULL, NULL },
 };

@@ -194,6 +194,8 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=int(os.environ.get("BENCH_THREADS", "2")))
     ap.add_argument("--timeout", type=int, default=600, help="seconds per sekv call")
     ap.add_argument("--ask-args", default="", help="extra `sekv ask` options, e.g. \"--quote\"")
+    ap.add_argument("--ingest-args", default="", help="extra `sekv ingest` options, e.g. "
+                    "\"--rank-energy 0.99\"")
     ap.add_argument("--check-only", action="store_true", help="only check the questions against the documents")
     ap.add_argument("--quiet", action="store_true", help="no line per question")
     args = ap.parse_args()
@@ -243,7 +245,8 @@ def main():
         ids = {}
         for doc in dict.fromkeys(q["doc"] for q in qs):
             npass = bm25.add(doc, texts[doc])
-            p, dt = run([args.bin, "ingest", files[doc], "-q", "--keep-full-kv"] + common, args.timeout)
+            p, dt = run([args.bin, "ingest", files[doc], "-q", "--keep-full-kv"] + common +
+                        shlex.split(args.ingest_args), args.timeout)
             if p.returncode != 0:
                 die(f"ingest {doc} failed ({p.returncode}): {p.stderr.strip()}")
             ids[doc] = p.stdout.strip().splitlines()[-1]
@@ -318,7 +321,8 @@ def main():
 
         print()
         print(f"QA benchmark: {len(qs)} questions, {ndocs} documents, -n {args.n_predict}, "
-              f"{args.threads} threads, {wall / 60:.1f} min" + (f", ask {args.ask_args}" if args.ask_args else ""))
+              f"{args.threads} threads, {wall / 60:.1f} min" + (f", ask {args.ask_args}" if args.ask_args else "")
+              + (f", ingest {args.ingest_args}" if args.ingest_args else ""))
         head = f"{'method':8s} {'budget':>6s} {'n':>4s} {'answer_acc':>10s} {'ev_recall@1':>11s} {'ev_recall@3':>11s}"
         print(head)
         print("-" * len(head))

@@ -358,6 +358,22 @@ static size_t resident_now(const struct conv *c)
 	return (size_t)(c->n_start + c->n_tail) * c->pos_bytes;
 }
 
+/* Raises a's peak resident bytes to now's (first: sets it), with the
+ * peak's tail and rebuilt rows from the method's statistics. */
+static size_t note_peak(const struct conv *c, struct conv_answer *a, int first)
+{
+	size_t res = resident_now(c);
+	const struct sekv_stats *st;
+
+	if (first || res > a->peak_resident_bytes) {
+		st = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
+		a->peak_resident_bytes = res;
+		a->peak_tail_bytes = st ? st->tail_bytes : 0;
+		a->peak_recon_bytes = st ? st->recon_bytes : 0;
+	}
+	return res;
+}
+
 static int decode_one(struct conv *c, int32_t id, int need_logits, char *err, size_t errlen)
 {
 	if (held_rows(c) >= c->p.tail_cap)
@@ -660,13 +676,11 @@ static int answer_loop(struct conv *c, conv_step_fn fn, void *ud, struct conv_an
 		const struct sekv_stats *st = c->kv.stats && !sr.done ? c->kv.stats(c->kv.ctx) : NULL;
 		if (st && c->agg)
 			agg_step(c, st, a, &n_agg);
-		size_t res = resident_now(c);
+		size_t res = note_peak(c, a, 0);
 		if (!sr.done) {
 			a->kv_read_per_token += (double)(st ? st->read_bytes : res);
 			n_read++;
 		}
-		if (res > a->peak_resident_bytes)
-			a->peak_resident_bytes = res;
 		double el = clk_now() - g0;
 		struct conv_step ev = {
 			.piece = shown, .piece_len = n_shown, .token = id, .n_gen = a->n_gen,
@@ -759,7 +773,7 @@ static int start_turn(struct conv *c, const char *text, int n_answer, const char
 		rc = conv_answer_begin(c, err, errlen);
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
-	a->peak_resident_bytes = resident_now(c);
+	note_peak(c, a, 1);
 	return rc;
 }
 
@@ -825,9 +839,7 @@ int conv_ask_forced(struct conv *c, const char *text, const int32_t *ids, int n,
 		if ((rc = decode_one(c, ids[i], i + 1 < n, err, errlen)))
 			break;
 		a->ids[a->n_gen++] = ids[i];
-		size_t res = resident_now(c);
-		if (res > a->peak_resident_bytes)
-			a->peak_resident_bytes = res;
+		note_peak(c, a, 0);
 	}
 	a->decode_s = clk_now() - g0;
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;

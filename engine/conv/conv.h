@@ -169,6 +169,10 @@ struct conv_answer {
 	double decode_s;         /* seconds generating the answer */
 	double decode_tps;
 	size_t peak_resident_bytes;
+	size_t peak_tail_bytes;  /* SeKV: of the peak, the conversation's rows
+	                            (question and answer) and the rows rebuilt
+	                            from factors (sekv_stats); 0 otherwise */
+	size_t peak_recon_bytes;
 	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
 	float alpha_q[3];        /* 10th, 50th, 90th percentile of alpha_S over
 	                            every zoom of every answer step (log-spaced

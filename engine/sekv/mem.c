@@ -269,6 +269,28 @@ void sekv_factor_bytes(int rank, int len, int d_h, int f16, size_t *s_bytes,
 	}
 }
 
+void sekv_mem_tier_parts(const struct sekv_mem *m, int n_sink, struct sekv_tier_parts *out)
+{
+	size_t row = model_kv_bytes(1, m->n_layer, m->n_head_kv, m->d_h);
+	int s = 0;
+
+	memset(out, 0, sizeof *out);
+	/* exact positions and spans are both ascending: one merge pass */
+	for (int i = 0; i < m->n_exact; i++) {
+		int p = m->exact_pos[i];
+		while (s < m->n_span && m->span[s].start + m->span[s].len <= p)
+			s++;
+		if (s < m->n_span && m->span[s].start <= p && m->span[s].full)
+			out->short_span += row;
+		else if (m->is_anchor[p])
+			*(p < n_sink ? &out->sink : &out->anchor) += row;
+		else
+			out->recent += row;
+	}
+	out->summary = (size_t)m->n_comp * row;
+	out->landmark = sekv_lm_bytes((size_t)m->n_lm, m->n_layer, m->n_head_kv, m->d_h);
+}
+
 void sekv_mem_free(struct sekv_mem *m)
 {
 	if (m)

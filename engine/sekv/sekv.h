@@ -360,6 +360,21 @@ void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
  * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
 
+/* What the static device tier of a memory holds, in bytes at the stored
+ * types (issue 19: the composition ask --json and sekv eval report). */
+struct sekv_tier_parts {
+	size_t sink;       /* exact rows of positions < n_sink */
+	size_t anchor;     /* exact rows of the other anchors */
+	size_t short_span; /* exact rows of spans shorter than l_min */
+	size_t recent;     /* the other exact rows: the recent window (and the
+	                      tokens a conversation appended after it) */
+	size_t summary;    /* k_bar, v_bar of the compressed spans */
+	size_t landmark;   /* landmark keys and scales */
+};
+/* The parts of m->static_bytes (they sum to it) by the kind of row, with
+ * the memory's n_sink (sekv_params.n_sink when it was built). Pure. */
+void sekv_mem_tier_parts(const struct sekv_mem *m, int n_sink, struct sekv_tier_parts *out);
+
 /* A zoomed span: the one zoom record of engine, app (--json) and ui. In a
  * step's list (sekv_stats.zoom) steps is 1; in an answer's aggregate
  * (engine/conv/conv.h, conv_answer.zoom) steps counts the answer tokens during
