@@ -526,6 +526,8 @@ static int parse_args(struct grid *g, int argc, char **argv)
 		return usage("--out DIR is required", NULL);
 	if (!g->o.n_predict_set)
 		g->o.n_predict = EVAL_N_PREDICT;
+	if (!g->o.exact_below_set)
+		g->o.exact_below = 0;
 	snprintf(g->dir, sizeof g->dir, "%s", g->o.eval_out);
 	return parse_lists(g);
 }

@@ -147,6 +147,8 @@ struct opt_row {
 _Static_assert(_Generic(((struct sekv_params *)0)->budget, double: 1, default: 0), "--budget is double");
 _Static_assert(_Generic(((struct sekv_params *)0)->r_max, int: 1, default: 0), "--rmax is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->n_recent, int: 1, default: 0), "--recent is int");
+_Static_assert(_Generic(((struct sekv_params *)0)->exact_below, int: 1, default: 0),
+	       "--exact-below is int");
 _Static_assert(_Generic(((struct sekv_params *)0)->alpha, float: 1, default: 0), "--alpha is float");
 _Static_assert(_Generic(((struct sekv_params *)0)->rank_energy, float: 1, default: 0),
 	       "--rank-energy is float");
@@ -288,6 +290,12 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--batch", .arg = "N", .kind = OPT_INT, .off = F(n_batch), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = 256, .imin = 1, .imax = 4096, .help = "prefill tokens per forward pass",
 	  .cmds = APP_CMD_INGEST | APP_CMD_GENERATE },
+	{ .name = "--exact-below", .arg = "N", .kind = OPT_INT, .off = F(exact_below),
+	  .set_off = F(exact_below_set), SEKV_DEF(exact_below), .imin = 0, .imax = 1 << 30,
+	  .help = "a document shorter than N tokens keeps its memory exact (no spans: at a small "
+		  "budget a short text would be a handful of spans); 0: never. sekv eval: 0 unless "
+		  "given, so that every length measures the method at its budget",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--recent", .arg = "N", .kind = OPT_INT, .off = F(n_recent), .set_off = NO_SET,
 	  SEKV_DEF(n_recent), .imin = 0, .imax = 1 << 20, .help = "last document tokens kept exact",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },

@@ -94,6 +94,8 @@ struct app_opts {
 	int quiet;             /* -q: no progress */
 	int help;              /* -h / --help */
 	int n_recent;          /* --recent N: exact trailing tokens (64) */
+	int exact_below;       /* --exact-below N: shorter documents stay exact */
+	int exact_below_set;
 	float alpha;           /* --alpha A: boundary threshold (1.0) */
 	float rank_energy;     /* --rank-energy E: the K factors' rank gate (energy share) */
 	float rank_energy_v;   /* --rank-energy-v E: the V factors' (0: the K gate's) */

@@ -305,6 +305,7 @@ static int stage_create_doc(struct ingest *g, char *err, size_t errlen)
 		.rank_energy = o->rank_energy, .rank_energy_v = o->rank_energy_v,
 		.key_pre_rope = o->key_pre_rope,
 		.static_share = o->static_share, .n_recent = o->n_recent,
+		.exact_below = o->exact_below,
 		.keep_full_kv = o->keep_full_kv, .part = pt ? g->part : 0,
 		.n_part = pt ? g->plan.n_part : 1, .part_limit = pt ? g->plan.limit : 0,
 		.n_probe = hp->n_global * hp->n_head <= MODEL_PROBE_MAX ? hp->n_global * hp->n_head : 0,
@@ -507,6 +508,7 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->n_rot = model_hparams(m)->n_rot;
 	sp->budget = budget;
 	sp->n_recent = o->n_recent;
+	sp->exact_below = o->exact_below;
 	sp->n_threads = o->n_threads;
 	sp->be = model_backend(m);
 	sp->q_scale = model_hparams(m)->q_scale;

@@ -92,6 +92,7 @@ static int resume_open(struct ingest *g, struct app_opts *ro, int64_t doc, struc
 	ro->alpha = in->alpha;
 	ro->rank_energy = in->rank_energy;
 	ro->rank_energy_v = in->rank_energy_v;
+	ro->exact_below = in->exact_below;
 	ro->key_pre_rope = in->key_pre_rope;
 	ro->static_share = in->static_share;
 	ro->n_recent = in->n_recent;

@@ -237,9 +237,12 @@ static const char *const store_migration[] = {
 	 * (SEKV_RANK_RAW8) packs the span's rows as int8 codes [len][d_h] in
 	 * fac_u and one fp32 scale per row in fac_s (no fac_v part); and the
 	 * V factors' own rank gate, mem.rank_energy_v (0: the K gate, as
-	 * before), kept by ingest_state for a resume */
+	 * before), kept by ingest_state for a resume with exact_below, the
+	 * length under which a document's memory stays exact (0: none, as
+	 * before) */
 	"ALTER TABLE mem ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
-	"ALTER TABLE ingest_state ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;",
+	"ALTER TABLE ingest_state ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
+	"ALTER TABLE ingest_state ADD COLUMN exact_below INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define STORE_SCHEMA_VERSION \

@@ -155,13 +155,13 @@ static const char *const store_sql[ST_COUNT] = {
 		" key_rope_base, n_rot, rank_energy_v FROM mem WHERE doc = ?",
 	[ST_ING_INSERT] = "INSERT OR REPLACE INTO ingest_state (doc, n_tok_total, n_batch, alpha,"
 		" rank_energy, key_pre_rope, static_share, n_recent, pos_end, h_next, n_probe, probe,"
-		" keep_full_kv, part, n_part, part_limit, text_fp, rank_energy_v)"
-		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'', ?, ?, ?, ?, ?, ?)",
+		" keep_full_kv, part, n_part, part_limit, text_fp, rank_energy_v, exact_below)"
+		" VALUES (?, ?, ?, ?, ?, ?, ?, ?, 0, 0, ?, x'', ?, ?, ?, ?, ?, ?, ?)",
 	[ST_ING_ADVANCE] = "UPDATE ingest_state SET pos_end = ?2, h_next = ?3, probe = ?4"
 		" WHERE doc = ?1",
 	[ST_ING_GET] = "SELECT n_tok_total, n_batch, alpha, rank_energy, key_pre_rope,"
 		" static_share, n_recent, pos_end, h_next, n_probe, probe, keep_full_kv, part, n_part,"
-		" part_limit, next_pending, text_fp, rank_energy_v FROM ingest_state"
+		" part_limit, next_pending, text_fp, rank_energy_v, exact_below FROM ingest_state"
 		" WHERE doc = ?",
 	/* a continuation (next_pending) outlives its document's turning ready */
 	[ST_ING_DELETE] = "DELETE FROM ingest_state WHERE doc = ? AND next_pending = 0",

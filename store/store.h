@@ -240,6 +240,7 @@ struct store_ingest {
 	float alpha;          /* SeKV build settings the ingest was started with */
 	float rank_energy;
 	float rank_energy_v;
+	int exact_below;      /* tokens under which the memory stays exact */
 	int key_pre_rope;
 	double static_share;
 	int n_recent;

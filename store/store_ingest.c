@@ -54,6 +54,7 @@ int store_ingest_begin(struct store *s, int64_t doc, const struct store_ingest *
 	else
 		sqlite3_bind_null(st, 14);
 	sqlite3_bind_double(st, 15, in->rank_energy_v);
+	sqlite3_bind_int(st, 16, in->exact_below);
 	rc = store_step(s, st);
 	rc = rc == SQLITE_DONE ? 0 : store_dberr(s, rc, err, errlen, "store_ingest_begin", obj);
 	store_stmt_reset_all(s);
@@ -161,9 +162,11 @@ static int ingest_row(sqlite3_stmt *st, const struct store_doc *d, struct store_
 	const unsigned char *fp = sqlite3_column_text(st, 16);
 	snprintf(out->text_fp, sizeof out->text_fp, "%s", fp ? (const char *)fp : "");
 	out->rank_energy_v = (float)sqlite3_column_double(st, 17);
+	out->exact_below = sqlite3_column_int(st, 18);
 	if (out->pos_end != d->n_tok || out->n_tok_total < d->n_tok ||
 	    out->n_tok_total > INT32_MAX || out->n_batch < 1 || out->n_probe < 0 ||
-	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0 || out->n_part < 1 ||
+	    out->n_probe > STORE_MAX_DIM || out->n_recent < 0 || out->exact_below < 0 ||
+	    out->n_part < 1 ||
 	    out->part < 0 || out->part >= out->n_part || out->part_limit < 0 ||
 	    (out->next_pending != 0 && out->next_pending != 1) ||
 	    (out->next_pending && out->part + 1 >= out->n_part) ||

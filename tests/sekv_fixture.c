@@ -130,9 +130,15 @@ void fx_ref_add(struct fx_ref_rows *r, const float *k, const float *v, float bia
 }
 
 
-void fx_no_budget(struct sekv_params *p)
+void fx_default_params(struct sekv_params *p)
 {
 	sekv_default_params(p);
+	p->exact_below = 0;
+}
+
+void fx_no_budget(struct sekv_params *p)
+{
+	fx_default_params(p);
 	p->budget = 0;
 	p->rank_energy = 0;  /* no rank gate: tests of the SVD see every component */
 	p->n_sink = 0;
@@ -141,7 +147,7 @@ void fx_no_budget(struct sekv_params *p)
 
 void fx_exact_params(struct sekv_params *p)
 {
-	sekv_default_params(p);
+	fx_default_params(p);
 	p->budget = 0;
 	p->r_max = p->r_use = 64;
 	p->rank_energy = 0;

@@ -49,5 +49,9 @@ void fx_no_budget(struct sekv_params *p);
  * rebuilt rows, every span a zoom candidate (tau -1) zoomed whole, 16
  * recent rows. */
 void fx_exact_params(struct sekv_params *p);
+/* sekv_default_params with exact_below 0: the tests' short documents are
+ * segmented as long ones are (sekv_build_short_doc_stays_exact checks the
+ * rule itself). */
+void fx_default_params(struct sekv_params *p);
 
 #endif

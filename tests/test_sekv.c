@@ -310,7 +310,7 @@ static void build_factors_every_span_threads(struct test_ctx *t)
 	double e1, e4;
 
 	T_CHECK(t, fx_doc_make(&d, 900, 3, 4, 2, 32, 5) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	p.budget = 0;
 	p.rank_energy = 0;       /* every component: the SVD itself is checked */
 	p.factor_f16 = 0;        /* exact to fp32 rounding */
@@ -558,7 +558,7 @@ static void tier_parts_sum_to_static(struct test_ctx *t)
 	size_t row = (size_t)L * nkv * dh * 2 * 2, n_short = 0, n_anchor = 0;
 
 	T_CHECK(t, fx_doc_make(&d, n, L, 4, nkv, dh, 5) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	p.budget = 0.10;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	sekv_mem_tier_parts(m, p.n_sink, &tp);
@@ -584,6 +584,47 @@ static void tier_parts_sum_to_static(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* The short-input rule (sekv_params.exact_below): a 600-token text at a
+ * 10% budget keeps every row exact (no spans; the note says so); grown
+ * by a conversation it stays exact while under the threshold, then its
+ * positions after the sinks are segmented as a long text's. */
+static void build_short_doc_stays_exact(struct test_ctx *t)
+{
+	const int n = 2600, n0 = 600, n1 = 1400, dh = 32;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m0 = NULL, *m1 = NULL, *m2 = NULL;
+	const uint16_t *k1[1], *v1[1], *k2[1], *v2[1];
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, n, 1, 2, 1, dh, 8) == 0);
+	sekv_default_params(&p);
+	p.budget = 0.10;
+	T_CHECK(t, p.exact_below > n1 && p.exact_below < n);
+	T_CHECKF(t, sekv_build(&m0, &p, n0, NULL, d.h, 1, d.layer_id, 2, 1, dh,
+			       (const uint16_t *const *)d.k, (const uint16_t *const *)d.v, err,
+			       sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m0->n_span == 0 && m0->n_exact == n0 && strstr(m0->note, "kept exact"),
+		 "%d spans, %d exact: %s", m0->n_span, m0->n_exact, m0->note);
+	T_CHECK(t, m0->static_bytes == m0->full_kv_bytes && m0->host_bytes == 0);
+	k1[0] = d.k[0] + (size_t)n0 * dh;
+	v1[0] = d.v[0] + (size_t)n0 * dh;
+	T_CHECKF(t, sekv_mem_append(&m1, m0, &p, n1 - n0, NULL, d.h + n0, k1, v1, err,
+				    sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m1->n_span == 0 && m1->n_exact == n1, "grown to %d: %d spans", n1, m1->n_span);
+	k2[0] = d.k[0] + (size_t)n1 * dh;
+	v2[0] = d.v[0] + (size_t)n1 * dh;
+	T_CHECKF(t, sekv_mem_append(&m2, m1, &p, n - n1, NULL, d.h + n1, k2, v2, err,
+				    sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m2->n_tok == n && m2->n_comp > 10 && m2->span[0].start == p.n_sink &&
+		 m2->n_exact < n / 2, "grown to %d: %d compressed spans, %d exact", n, m2->n_comp,
+		 m2->n_exact);
+	sekv_mem_free(m2);
+	sekv_mem_free(m1);
+	sekv_mem_free(m0);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_sekv[] = {
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
@@ -597,5 +638,6 @@ const struct test_case test_sekv[] = {
 	{ "sekv_build_rank_gate_kept_and_raw", build_rank_gate_kept_and_raw },
 	{ "sekv_build_rows_int8_within_gate", build_rows_int8_within_gate },
 	{ "sekv_tier_parts_sum_to_static", tier_parts_sum_to_static },
+	{ "sekv_build_short_doc_stays_exact", build_short_doc_stays_exact },
 	{ NULL, NULL },
 };

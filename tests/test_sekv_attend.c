@@ -340,7 +340,7 @@ static void budget_resident_never_exceeds(struct test_ctx *t)
 	T_CHECK(t, fx_doc_make(&d, 3000, 3, 4, 1, 64, 33) == 0);
 	/* the build: alpha rises as the budget shrinks */
 	for (int b = 0; b < 3; b++) {
-		sekv_default_params(&p);
+		fx_default_params(&p);
 		p.budget = budgets[b];
 		p.n_recent = 32;
 		T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
@@ -434,7 +434,7 @@ static void oracle_router_zooms_most_mass(struct test_ctx *t)
 	int target = -1;
 
 	T_CHECK(t, fx_doc_make(&d, 1500, 1, 4, 1, 32, 77) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	p.budget = 0.10;
 	p.n_recent = 16;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
@@ -527,7 +527,7 @@ static void budget_alpha_note_and_merge(struct test_ctx *t)
 	char err[256];
 
 	T_CHECK(t, fx_doc_make(&d, 2000, 1, 4, 1, 32, 44) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	p.budget = 0.08;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->alpha_used > 1.0f && strstr(m->note, "alpha raised 1.00 ->"),
@@ -557,7 +557,7 @@ static void edge_short_doc_and_zero_surprisal(struct test_ctx *t)
 
 	/* shorter than sinks + recent: every row exact */
 	T_CHECK(t, fx_doc_make(&d, 50, 3, 4, 1, 32, 2) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, m->n_span == 0 && m->n_comp == 0 && m->n_exact == 50);
 	T_CHECK(t, m->host_bytes == 0 && m->exact_pos[49] == 49);
@@ -727,7 +727,7 @@ static void slices_join_back_bit_for_bit(struct test_ctx *t)
 	char err[256], why[128];
 
 	T_CHECK(t, fx_doc_make(&d, 500, 2, 4, 1, 64, 37) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	p.budget = 0; /* no cap: alpha stays */
 	d1 = d;
 	d1.n_tok = cut[0];
@@ -780,7 +780,7 @@ static void malformed_inputs_refused(struct test_ctx *t)
 	uint16_t keep;
 
 	T_CHECK(t, fx_doc_make(&d, 300, 3, 4, 1, 32, 8) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	T_CHECK(t, sekv_build(&m, &p, 300, NULL, d.h, 3, d.layer_id, 3, 2, 32,
 			      (const uint16_t *const *)d.k, (const uint16_t *const *)d.v,
 			      err, sizeof err) == SEKV_EINVAL && m == NULL);
@@ -827,7 +827,7 @@ static void factor_f16_halves_host_bytes(struct test_ctx *t)
 	double ratio, e32, e16;
 
 	T_CHECK(t, fx_doc_make(&d, 400, 3, 4, 1, 64, 21) == 0);
-	sekv_default_params(&p);
+	fx_default_params(&p);
 	T_CHECK(t, p.factor_f16 == 1);
 	p.budget = 0;
 	p.r_max = 64;

@@ -177,7 +177,8 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
 		" ALTER TABLE ingest_state DROP COLUMN next_pending;"
 		" ALTER TABLE ingest_state DROP COLUMN text_fp;"
-		" ALTER TABLE ingest_state DROP COLUMN rank_energy_v; ALTER TABLE mem DROP COLUMN rank_energy_v;"
+		" ALTER TABLE ingest_state DROP COLUMN rank_energy_v;"
+		" ALTER TABLE ingest_state DROP COLUMN exact_below; ALTER TABLE mem DROP COLUMN rank_energy_v;"
 		" ALTER TABLE documents DROP COLUMN full_kv; ALTER TABLE turn_evidence DROP COLUMN peak;"
 		" PRAGMA user_version = 11", part, &in, err,
 		sizeof err);

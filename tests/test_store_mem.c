@@ -148,6 +148,7 @@ static void store_mem_round_trip_of_sekv_build(struct test_ctx *t)
 	for (int l = 0; rc == 0 && l < L; l++)
 		rc = store_doc_get_full_kv(s, d.id, l, kr[l], vr[l], err, sizeof err);
 	sekv_default_params(&p);
+	p.exact_below = 0;  /* a short text, segmented as a long one */
 	p.budget = 0.5;
 	p.n_threads = 1;
 	if (rc == 0)

@@ -688,7 +688,9 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 	memcpy(anchor, old->is_anchor, (size_t)old->n_tok);
 	lo = old->n_span ? sekv_mem_frontier(old, p->n_sink) : (p->n_sink < n ? p->n_sink : n);
 	memcpy(span, old->span, (size_t)old->n_span * sizeof *span);
-	n_add = sekv_seg_spans(anchor, n, p->l_min, lo, p->n_recent, span + old->n_span);
+	/* a memory kept exact for its size stays so while it is short */
+	n_add = old->n_span == 0 && n < p->exact_below ? 0 :
+		sekv_seg_spans(anchor, n, p->l_min, lo, p->n_recent, span + old->n_span);
 	n_span = old->n_span + n_add;
 	sekv_seg_static_bytes(n, span, n_span, (size_t)L * per / 2 * old->d_h, old->d_h,
 			      old->lm_len, &n_exact, &n_comp);

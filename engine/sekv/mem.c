@@ -21,6 +21,9 @@ void sekv_default_params(struct sekv_params *p)
 	p->l_min = 4;
 	p->n_sink = 4;
 	p->n_recent = 64;
+	/* a 2,048-token text at a 10% budget has 205 rows of device tier,
+	 * about what the recent window, a question and a short answer take */
+	p->exact_below = 2048;
 	/* measured on needles in 4,096-token haystacks at a 10% budget (issue
 	 * 9; kl / top-1 against full KV, 9 haystacks): fixed rank 32 1.88 /
 	 * 0.59 (host 0.54x full KV); rank gate 0.95, R_max 64: 2.43 / 0.48

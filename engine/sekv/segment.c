@@ -147,6 +147,12 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	}
 	*lm_len_used = lm;
 	sekv_seg_anchors(h, n, p->alpha, p->n_sink, is_anchor);
+	if (n > 0 && n < p->exact_below) {
+		*n_span = 0;
+		snprintf(note, note_len, "%d tokens kept exact (no spans below %d tokens: "
+			 "--exact-below)", n, p->exact_below);
+		return SEKV_OK;
+	}
 	*n_span = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
 	if (b <= 0 || b >= 1 || n == 0)
 		return SEKV_OK;

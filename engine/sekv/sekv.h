@@ -30,6 +30,10 @@ struct sekv_params {
 	int l_min;           /* spans shorter than this stay exact (4) */
 	int n_sink;          /* first tokens always exact (attention sinks) (4) */
 	int n_recent;        /* last document tokens always exact (64) */
+	int exact_below;     /* a memory of fewer tokens stays exact: no spans
+	                        (issue 19: at a small budget a short text
+	                        became one or two compressed spans); 0: never
+	                        (2048) */
 	int r_max;           /* R_max: most components a factor keeps
 	                        (SEKV_R_MAX_ALL: min(|S|, d_h), no cap) */
 	float rank_energy;   /* rank gate of K factors (sekv_rank_gate): a

@@ -24,6 +24,7 @@ size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h);
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
 			     size_t row_elems, int d_h, int lm_len, int *n_exact, int *n_comp);
 /* Segments with the smallest alpha >= p->alpha whose static bytes fit
+ * (no spans at all when n < p->exact_below: the memory stays exact)
  * p->static_share * p->budget * full KV, merging spans when no alpha does;
  * the landmark block *lm_len is p->lm_len doubled until landmarks over the
  * whole document fit p->lm_share of that (0 when p->lm_len is 0);
