@@ -193,6 +193,9 @@ int app_full_kv_load(const struct model *m, struct store *st, const struct store
  * every budget on one prefill this way. */
 int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc_id, double budget,
 		    char *err, size_t errlen);
+/* "ingest: ..." lines on stderr: the segmentation, the tiers' bytes
+ * against the full KV and what the factors keep (mem borrowed). */
+void app_mem_print(const struct sekv_mem *mem);
 
 /* A progress printer for stderr (app/ingest_meter.c): a live line on a
  * terminal; in a log, a line per committed chunk (at most one a second)

@@ -225,6 +225,24 @@ static void ingest_progress(void *ud, const struct app_ingest_progress *p)
 		app_ingest_print(ud, p);
 }
 
+/* `sekv ingest --rebuild DOC`: the memory built again with o's settings. */
+static int ingest_rebuild(const struct app_opts *o, int64_t id)
+{
+	struct model *m = NULL;
+	struct tok *tk = NULL;
+	char err[2048];
+	int rc;
+
+	if (!(rc = app_load(o, &m, &tk, err, sizeof err)))
+		rc = app_mem_rebuild(o, m, id, o->budget, err, sizeof err);
+	tok_close(tk);
+	model_close(m);
+	if (rc)
+		return fail("ingest", err);
+	printf("%lld\n", (long long)id);
+	return 0;
+}
+
 int cmd_ingest(int argc, char **argv)
 {
 	struct app_opts o;
@@ -235,12 +253,18 @@ int cmd_ingest(int argc, char **argv)
 
 	if (app_opts_parse(&o, argc, argv, err, sizeof err))
 		return usage_fail("ingest", err);
-	if (o.resume ? o.n_args != 0 || app_parse_doc_id(o.resume, &id) : o.n_args != 1)
+	if (o.resume && o.rebuild)
+		return usage_fail("ingest", "--resume and --rebuild: one at a time");
+	if (o.resume || o.rebuild ? o.n_args != 0 || app_parse_doc_id(o.resume ? o.resume : o.rebuild,
+								      &id) : o.n_args != 1)
 		return usage_fail("ingest", "usage: sekv ingest FILE [--title T] [--password PW] "
 				  "[--max-tokens N] [--split] [--budget F] [--rmax R] [-m MODEL] [--db FILE] "
-				  "| sekv ingest --resume DOC [--password PW] [-m MODEL] [--db FILE]");
+				  "| sekv ingest --resume DOC [--password PW] [-m MODEL] [--db FILE] "
+				  "| sekv ingest --rebuild DOC [--budget F ...] [-m MODEL] [--db FILE]");
 	if (app_check_db(&o, err, sizeof err))
 		return fail("ingest", err);
+	if (o.rebuild)
+		return ingest_rebuild(&o, id);
 	app_ingest_meter_init(&mt);
 	signal(SIGINT, on_sigint);
 	signal(SIGTERM, on_sigint);

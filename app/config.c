@@ -267,6 +267,11 @@ static const struct opt_row opt_table[] = {
 		  "from its last committed chunk, with the settings it was started with; the stored "
 		  "memory is the one an uninterrupted ingest stores; a part of a --split ingest goes "
 		  "on with the parts after it, read again from the file", .cmds = APP_CMD_INGEST },
+	{ .name = "--rebuild", .arg = "DOC", .kind = OPT_TEXT, .off = F(rebuild), .set_off = NO_SET,
+	  .help = "build the SeKV memory of the stored document DOC again with this command's "
+		  "memory settings (--budget, --alpha, --rank-energy, --recent, ...), from its kept "
+		  "exact KV (--keep-full-kv) or, without it, a prefill of its stored tokens; the new "
+		  "memory replaces the old one (its sessions keep theirs)", .cmds = APP_CMD_INGEST },
 	{ .name = "--password", .arg = "PW", .kind = OPT_TEXT, .off = F(password), .set_off = NO_SET,
 	  .def_text = "asked for on a terminal when the PDF needs one",
 	  .help = "user password of an encrypted PDF (a PDF with only an owner password needs none)",

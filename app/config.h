@@ -85,6 +85,7 @@ struct app_opts {
 	const char *title;     /* --title TEXT (ingest) */
 	const char *conversation; /* --conversation N|TITLE (ingest of a chat history), NULL = all */
 	const char *resume;    /* --resume DOC (ingest): the incomplete document to continue */
+	const char *rebuild;   /* --rebuild DOC (ingest): the document whose memory to build again */
 	const char *password;  /* --password PW: a PDF's user password (ingest, count) */
 	int max_tokens;        /* --max-tokens N: most tokens a document (or a part) may have, 0 = the model's context */
 	int split;             /* --split: a longer document is stored as consecutive parts */

@@ -581,8 +581,10 @@ int eval_run_hay(const struct eval_setup *su, enum eval_hay_kind kind, unsigned 
 	double built = su->n_budget ? su->budget[0] : -1;
 	for (int b = 0; !rc && b < su->n_budget; b++) {
 		if (any_mem && su->budget[b] != built) {
+			struct app_opts ro = *su->o;
 			double t0 = clk_now();
-			rc = app_mem_rebuild(su->o, su->m, r->doc, su->budget[b], err, errlen);
+			ro.quiet = 1;
+			rc = app_mem_rebuild(&ro, su->m, r->doc, su->budget[b], err, errlen);
 			cost->rebuild_s += clk_now() - t0;
 			built = su->budget[b];
 		}

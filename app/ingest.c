@@ -568,6 +568,8 @@ int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc
 				(const uint16_t *const *)v, err, errlen);
 	if (!rc)
 		rc = store_doc_put_mem(st, doc_id, mem, budget, err, errlen);
+	if (!rc && !o->quiet)
+		app_mem_print(mem);
 out:
 	for (int l = 0; l < MODEL_MAX_LAYER; l++) {
 		free(k[l]);
@@ -580,15 +582,8 @@ out:
 	return rc;
 }
 
-static void print_summary(const struct ingest *g)
+void app_mem_print(const struct sekv_mem *mem)
 {
-	const struct sekv_mem *mem = g->mem;
-	int n_tok = g->tv.n;
-
-	app_errorf("ingest: prefill %.1fs (%.1f tokens/s%s), chunks committed in %.2fs, memory "
-		   "built in %.1fs\n", g->prefill_s,
-		   (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
-		   g->pos_start ? " in this run" : "", g->commit_s, g->build_s);
 	/* the segmentation's note, when it has one, already names the spans */
 	if (mem->note[0])
 		app_errorf("ingest: segmentation: %s\n", mem->note);
@@ -609,6 +604,17 @@ static void print_summary(const struct ingest *g)
 			mem->rank_energy_v > 0 ? mem->rank_energy_v : mem->rank_energy,
 			mem->r_max, mem->n_raw, mem->n_layer * mem->n_comp * mem->n_head_kv * 2,
 			mem->n_raw8, mem->rope_base > 0 ? "before" : "after");
+}
+
+static void print_summary(const struct ingest *g)
+{
+	int n_tok = g->tv.n;
+
+	app_errorf("ingest: prefill %.1fs (%.1f tokens/s%s), chunks committed in %.2fs, memory "
+		   "built in %.1fs\n", g->prefill_s,
+		   (n_tok - g->pos_start) / (g->prefill_s > 0 ? g->prefill_s : 1),
+		   g->pos_start ? " in this run" : "", g->commit_s, g->build_s);
+	app_mem_print(g->mem);
 }
 
 /* The memory and H2O's scores (and a chat history's session) in one

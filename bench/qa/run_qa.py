@@ -196,6 +196,12 @@ def main():
     ap.add_argument("--ask-args", default="", help="extra `sekv ask` options, e.g. \"--quote\"")
     ap.add_argument("--ingest-args", default="", help="extra `sekv ingest` options, e.g. "
                     "\"--rank-energy 0.99\"")
+    ap.add_argument("--library", default="", help="keep the library in FILE (default: a throw-"
+                    "away one); a document already there, ready, with the same title and model, "
+                    "is reused without a new ingest")
+    ap.add_argument("--rebuild-args", default=None, help="with --library: build each reused "
+                    "document's memory again with these `sekv ingest --rebuild` options, e.g. "
+                    "\"--budget 0.3 --recent 16\" (\"\": the defaults)")
     ap.add_argument("--check-only", action="store_true", help="only check the questions against the documents")
     ap.add_argument("--quiet", action="store_true", help="no line per question")
     args = ap.parse_args()
@@ -234,7 +240,7 @@ def main():
         if not os.access(args.bin, os.X_OK):
             die(f"{args.bin} missing: run make all first")
 
-        common = ["--db", os.path.join(tmp, "qa.db"), "-t", str(args.threads)]
+        common = ["--db", args.library or os.path.join(tmp, "qa.db"), "-t", str(args.threads)]
         if args.model:
             common += ["-m", args.model]
 
@@ -243,8 +249,28 @@ def main():
         same_docs = set()
         t_start = time.monotonic()
         ids = {}
+        have = {}
+        if args.library and os.path.exists(args.library):
+            p, _ = run([args.bin, "ls"] + common[:2], args.timeout)
+            model = os.path.basename(args.model) if args.model else None
+            for line in p.stdout.splitlines():
+                f = line.split("\t")
+                if len(f) >= 7 and f[1] == "ready" and (model is None or f[5] == model):
+                    have[f[6]] = f[0]
         for doc in dict.fromkeys(q["doc"] for q in qs):
             npass = bm25.add(doc, texts[doc])
+            title = os.path.basename(files[doc])
+            if title in have:
+                ids[doc] = have[title]
+                dt = 0.0
+                if args.rebuild_args is not None:
+                    p, dt = run([args.bin, "ingest", "--rebuild", ids[doc], "-q"] + common +
+                                shlex.split(args.rebuild_args), args.timeout)
+                    if p.returncode != 0:
+                        die(f"rebuild {doc} failed ({p.returncode}): {p.stderr.strip()}")
+                print(f"reuse {doc}: id {ids[doc]}, rebuilt in {dt:.1f} s, {npass} BM25 passages",
+                      flush=True)
+                continue
             p, dt = run([args.bin, "ingest", files[doc], "-q", "--keep-full-kv"] + common +
                         shlex.split(args.ingest_args), args.timeout)
             if p.returncode != 0:
@@ -304,7 +330,8 @@ def main():
                 if isinstance(j.get("evidence"), list):
                     rec["evidence"] = [{k: e.get(k) for k in ("rank", "start", "end", "score")}
                                        for e in j["evidence"][:3] if isinstance(e, dict)]
-                for k in ("answer_tokens", "decode_tps", "resident_ratio", "length"):
+                for k in ("answer_tokens", "decode_tps", "resident_ratio", "length", "device_tier",
+                          "full_kv_bytes", "resident_bytes"):
                     if k in j:
                         rec[k] = j[k]
                 if err:
