@@ -1,8 +1,10 @@
 /* backend_cpu.c - the reference backend: the CPU. This file holds the
  * operation table, open/close, the workspace, buffers (host memory),
  * matmul, element-wise operations and the streaming log-sum-exp.
- * Batches: each thread dequantises its slice of weight rows and
- * multiplies it by the batch with gemm.c. One token: the input is
+ * Batches (act_q8 set, a type quant_gemm supports): the batch is packed
+ * as int8 blocks once and each thread runs quant_gemm over its panels of
+ * weight rows; otherwise each thread dequantises its slice of weight rows
+ * and multiplies it by the batch with gemm.c. One token: the input is
  * quantised to int8 blocks and each thread runs quant_act dot products
  * over its rows. BLAS stays single-threaded (gemm.c's fallback).
  * Invariant: nothing here allocates after backend_cpu_open / ws_new
