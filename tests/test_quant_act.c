@@ -35,6 +35,32 @@ static void act_init(struct act_buf *b, const float *x, size_t n)
 
 static const enum quant_impl k_impls[] = { QUANT_IMPL_SCALAR, QUANT_IMPL_AVX2, QUANT_IMPL_AVX512 };
 
+static uint64_t xs_next(uint64_t *s)
+{
+	*s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+	return *s;
+}
+
+/* Blocks of `type` in w[0..bytes): every byte 0x00 (pat 0), 0xff (pat 1)
+ * or random (pat 2: all nibble, high-bit, scale and -128 patterns), then
+ * finite fp16 scales of either sign in [1e-3, 0.1) over the block's
+ * fp16 fields (d; Q4_1 and Q4_K also m or dmin). */
+static void fill_blocks(uint32_t type, uint8_t *w, size_t bytes, int pat, uint64_t *s)
+{
+	size_t bb = quant_block_bytes(type), at = type == QT_Q6_K ? 208 : 0;
+
+	for (size_t i = 0; i < bytes; i++)
+		w[i] = pat == 0 ? 0x00 : pat == 1 ? 0xff : (uint8_t)(xs_next(s) >> 32);
+	for (size_t k = 0; k < bytes / bb; k++)
+		for (int f = 0; f < (type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1); f++) {
+			uint64_t r = xs_next(s);
+			uint16_t h = quant_f32_to_f16((float)((r & 1) ? -1 : 1) *
+						      (float)(1e-3 + 0.099 * (double)(r >> 40) / 16777216.0));
+			w[k * bb + at + 2 * (size_t)f] = (uint8_t)h;
+			w[k * bb + at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
+		}
+}
+
 /* |x - q d| <= d / 2 per element (plus fp rounding of x / d), |q| <= 127,
  * a zero block gets d = 0, s = d * sum q. Scales from 1e-6 to 1e4 and a
  * block with one huge outlier. */
@@ -180,23 +206,7 @@ static void quant_act_kernels_vs_exact_random_blocks(struct test_ctx *t)
 				continue;
 			T_CHECK(t, quant_act_supported(type, n));
 			for (int pat = 0; pat < 4 && !t->failed; pat++) {
-				for (size_t i = 0; i < nb * bb; i++) {
-					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-					w[i] = pat == 0 ? 0x00 : pat == 1 ? 0xff : (uint8_t)(s >> 32);
-				}
-				for (size_t k = 0; k < nb; k++) {
-					uint8_t *blk = w + k * bb;
-					int n_f16 = type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1;
-					size_t at = type == QT_Q6_K ? 208 : 0;
-					for (int f = 0; f < n_f16; f++) {
-						uint16_t h;
-						s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-						h = quant_f32_to_f16((float)((s & 1) ? -1 : 1) *
-								     (float)(1e-3 + 0.099 * (double)(s >> 40) / 16777216.0));
-						blk[at + 2 * (size_t)f] = (uint8_t)h;
-						blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
-					}
-				}
+				fill_blocks(type, w, nb * bb, pat < 2 ? pat : 2, &s);
 				test_fill_random(x, n, li * 4 + (uint64_t)pat);
 				act_init(&b, x, n);
 				snprintf(what, sizeof what, "n=%zu pattern %d", n, pat);
@@ -244,6 +254,25 @@ static void quant_act_dispatch_uses_active_set(struct test_ctx *t)
 	}
 }
 
+/* A two-thread CPU backend with a workspace of sz: 0, or -1 with the test
+ * failed. */
+static int cpu2_open(struct test_ctx *t, const struct backend_ws_size *sz, struct backend **be,
+		     struct backend_ws **ws)
+{
+	char err[256];
+
+	if (backend_open("cpu", 2, be, err, sizeof err)) {
+		T_FAIL(t, "backend_open: %s", err);
+		return -1;
+	}
+	if ((*be)->ops->ws_new(*be, sz, ws)) {
+		backend_close(*be);
+		T_FAIL(t, "ws_new failed");
+		return -1;
+	}
+	return 0;
+}
+
 /* The CPU backend's one-token matmul picks its kernels by type: with
  * act_q8 set, every type quant_act_supported accepts (Q4_1 included) runs
  * the int8 kernels, bit for bit quant_act_matvec on the quantised input;
@@ -261,35 +290,19 @@ static void cpu_matmul_one_token_uses_int8_kernels(struct test_ctx *t)
 	struct backend *be = NULL;
 	struct backend_ws *ws = NULL;
 	struct backend_ws_size sz = { 2, 1, 64, (size_t)ROWS * COLS, COLS, 0 };
-	char err[256];
 	uint64_t s = 88172645463325252ull;
 
-	T_CHECKF(t, backend_open("cpu", 2, &be, err, sizeof err) == 0, "backend_open: %s", err);
-	if (be->ops->ws_new(be, &sz, &ws)) {
-		backend_close(be);
-		T_CHECK(t, !"ws_new");
-	}
+	if (cpu2_open(t, &sz, &be, &ws))
+		return;
 	test_fill_random(x, COLS, 77);
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
 		uint32_t type = types[ti];
 		int cols = quant_block_elems(type) == 256 ? COLS_K : COLS;
-		size_t rb = quant_row_bytes(type, (uint64_t)cols), bb = quant_block_bytes(type);
+		size_t rb = quant_row_bytes(type, (uint64_t)cols);
 		struct backend_weight wt = { type, ROWS, cols, rb, w };
 		int differ = 0;
 
-		for (size_t i = 0; i < ROWS * rb; i++) {
-			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-			w[i] = (uint8_t)(s >> 32);
-		}
-		for (size_t k = 0; k < ROWS * rb / bb; k++) {
-			uint8_t *blk = w + k * bb;
-			size_t at = type == QT_Q6_K ? 208 : 0;
-			for (int f = 0; f < (type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1); f++) {
-				uint16_t h = quant_f32_to_f16((float)(1e-3 + 1e-2 * (double)((k * 7 + (size_t)f) % 13)));
-				blk[at + 2 * (size_t)f] = (uint8_t)h;
-				blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
-			}
-		}
+		fill_blocks(type, w, ROWS * rb, 2, &s);
 		act_init(&b, x, (size_t)cols);
 		quant_act_matvec(type, w, rb, ROWS, &b.a, want);
 		be->act_q8 = 1;
@@ -453,27 +466,12 @@ static void quant_gemm_vs_matmul_random_blocks(struct test_ctx *t)
 
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
 		uint32_t type = types[ti];
-		size_t be = quant_block_elems(type), bb = quant_block_bytes(type);
+		size_t be = quant_block_elems(type);
 		for (int c = 0; c < 3 && !t->failed; c++) {
 			size_t cols = be == 256 ? 256u << c : (size_t)(96 << c), rb = quant_row_bytes(type, cols);
-			for (size_t i = 0; i < G_MAX_ROWS * rb; i++) {
-				s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-				w[i] = (uint8_t)(s >> 32);
-			}
+			fill_blocks(type, w, G_MAX_ROWS * rb, 2, &s);
 			if (c == 1)
-				memset(w, 0xff, rb); /* all-ones codes in row 0 (scales below) */
-			for (size_t k = 0; k < G_MAX_ROWS * rb / bb; k++) {
-				uint8_t *blk = w + k * bb;
-				size_t at = type == QT_Q6_K ? 208 : 0;
-				for (int f = 0; f < (type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1); f++) {
-					uint16_t h;
-					s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-					h = quant_f32_to_f16((float)((s & 1) ? -1 : 1) *
-							     (float)(1e-3 + 0.099 * (double)(s >> 40) / 16777216.0));
-					blk[at + 2 * (size_t)f] = (uint8_t)h;
-					blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
-				}
-			}
+				fill_blocks(type, w, rb, 1, &s); /* all-ones codes in row 0 */
 			test_fill_random(b.x, G_MAX_TOK * cols, 500 + ti * 3 + (uint64_t)c);
 			for (size_t ni = 0; ni < sizeof toks / sizeof toks[0] && !t->failed; ni++)
 				for (size_t ri = 0; ri < sizeof rowss / sizeof rowss[0] && !t->failed; ri++) {
@@ -538,36 +536,20 @@ static void cpu_matmul_batch_uses_int8_gemm(struct test_ctx *t)
 	struct backend *be = NULL;
 	struct backend_ws *ws = NULL;
 	struct backend_ws_size sz = { N, 1, 64, (size_t)ROWS * COLS, COLS, 0 };
-	char err[256];
 	uint64_t s = 88172645463325252ull;
 
-	T_CHECKF(t, backend_open("cpu", 2, &be, err, sizeof err) == 0, "backend_open: %s", err);
-	if (be->ops->ws_new(be, &sz, &ws)) {
-		backend_close(be);
-		T_CHECK(t, !"ws_new");
-	}
+	if (cpu2_open(t, &sz, &be, &ws))
+		return;
 	test_fill_random(b.x, N * COLS, 78);
 	for (size_t ti = 0; ti < sizeof types / sizeof types[0] && !t->failed; ti++) {
 		uint32_t type = types[ti];
-		size_t rb = quant_row_bytes(type, COLS), bb = quant_block_bytes(type);
+		size_t rb = quant_row_bytes(type, COLS);
 		struct backend_weight wt = { type, ROWS, COLS, rb, w };
 		int differ = 0;
 
 		if (!quant_gemm_supported(type, COLS))
 			continue;
-		for (size_t i = 0; i < ROWS * rb; i++) {
-			s ^= s << 13, s ^= s >> 7, s ^= s << 17;
-			w[i] = (uint8_t)(s >> 32);
-		}
-		for (size_t k = 0; k < ROWS * rb / bb; k++) {
-			uint8_t *blk = w + k * bb;
-			size_t at = type == QT_Q6_K ? 208 : 0;
-			for (int f = 0; f < (type == QT_Q4_K || type == QT_Q4_1 ? 2 : 1); f++) {
-				uint16_t h = quant_f32_to_f16((float)(1e-3 + 1e-2 * (double)((k * 5 + (size_t)f) % 11)));
-				blk[at + 2 * (size_t)f] = (uint8_t)h;
-				blk[at + 2 * (size_t)f + 1] = (uint8_t)(h >> 8);
-			}
-		}
+		fill_blocks(type, w, ROWS * rb, 2, &s);
 		gemm_buf_pack(&b, quant_impl_active(), N, COLS);
 		quant_gemm(type, w, rb, ROWS, &b.ga, &want[0][0], ROWS, scratch);
 		be->act_q8 = 1;

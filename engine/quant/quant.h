@@ -199,7 +199,8 @@ void quant_gemm_impl(enum quant_impl impl, uint32_t type, const void *w, size_t 
 /* Internal to quant*.c: the SIMD kernels. quant_avx2.c: fp32 activations,
  * same contract as quant_dot_row for their type. quant_act_avx2.c and
  * quant_act_avx512.c: int8 activations, same contract as quant_act_dot
- * (and, from quant_gemm_simd.h, quant_gemm_pack and quant_gemm).
+ * (and, from quant_gemm_simd.h, quant_gemm and the block quantiser of
+ * quant_gemm_pack: one block of 32 in the packed layout).
  * Callers check quant_impl_available first. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QUANT_HAVE_AVX2 1
@@ -218,10 +219,8 @@ float quant_act_avx512_q5_0(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q4_1(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q4_k(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q6_k(const uint8_t *w, const struct quant_act *a);
-void quant_act_avx2_gemm_pack(const float *x, size_t ldx, int g0, int g1,
-			      struct quant_gemm_act *a);
-void quant_act_avx512_gemm_pack(const float *x, size_t ldx, int g0, int g1,
-				struct quant_gemm_act *a);
+void quant_act_avx2_gemm_block(const float *x, uint8_t *q, float *d, float *s);
+void quant_act_avx512_gemm_block(const float *x, uint8_t *q, float *d, float *s);
 void quant_act_avx2_gemm(uint32_t type, const uint8_t *w, size_t row_bytes, int n_rows,
 			 const struct quant_gemm_act *a, float *y, size_t ldy, void *scratch);
 void quant_act_avx512_gemm(uint32_t type, const uint8_t *w, size_t row_bytes, int n_rows,

@@ -434,6 +434,24 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
  * 32 is one activation block and two scales of 16, so int32 lanes 0..3
  * take sc[2k] and lanes 4..7 sc[2k+1]; the code's offset of 32 is taken
  * off as 32 times the activation sums of the same lanes. */
+/* The unsigned 6-bit codes of one half (128 elements) of a Q6_K block:
+ * byte l of q[k] is element l + 32k, a nibble of ql (low: k = 0, 1;
+ * high: k = 2, 3) with two bits of qh[l] (bits 2k, 2k+1) above it. Also
+ * the GEMM's unpacking (quant_gemm_simd.h). */
+QA_FN static inline void qa_q6_k_codes(const uint8_t *ql, const uint8_t *qh, __m256i q[4])
+{
+	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+	__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+	__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+	__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+
+	q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+	q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+}
+
 #if QA_VNNI
 /* Q6_K with VNNI, 64 elements per 512-bit register: ql's 64 bytes of a
  * half give chunks 0 and 1 (low nibbles) and 2 and 3 (high nibbles); the
@@ -490,7 +508,6 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 #else
 QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 	const __m256i one = _mm256_set1_epi8(1);
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
 
@@ -499,18 +516,8 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 		const int8_t *sc = (const int8_t *)(w + 192);
 		float d = qsimd_f16(w + 208);
 		for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8) {
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
 			__m256i q[4];
-			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
-			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-					       _mm256_and_si256(hb, m2));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+			qa_q6_k_codes(ql, qh, q);
 			for (int k = 0; k < 4; k++) {
 				size_t off = i + 128 * (size_t)h + 32 * (size_t)k;
 				__m256i x = _mm256_loadu_si256((const __m256i *)(a->q + off));

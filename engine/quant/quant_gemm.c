@@ -19,11 +19,32 @@ int quant_gemm_pad(int n)
 	return (n + QUANT_GEMM_PAD - 1) / QUANT_GEMM_PAD * QUANT_GEMM_PAD;
 }
 
-static void gemm_pack_scalar(const float *x, size_t ldx, int g0, int g1, struct quant_gemm_act *a)
+/* One block of 32 of one token: codes + 128 as eight 4-byte words 32
+ * bytes apart at q (the packed layout), its scale and sum at d and s. */
+typedef void (*gemm_block_fn)(const float *x, uint8_t *q, float *d, float *s);
+
+static void gemm_block_scalar(const float *x, uint8_t *q, float *d, float *s)
 {
-	size_t k = a->cols, nb = k / 32;
 	int8_t code[32];
 
+	quant_act_block(x, code, d, s);
+	for (int j = 0; j < 32; j++)
+		q[32 * (j / 4) + j % 4] = (uint8_t)(code[j] + 128);
+}
+
+void quant_gemm_pack_impl(enum quant_impl impl, const float *x, size_t ldx, int g0, int g1,
+			  struct quant_gemm_act *a)
+{
+	size_t k = a->cols, nb = k / 32;
+	gemm_block_fn block = gemm_block_scalar;
+
+#if QUANT_HAVE_AVX2
+	if (quant_impl_available(impl) && impl == QUANT_IMPL_AVX512)
+		block = quant_act_avx512_gemm_block;
+	else if (quant_impl_available(impl) && impl == QUANT_IMPL_AVX2)
+		block = quant_act_avx2_gemm_block;
+#endif
+	(void)impl;
 	for (int g = g0; g < g1; g++)
 		for (int t = 0; t < QUANT_GEMM_TOK; t++) {
 			int tok = g * QUANT_GEMM_TOK + t;
@@ -32,34 +53,14 @@ static void gemm_pack_scalar(const float *x, size_t ldx, int g0, int g1, struct 
 			float *s = a->s + (size_t)g * nb * QUANT_GEMM_TOK + t;
 			for (size_t b = 0; b < nb; b++) {
 				if (tok < a->n) {
-					quant_act_block(x + (size_t)tok * ldx + 32 * b, code, &d[8 * b],
-							&s[8 * b]);
-				} else {
-					memset(code, 0, sizeof code);
-					d[8 * b] = s[8 * b] = 0.0f;
+					block(x + (size_t)tok * ldx + 32 * b, q + 256 * b, &d[8 * b], &s[8 * b]);
+					continue;
 				}
-				for (int j = 0; j < 32; j++)
-					q[256 * b + 32 * (size_t)(j / 4) + (size_t)(j % 4)] =
-						(uint8_t)(code[j] + 128);
+				for (int w = 0; w < 8; w++)
+					memset(q + 256 * b + 32 * (size_t)w, 0x80, 4);
+				d[8 * b] = s[8 * b] = 0.0f;
 			}
 		}
-}
-
-void quant_gemm_pack_impl(enum quant_impl impl, const float *x, size_t ldx, int g0, int g1,
-			  struct quant_gemm_act *a)
-{
-#if QUANT_HAVE_AVX2
-	if (quant_impl_available(impl) && impl == QUANT_IMPL_AVX512) {
-		quant_act_avx512_gemm_pack(x, ldx, g0, g1, a);
-		return;
-	}
-	if (quant_impl_available(impl) && impl == QUANT_IMPL_AVX2) {
-		quant_act_avx2_gemm_pack(x, ldx, g0, g1, a);
-		return;
-	}
-#endif
-	(void)impl;
-	gemm_pack_scalar(x, ldx, g0, g1, a);
 }
 
 void quant_gemm_pack(const float *x, size_t ldx, int g0, int g1, struct quant_gemm_act *a)

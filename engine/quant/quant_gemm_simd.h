@@ -19,7 +19,7 @@
  * kernel for it).
  */
 
-/* ---- activations: quantise and pack ---------------------------------- */
+/* ---- activations: quantise one block (quant_gemm.c packs) ------------ */
 
 /* quant_act_block of x[0..32) with the eight 4-code words stored 32 bytes
  * apart at q (the packed layout), as unsigned bytes (code + 128). Bit for
@@ -27,7 +27,7 @@
  * operand when the first is NaN), rounding to nearest even (cvtps under
  * the default MXCSR), clamping before rounding (the bounds are integers,
  * so clamp(rint(v)) = rint(clamp(v))), NaN as 0. */
-QA_FN static inline void qg_quant_block(const float *x, uint8_t *q, float *d_out, float *s_out)
+QA_FN void QA_NAME(gemm_block)(const float *x, uint8_t *q, float *d_out, float *s_out)
 {
 	const __m256 sign = _mm256_set1_ps(-0.0f), lo = _mm256_set1_ps(-127.0f);
 	const __m256 hi = _mm256_set1_ps(127.0f);
@@ -66,31 +66,6 @@ QA_FN static inline void qg_quant_block(const float *x, uint8_t *q, float *d_out
 		memcpy(q + 32 * k, &word[k], 4);
 	*d_out = d;
 	*s_out = d * (float)_mm_cvtsi128_si32(s4);
-}
-
-QA_FN void QA_NAME(gemm_pack)(const float *x, size_t ldx, int g0, int g1,
-			      struct quant_gemm_act *a)
-{
-	size_t k = a->cols, nb = k / 32;
-
-	for (int g = g0; g < g1; g++)
-		for (int t = 0; t < QUANT_GEMM_TOK; t++) {
-			int tok = g * QUANT_GEMM_TOK + t;
-			uint8_t *q = a->q + (size_t)g * k * QUANT_GEMM_TOK + 4 * (size_t)t;
-			float *d = a->d + (size_t)g * nb * QUANT_GEMM_TOK + t;
-			float *s = a->s + (size_t)g * nb * QUANT_GEMM_TOK + t;
-			for (size_t b = 0; b < nb; b++) {
-				if (tok < a->n) {
-					qg_quant_block(x + (size_t)tok * ldx + 32 * b, q + 256 * b,
-						       &d[8 * b], &s[8 * b]);
-					continue;
-				}
-				for (int w = 0; w < 8; w++)
-					memset(q + 256 * b + 32 * (size_t)w, 0x80, 4);
-				d[8 * b] = 0.0f;
-				s[8 * b] = 0.0f;
-			}
-		}
 }
 
 /* ---- weights: unpack a panel ------------------------------------------ */
@@ -170,11 +145,10 @@ QA_FN static void qg_unpack_q4_k(const uint8_t *w, size_t k, int8_t *q, float *s
 	}
 }
 
-/* Q6_K: as quant_act_simd.h's q6_k, element l + 32k of a half of 128 is
- * byte l of q[k]; the 16 scales are the groups of 16 in order. */
+/* Q6_K: codes by qa_q6_k_codes, less 32; the 16 scales are the groups of
+ * 16 in order. */
 QA_FN static void qg_unpack_q6_k(const uint8_t *w, size_t k, int8_t *q, float *sc, float *mn)
 {
-	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
 	const __m256i off = _mm256_set1_epi8(32);
 
 	(void)mn;
@@ -182,19 +156,8 @@ QA_FN static void qg_unpack_q6_k(const uint8_t *w, size_t k, int8_t *q, float *s
 		const int8_t *s8 = (const int8_t *)(w + 192);
 		float d = qsimd_f16(w + 208);
 		for (int h = 0; h < 2; h++, q += 128) {
-			const uint8_t *ql = w + 64 * h, *qh = w + 128 + 32 * h;
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
 			__m256i v[4];
-			v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
-			v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
-			v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-					       _mm256_and_si256(hb, m2));
-			v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+			qa_q6_k_codes(w + 64 * h, w + 128 + 32 * h, v);
 			for (int j = 0; j < 4; j++)
 				_mm256_storeu_si256((__m256i *)(q + 32 * j), _mm256_sub_epi8(v[j], off));
 		}
