@@ -3,14 +3,14 @@
  *
  * matvec: one thread, every kernel set (scalar, avx2, avx512) with fp32
  * activations (quant_matvec_impl) and int8 ones (quant_act_matvec_impl),
- * on the shapes of SmolLM2-135M (1536x576, 576x1536) and Qwen2.5 0.5B
- * (4864x896, 896x4864), rows x columns. GB/s = weight bytes / time, "hot"
+ * on the shapes of SmolLM2-135M (1536x576, 576x1536), Qwen2.5 0.5B
+ * (4864x896, 896x4864) and 1.5B (8960x1536, 1536x8960), rows x columns. GB/s = weight bytes / time, "hot"
  * on one matrix (cache resident), "cold" rotating over copies filling
  * 256 MiB (DRAM), beside a plain one-thread read of the same buffer; each
  * figure the best of 5 rounds.
  * decode: the CPU backend's one-token matmul (T threads, cold).
- * prefill: the share of a 512-token batch matmul (one thread) spent in
- * quant_dequant_row. Weights are random bytes with finite fp16 scales.
+ * prefill: one thread's batch matmul of 512 down to 2 tokens, int8 GEMM
+ * against dequantise + sgemm (and quant_dequant_row's share of that). Weights are random bytes with finite fp16 scales.
  * usage: sekv-quant-bench [-t THREADS (2)] [--type NAME (all)]
  */
 #include "engine/backend/backend.h"
@@ -41,7 +41,12 @@ static const struct bench_shape k_shapes[] = {
 	{ 576, 1536, "SmolLM2 ffn_down" },
 	{ 4864, 896, "Qwen2.5-0.5B ffn_up/gate" },
 	{ 896, 4864, "Qwen2.5-0.5B ffn_down" },
+	{ 8960, 1536, "Qwen2.5-1.5B ffn_up/gate" },
+	{ 1536, 8960, "Qwen2.5-1.5B ffn_down" },
 };
+
+/* prefill batch sizes: chunks of 512, and the short batches of a question */
+static const int k_batches[] = { 512, 64, 16, 4, 2 };
 
 static const uint32_t k_types[] = { QT_Q4_1, QT_Q8_0, QT_Q4_K, QT_Q5_0, QT_Q6_K };
 
@@ -226,33 +231,40 @@ static void bench_decode(struct backend *be, struct backend_ws *ws, const struct
 }
 
 /* One thread: quant_dequant_row over every row, against the backend's
- * batch matmul (dequantise + sgemm) of BENCH_BATCH tokens. */
+ * batch matmul of `batch` tokens: the int8 GEMM (act_q8, where the type has
+ * one) and dequantise + sgemm (fp32). */
 static void bench_prefill(struct backend *be1, struct backend_ws *ws1, const struct bench_mat *m,
-			  const float *xb, float *yb, float *wf)
+			  const float *xb, float *yb, float *wf, int batch)
 {
 	struct backend_weight w = { m->type, m->rows, m->cols, m->row_bytes, m->data };
-	double t_deq = 1e30, t_mm = 1e30;
+	double t_deq = 1e30, t_mm[2] = { 1e30, 1e30 };
 
 	for (int round = 0; round < BENCH_ROUNDS; round++) {
-		double t0 = clk_now(), t1, t2;
+		double t0 = clk_now(), t1;
 		for (int r = 0; r < m->rows; r++)
 			quant_dequant_row(m->type, m->data + (size_t)r * m->row_bytes,
 					  wf + (size_t)r * m->cols, (size_t)m->cols);
 		t1 = clk_now();
-		be1->ops->matmul(be1, ws1, &w, 0, m->rows, xb, BENCH_BATCH, yb, m->rows);
-		t2 = clk_now();
 		t_deq = t1 - t0 < t_deq ? t1 - t0 : t_deq;
-		t_mm = t2 - t1 < t_mm ? t2 - t1 : t_mm;
+		for (int q8 = 0; q8 < 2; q8++) {
+			be1->act_q8 = q8;
+			t0 = clk_now();
+			be1->ops->matmul(be1, ws1, &w, 0, m->rows, xb, batch, yb, m->rows);
+			t1 = clk_now();
+			t_mm[q8] = t1 - t0 < t_mm[q8] ? t1 - t0 : t_mm[q8];
+		}
+		be1->act_q8 = 1;
 	}
-	printf("prefill %4dx%-4d %-5s batch %d: matmul_ms %7.2f dequant_ms %6.3f "
-	       "(%.1f%%, %.2f Gelem/s) gflops %.1f\n",
-	       m->rows, m->cols, quant_name(m->type), BENCH_BATCH, t_mm * 1e3, t_deq * 1e3,
-	       100.0 * t_deq / t_mm, (double)m->rows * m->cols / t_deq / 1e9,
-	       2.0 * BENCH_BATCH * m->rows * m->cols / t_mm / 1e9);
+	printf("prefill %4dx%-4d %-5s batch %3d: fp32 matmul_ms %7.2f gflops %6.1f (dequant %.1f%%)"
+	       " | int8%s matmul_ms %7.2f gflops %6.1f\n",
+	       m->rows, m->cols, quant_name(m->type), batch, t_mm[0] * 1e3,
+	       2.0 * batch * m->rows * m->cols / t_mm[0] / 1e9, 100.0 * t_deq / t_mm[0],
+	       quant_gemm_supported(m->type, (size_t)m->cols) ? "" : " (none: fp32)", t_mm[1] * 1e3,
+	       2.0 * batch * m->rows * m->cols / t_mm[1] / 1e9);
 }
 
-#define BENCH_MAX_ROWS 4864
-#define BENCH_MAX_COLS 4864
+#define BENCH_MAX_DIM 8960                 /* most rows, most columns */
+#define BENCH_MAX_ELEMS ((size_t)8960 * 1536) /* most rows x columns */
 
 /* Buffers and backends of one run, sized for the largest shape. */
 struct bench_ctx {
@@ -261,7 +273,7 @@ struct bench_ctx {
 	struct backend_ws *ws, *ws1;
 	float *x, *y;                /* [max cols], [max rows] */
 	float *xb, *yb;              /* [BENCH_BATCH][max cols], [BENCH_BATCH][max rows] */
-	float *wf;                   /* [max rows][max cols] dequantised weights */
+	float *wf;                   /* [max elems] dequantised weights */
 	int8_t *aq;                  /* quantised x: [max cols] */
 	float *ad, *as;              /* [max cols / 32] */
 };
@@ -280,9 +292,9 @@ static void bench_ctx_close(struct bench_ctx *c)
 
 static int bench_ctx_open(struct bench_ctx *c, int n_threads)
 {
-	size_t r = BENCH_MAX_ROWS, k = BENCH_MAX_COLS;
-	struct backend_ws_size sz = { 1, 1, 64, r * k, (int)k, 0 };
-	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, r * k, (int)k, 0 };
+	size_t r = BENCH_MAX_DIM, k = BENCH_MAX_DIM, e = BENCH_MAX_ELEMS;
+	struct backend_ws_size sz = { 1, 1, 64, e, (int)k, 0 };
+	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, e, (int)k, 0 };
 	char err[256];
 
 	*c = (struct bench_ctx){ .n_threads = n_threads };
@@ -290,7 +302,7 @@ static int bench_ctx_open(struct bench_ctx *c, int n_threads)
 	c->y = malloc(sizeof(float) * r);
 	c->xb = malloc(sizeof(float) * BENCH_BATCH * k);
 	c->yb = malloc(sizeof(float) * BENCH_BATCH * r);
-	c->wf = malloc(sizeof(float) * r * k);
+	c->wf = malloc(sizeof(float) * e);
 	c->aq = malloc(k);
 	c->ad = malloc(sizeof(float) * k / 32);
 	c->as = malloc(sizeof(float) * k / 32);
@@ -326,7 +338,8 @@ static int bench_one(struct bench_ctx *c, const struct bench_shape *sh, uint32_t
 		printf("read   one thread, same 256 MiB    cold_gb_s %6.2f\n", bench_read_gb_s(&m));
 	bench_matvec(&m, c->x, &a, c->y);
 	bench_decode(c->be, c->ws, &m, c->x, c->y, c->n_threads);
-	bench_prefill(c->be1, c->ws1, &m, c->xb, c->yb, c->wf);
+	for (size_t b = 0; b < sizeof k_batches / sizeof k_batches[0]; b++)
+		bench_prefill(c->be1, c->ws1, &m, c->xb, c->yb, c->wf, k_batches[b]);
 	free(m.data);
 	return 0;
 }

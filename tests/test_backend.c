@@ -87,8 +87,9 @@ typedef void (*check_fn)(struct test_ctx *t, struct backend *b, struct gguf *g);
 
 /* ---- matmul, get_rows ------------------------------------------------ */
 
-/* y = x W^T for batch n (gemm path) and one token (int8 path within its
- * bound, fp32 path tight) on real rows of blk.0.ffn_gate and ffn_down. */
+/* y = x W^T for batch n and one token, int8 paths (act_q8) within their
+ * bound, fp32 paths tight, on real rows of blk.0.ffn_gate, ffn_down and
+ * attn_q. */
 static void check_matmul(struct test_ctx *t, struct backend *b, struct gguf *g)
 {
 	const char *names[] = { "blk.0.ffn_gate.weight", "blk.0.ffn_down.weight",
@@ -117,18 +118,20 @@ static void check_matmul(struct test_ctx *t, struct backend *b, struct gguf *g)
 				mag[(size_t)i * rows + r] = a;
 			}
 		}
-		b->ops->matmul(b, ws, &w, r0, rows, x, n, y, rows);
-		for (int i = 0; i < n * rows; i++)
-			T_CHECKF(t, fabs(y[i] - ref[i]) <= 1e-5 * mag[i] + 1e-6,
-				 "%s batch [%d]: %g vs %g", names[k], i, y[i], ref[i]);
 		for (int q8 = 0; q8 < 2; q8++) {
 			int keep = b->act_q8;
+			/* int8 activations (batch and one token): each x rounded
+			 * to 1/254 of its block's max */
+			double tol = q8 ? 1.5e-2 : 1e-5;
 			b->act_q8 = q8;
+			b->ops->matmul(b, ws, &w, r0, rows, x, n, y, rows);
+			for (int i = 0; i < n * rows; i++)
+				T_CHECKF(t, fabs(y[i] - ref[i]) <= tol * mag[i] + 1e-6,
+					 "%s batch q8=%d [%d]: %g vs %g", names[k], q8, i, y[i], ref[i]);
 			b->ops->matmul(b, ws, &w, r0, rows, x, 1, y, rows);
 			b->act_q8 = keep;
-			/* int8 activations: each x rounded to 1/254 of its block's max */
 			for (int r = 0; r < rows; r++)
-				T_CHECKF(t, fabs(y[r] - ref[r]) <= (q8 ? 1.5e-2 : 1e-5) * mag[r] + 1e-6,
+				T_CHECKF(t, fabs(y[r] - ref[r]) <= tol * mag[r] + 1e-6,
 					 "%s one token q8=%d [%d]: %g vs %g", names[k], q8, r, y[r], ref[r]);
 		}
 		b->ops->ws_free(ws);

@@ -404,6 +404,11 @@ static void t_sliding_window(struct test_ctx *t)
 
 	if (!m)
 		return;
+	/* ring slots only: int8 activations would turn the order differences
+	 * of the two rings' attention tiles into flipped roundings, which grow
+	 * over 1,100 tokens to the size of the int8 error itself (measured:
+	 * last logits 0.88 apart, as far as int8 from fp32 on either ring) */
+	model_set_act_q8(m, 0);
 	V = model_hparams(m)->n_vocab;
 	fill_text(ids, N);
 	T_CHECK(t, model_state_new(&sa, m, N, 256, 1, err, sizeof err) == 0);

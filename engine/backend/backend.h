@@ -226,7 +226,8 @@ struct backend_ops {
 	 * n <= n_batch of the workspace. One token (n == 1) works without a
 	 * workspace; with one (and cols <= max_cols, act_q8 set) the CPU backend
 	 * quantises x to int8 blocks first, as llama.cpp does (quant.h,
-	 * struct quant_act), and uses integer dot products. */
+	 * struct quant_act), and uses integer dot products; so do its batches
+	 * for the types quant_gemm supports. */
 	void (*matmul)(struct backend *b, struct backend_ws *ws,
 		       const struct backend_weight *w, int r0, int rows,
 		       const float *x, int n, float *y, int ldy);
@@ -316,8 +317,8 @@ struct backend_ops {
 struct backend {
 	const struct backend_ops *ops;
 	int n_threads;
-	int act_q8;           /* 1 (default): one-token matmuls quantise x to
-	                         int8 blocks (see matmul); 0: fp32 x */
+	int act_q8;           /* 1 (default): matmuls quantise x to int8
+	                         blocks where a kernel exists (see matmul); 0: fp32 x */
 	void *impl;
 };
 

@@ -1,8 +1,10 @@
 /* backend_cpu.c - the reference backend: the CPU. This file holds the
  * operation table, open/close, the workspace, buffers (host memory),
  * matmul, element-wise operations and the streaming log-sum-exp.
- * Batches: each thread dequantises its slice of weight rows and
- * multiplies it by the batch with gemm.c. One token: the input is
+ * Batches (act_q8 set, a type quant_gemm supports): the batch is packed
+ * as int8 blocks once and each thread runs quant_gemm over its panels of
+ * weight rows; otherwise each thread dequantises its slice of weight rows
+ * and multiplies it by the batch with gemm.c. One token: the input is
  * quantised to int8 blocks and each thread runs quant_act dot products
  * over its rows. BLAS stays single-threaded (gemm.c's fallback).
  * Invariant: nothing here allocates after backend_cpu_open / ws_new
@@ -34,6 +36,10 @@ static void cpu_ws_free(struct backend_ws *ws)
 	free(ws->act.q);
 	free(ws->act.d);
 	free(ws->act.s);
+	free(ws->gact.q);
+	free(ws->gact.d);
+	free(ws->gact.s);
+	free(ws->gq);
 	free(ws->pk);
 	free(ws->pv);
 	free(ws->ps);
@@ -73,6 +79,14 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 	ws->act.q = malloc(sz->max_cols > 0 ? (size_t)sz->max_cols : 1);
 	ws->act.d = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
 	ws->act.s = malloc(sizeof(float) * (sz->max_cols / QUANT_ACT_BLOCK + 1));
+	{
+		size_t npad = (size_t)quant_gemm_pad(sz->n_batch), mc = (size_t)sz->max_cols;
+		ws->gact.q = malloc(npad * mc + 1);
+		ws->gact.d = malloc(sizeof(float) * (npad * mc / QUANT_ACT_BLOCK + 1));
+		ws->gact.s = malloc(sizeof(float) * (npad * mc / QUANT_ACT_BLOCK + 1));
+		ws->gq_stride = (quant_gemm_scratch_bytes(mc) + 63) / 64 * 64;
+		ws->gq = aligned_alloc(64, np * ws->gq_stride + 64);
+	}
 	ws->n_part = (int)np;
 	ws->pk = malloc(sizeof(float) * np * ATTN_TILE * d);
 	ws->pv = malloc(sizeof(float) * np * ATTN_TILE * d);
@@ -107,7 +121,8 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 		}
 	}
 	if (!ws->gs || !ws->wbuf || !ws->kt || !ws->vt || !ws->s || !ws->mx || !ws->sm ||
-	    !ws->act.q || !ws->act.d || !ws->act.s || !ws->pk || !ws->pv || !ws->ps ||
+	    !ws->act.q || !ws->act.d || !ws->act.s || !ws->gact.q || !ws->gact.d ||
+	    !ws->gact.s || !ws->gq || !ws->pk || !ws->pv || !ws->ps ||
 	    !ws->po || !ws->pm || !ws->pl) {
 		cpu_ws_free(ws);
 		return SEKV_ENOMEM;
@@ -129,6 +144,10 @@ struct mm_job {
 	int ldy;
 	float *gs;    /* [n_threads][gs_stride] gemm packing scratch */
 	size_t gs_stride;
+	int rows;     /* weight rows of the call */
+	struct quant_gemm_act *gact; /* batch, int8: the packed x */
+	uint8_t *gq;  /* [n_threads][gq_stride] quant_gemm scratch */
+	size_t gq_stride;
 };
 
 /* Batch: this thread's slice of weight rows [i0, i1), dequantised into
@@ -176,13 +195,36 @@ static void mm_act_rows(void *ctx, int i0, int i1, int tid)
 			 j->w->row_bytes, i1 - i0, j->act, j->y + i0);
 }
 
+/* Batch, int8: this thread's token groups of x quantised into ws->gact. */
+static void mm_pack_groups(void *ctx, int g0, int g1, int tid)
+{
+	struct mm_job *j = ctx;
+
+	(void)tid;
+	quant_gemm_pack(j->x, (size_t)j->w->cols, g0, g1, j->gact);
+}
+
+/* Batch, int8: this thread's panels of weight rows [16 p0, 16 p1) times
+ * every packed token, through its own part of the scratch. */
+static void mm_qgemm_panels(void *ctx, int p0, int p1, int tid)
+{
+	struct mm_job *j = ctx;
+	int r0 = p0 * QUANT_GEMM_PANEL, r1 = p1 * QUANT_GEMM_PANEL;
+
+	r1 = r1 < j->rows ? r1 : j->rows;
+	quant_gemm(j->w->type, (const uint8_t *)j->w->data + (size_t)(j->r0 + r0) * j->w->row_bytes,
+		   j->w->row_bytes, r1 - r0, j->gact, j->y + r0, (size_t)j->ldy,
+		   j->gq + (size_t)tid * j->gq_stride);
+}
+
 static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		       const struct backend_weight *w, int r0, int rows,
 		       const float *x, int n, float *y, int ldy)
 {
 	struct cpu *c = b->impl;
 	struct mm_job j = { w, r0, x, y, ws ? ws->wbuf : NULL, NULL, n, ldy,
-			    ws ? ws->gs : NULL, ws ? ws->gs_stride : 0 };
+			    ws ? ws->gs : NULL, ws ? ws->gs_stride : 0, rows,
+			    ws ? &ws->gact : NULL, ws ? ws->gq : NULL, ws ? ws->gq_stride : 0 };
 
 	if (n == 1) {
 		if (b->act_q8 && ws && w->cols <= ws->sz.max_cols && quant_act_supported(w->type, (size_t)w->cols)) {
@@ -192,6 +234,15 @@ static void cpu_matmul(struct backend *b, struct backend_ws *ws,
 		} else {
 			cpu_parallel_for(c, rows, 64, mm_dot_rows, &j);
 		}
+		return;
+	}
+	if (b->act_q8 && ws && w->cols <= ws->sz.max_cols && n <= ws->sz.n_batch &&
+	    quant_gemm_supported(w->type, (size_t)w->cols)) {
+		ws->gact.n = n;
+		ws->gact.cols = (size_t)w->cols;
+		cpu_parallel_for(c, quant_gemm_pad(n) / QUANT_GEMM_TOK, 1, mm_pack_groups, &j);
+		cpu_parallel_for(c, (rows + QUANT_GEMM_PANEL - 1) / QUANT_GEMM_PANEL, 1,
+				 mm_qgemm_panels, &j);
 		return;
 	}
 	cpu_parallel_for(c, rows, 16, mm_gemm_rows, &j);

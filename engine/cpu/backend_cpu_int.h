@@ -217,6 +217,10 @@ struct backend_ws {
 	float *sm;     /* [n_head][n_batch] running sums */
 	struct quant_act act; /* one token's input as int8 blocks: q [max_cols],
 	                         d, s [max_cols / 32] */
+	struct quant_gemm_act gact; /* a batch's input packed for quant_gemm: q
+	                         [pad(n_batch)][max_cols], d, s [pad(n_batch)][max_cols / 32] */
+	size_t gq_stride;     /* bytes of quant_gemm scratch per thread */
+	uint8_t *gq;          /* [n_threads][gq_stride] quant_gemm scratch, 64-byte aligned */
 	int n_part;    /* decode attention: key ranges run in parallel (threads) */
 	float *pk;     /* [n_part][ATTN_TILE][d_head] keys of a part's tile */
 	float *pv;     /* [n_part][ATTN_TILE][d_head] */

@@ -131,9 +131,82 @@ void quant_act_matvec_impl(enum quant_impl impl, uint32_t type, const void *w,
 float quant_act_dot_impl(enum quant_impl impl, uint32_t type, const void *w,
 			 const struct quant_act *a);
 
+/* The scalar reference of the batch GEMM below: y[t * ldy + r] = the
+ * scalar set's quant_act_dot of row r (w + r * row_bytes) with token t's
+ * vector a[t], for t < n, r < n_rows (quant_act_supported must hold for
+ * every a[t].n). Tests hold quant_gemm to it. Thread-safe. */
+void quant_act_matmul(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		      const struct quant_act *a, int n, float *y, size_t ldy);
+
+/* ---- int8 GEMM for batches (quant_gemm.c) ----------------------------- */
+
+/* A batch of activation rows quantised as struct quant_act does (the same
+ * codes, scales and sums, bit for bit), laid out for the GEMM's vector
+ * lanes: tokens in groups of QUANT_GEMM_TOK, each group's codes
+ * interleaved four at a time, stored unsigned (code + 128) so they can be
+ * the unsigned operand of vpdpbusd while the weights are the signed one.
+ * The token count is padded to QUANT_GEMM_PAD with zero tokens (code 128,
+ * d = s = 0). */
+#define QUANT_GEMM_TOK 8
+#define QUANT_GEMM_PAD 16
+/* Weight rows quant_gemm unpacks at once (one panel of its scratch):
+ * callers splitting rows over threads split them in multiples of it. */
+#define QUANT_GEMM_PANEL 16
+struct quant_gemm_act {
+	int n;          /* tokens */
+	size_t cols;    /* elements per token, a multiple of 32 */
+	uint8_t *q;     /* [n_pad / 8][cols / 4][8][4]: byte j of token 8g + t's
+	                   elements 4k..4k+3 at ((g * cols / 4 + k) * 8 + t) * 4 + j */
+	float *d;       /* [n_pad / 8][cols / 32][8] block scales */
+	float *s;       /* [n_pad / 8][cols / 32][8] d * (sum of the block's codes) */
+};
+
+/* n rounded up to QUANT_GEMM_PAD: q holds quant_gemm_pad(n) * cols bytes,
+ * d and s quant_gemm_pad(n) * cols / 32 floats. */
+int quant_gemm_pad(int n);
+/* Quantises token groups [g0, g1) of a (a->n, a->cols and the arrays set
+ * by the caller) from the rows x[t * ldx .. + cols); tokens >= a->n of the
+ * last groups become zero tokens. Disjoint group ranges may be packed by
+ * different threads at once. The active kernel set's code (the scalar
+ * rule of quant_act_quantize, bit for bit, in every set). */
+void quant_gemm_pack(const float *x, size_t ldx, int g0, int g1, struct quant_gemm_act *a);
+/* quant_gemm_pack through the set `impl` (unavailable: scalar). */
+void quant_gemm_pack_impl(enum quant_impl impl, const float *x, size_t ldx, int g0, int g1,
+			  struct quant_gemm_act *a);
+/* 1 when the set `impl` has a GEMM kernel for weights of `type` in rows of
+ * cols elements, else 0 (callers take the fp32 path): AVX-512 (VNNI):
+ * Q8_0, Q5_0, Q4_1, Q4_K, Q6_K; AVX2: the same but Q8_0 (its codes
+ * reach -128, and pmaddubsw's int16 pair sums would saturate); scalar:
+ * none (quant_act_matmul is the reference, not a fast path). cols as for
+ * quant_act_supported. */
+int quant_gemm_supported_impl(enum quant_impl impl, uint32_t type, size_t cols);
+/* quant_gemm_supported_impl of the active set. */
+int quant_gemm_supported(uint32_t type, size_t cols);
+/* Bytes of the scratch quant_gemm needs for rows of cols elements (the
+ * weight rows of one panel, unpacked to int8 codes and fp32 scales). */
+size_t quant_gemm_scratch_bytes(size_t cols);
+/* y[t * ldy + r] = sum_i dequant(w_r)[i] * q_t[i] * d_t[i / 32] for tokens
+ * t < a->n and rows r < n_rows of w (row r at w + r * row_bytes, a->cols
+ * elements; quant_gemm_supported must hold). Per block of the weight's
+ * scale (16 or 32 elements) the integer product of weight codes and
+ * activation codes is exact (int32) and is scaled once in fp32, as in
+ * quant_act_dot: the result is quant_act_matmul's up to the order of the
+ * fp32 sums (~1e-6 relative). A panel of weight rows is unpacked once
+ * into `scratch` (quant_gemm_scratch_bytes(a->cols) bytes, 64-byte
+ * aligned, owned by the caller) and multiplied by every token.
+ * Single-threaded; callers split rows, each thread with its own scratch. */
+void quant_gemm(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		const struct quant_gemm_act *a, float *y, size_t ldy, void *scratch);
+/* quant_gemm through the set `impl` (quant_gemm_supported_impl must hold). */
+void quant_gemm_impl(enum quant_impl impl, uint32_t type, const void *w, size_t row_bytes,
+		     int n_rows, const struct quant_gemm_act *a, float *y, size_t ldy,
+		     void *scratch);
+
 /* Internal to quant*.c: the SIMD kernels. quant_avx2.c: fp32 activations,
  * same contract as quant_dot_row for their type. quant_act_avx2.c and
- * quant_act_avx512.c: int8 activations, same contract as quant_act_dot.
+ * quant_act_avx512.c: int8 activations, same contract as quant_act_dot
+ * (and, from quant_gemm_simd.h, quant_gemm and the block quantiser of
+ * quant_gemm_pack: one block of 32 in the packed layout).
  * Callers check quant_impl_available first. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define QUANT_HAVE_AVX2 1
@@ -152,6 +225,12 @@ float quant_act_avx512_q5_0(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q4_1(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q4_k(const uint8_t *w, const struct quant_act *a);
 float quant_act_avx512_q6_k(const uint8_t *w, const struct quant_act *a);
+void quant_act_avx2_gemm_block(const float *x, uint8_t *q, float *d, float *s);
+void quant_act_avx512_gemm_block(const float *x, uint8_t *q, float *d, float *s);
+void quant_act_avx2_gemm(uint32_t type, const uint8_t *w, size_t row_bytes, int n_rows,
+			 const struct quant_gemm_act *a, float *y, size_t ldy, void *scratch);
+void quant_act_avx512_gemm(uint32_t type, const uint8_t *w, size_t row_bytes, int n_rows,
+			   const struct quant_gemm_act *a, float *y, size_t ldy, void *scratch);
 #else
 #define QUANT_HAVE_AVX2 0
 #endif

@@ -11,35 +11,13 @@
 #include "engine/quant/quant.h"
 #include "engine/quant/quant_int.h"
 
-#include <math.h>
-
 #define QA 32
 
 void quant_act_quantize(const float *x, size_t n, struct quant_act *a)
 {
 	a->n = n;
-	for (size_t b = 0; b < n / QA; b++) {
-		const float *xb = x + b * QA;
-		int8_t *q = a->q + b * QA;
-		float amax = 0.0f, id, d;
-		int sum = 0;
-
-		for (int j = 0; j < QA; j++)
-			amax = fabsf(xb[j]) > amax ? fabsf(xb[j]) : amax;
-		d = amax / 127.0f;
-		id = d > 0.0f ? 1.0f / d : 0.0f;
-		for (int j = 0; j < QA; j++) {
-			/* |x * id| <= 127 up to rounding of id; clamp so no
-			 * code is -128 (the SIMD kernels rely on |q| <= 127) */
-			float v = rintf(xb[j] * id);
-			/* NaN (inf or NaN input) becomes 0: a cast would be UB */
-			v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : (v == v ? v : 0.0f));
-			q[j] = (int8_t)v;
-			sum += q[j];
-		}
-		a->d[b] = d;
-		a->s[b] = d * (float)sum;
-	}
+	for (size_t b = 0; b < n / QA; b++)
+		quant_act_block(x + b * QA, a->q + b * QA, &a->d[b], &a->s[b]);
 }
 
 int quant_act_supported(uint32_t type, size_t n)
@@ -241,4 +219,12 @@ void quant_act_matvec(uint32_t type, const void *w, size_t row_bytes, int n_rows
 		      const struct quant_act *a, float *y)
 {
 	quant_act_matvec_impl(quant_impl_active(), type, w, row_bytes, n_rows, a, y);
+}
+
+void quant_act_matmul(uint32_t type, const void *w, size_t row_bytes, int n_rows,
+		      const struct quant_act *a, int n, float *y, size_t ldy)
+{
+	for (int t = 0; t < n; t++)
+		quant_act_matvec_impl(QUANT_IMPL_SCALAR, type, w, row_bytes, n_rows, &a[t],
+				      y + (size_t)t * ldy);
 }

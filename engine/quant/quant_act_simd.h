@@ -434,9 +434,80 @@ QA_FN float QA_NAME(q4_k)(const uint8_t *w, const struct quant_act *a)
  * 32 is one activation block and two scales of 16, so int32 lanes 0..3
  * take sc[2k] and lanes 4..7 sc[2k+1]; the code's offset of 32 is taken
  * off as 32 times the activation sums of the same lanes. */
-QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
+/* The unsigned 6-bit codes of one half (128 elements) of a Q6_K block:
+ * byte l of q[k] is element l + 32k, a nibble of ql (low: k = 0, 1;
+ * high: k = 2, 3) with two bits of qh[l] (bits 2k, 2k+1) above it. Also
+ * the GEMM's unpacking (quant_gemm_simd.h). */
+QA_FN static inline void qa_q6_k_codes(const uint8_t *ql, const uint8_t *qh, __m256i q[4])
 {
 	const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+	__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
+	__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
+	__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
+
+	q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+	q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+	q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+	q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+			       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+}
+
+#if QA_VNNI
+/* Q6_K with VNNI, 64 elements per 512-bit register: ql's 64 bytes of a
+ * half give chunks 0 and 1 (low nibbles) and 2 and 3 (high nibbles); the
+ * two bits of qh for chunks 0, 1 (2, 3) are shifted into bits 4-5 per
+ * 256-bit half by one variable 16-bit shift. The int32 lanes of a chunk
+ * pair are its four groups of 16 by fours: each is multiplied by its int8
+ * scale (exact), then scaled once by d * dx of its chunk. The offset of 32
+ * comes off as 32 times the activation sums of the same lanes. */
+QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
+{
+	const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x30);
+	const __m512i one = _mm512_set1_epi8(1);
+	const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+	const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+	__m512i isc[4], idx[4];
+	__m512 acc[2] = { _mm512_setzero_ps(), _mm512_setzero_ps() };
+
+	/* pair c = 2h + j (chunks 2c, 2c+1): lane l has group 4c + l/4 and
+	 * chunk 2c + l/8 */
+	for (int c = 0; c < 4; c++) {
+		isc[c] = _mm512_add_epi32(_mm512_set1_epi32(4 * c),
+					  _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+									      10, 11, 12, 13, 14, 15), 2));
+		idx[c] = _mm512_add_epi32(_mm512_set1_epi32(2 * c),
+					  _mm512_srli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+									      10, 11, 12, 13, 14, 15), 3));
+	}
+	for (size_t i = 0; i < a->n; i += 256, w += 210) {
+		__m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + 192)));
+		__m512 dd = _mm512_castps256_ps512(_mm256_mul_ps(_mm256_set1_ps(qsimd_f16(w + 208)),
+								 _mm256_loadu_ps(a->d + i / 32)));
+		for (int h = 0; h < 2; h++) {
+			__m512i l = _mm512_loadu_si512((const void *)(w + 64 * h));
+			__m512i hb = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h)));
+			__m512i q[2];
+			q[0] = _mm512_or_si512(_mm512_and_si512(l, m4),
+					       _mm512_and_si512(_mm512_sllv_epi16(hb, sh01), m2));
+			q[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+					       _mm512_and_si512(_mm512_srlv_epi16(hb, sh23), m2));
+			for (int j = 0; j < 2; j++) {
+				int c = 2 * h + j;
+				__m512i x = _mm512_loadu_si512((const void *)(a->q + i + 64 * (size_t)c));
+				__m512i p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q[j], x);
+				__m512i xs = _mm512_dpbusd_epi32(_mm512_setzero_si512(), one, x);
+				p = _mm512_mullo_epi32(_mm512_sub_epi32(p, _mm512_slli_epi32(xs, 5)),
+						       _mm512_permutexvar_epi32(isc[c], sc));
+				acc[j] = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx[c], dd),
+							 _mm512_cvtepi32_ps(p), acc[j]);
+			}
+		}
+	}
+	return _mm512_reduce_add_ps(_mm512_add_ps(acc[0], acc[1]));
+}
+#else
+QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
+{
 	const __m256i one = _mm256_set1_epi8(1);
 	__m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
 
@@ -445,18 +516,8 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 		const int8_t *sc = (const int8_t *)(w + 192);
 		float d = qsimd_f16(w + 208);
 		for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8) {
-			__m256i l0 = _mm256_loadu_si256((const __m256i *)ql);
-			__m256i l1 = _mm256_loadu_si256((const __m256i *)(ql + 32));
-			__m256i hb = _mm256_loadu_si256((const __m256i *)qh);
 			__m256i q[4];
-			q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
-			q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-					       _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
-			q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-					       _mm256_and_si256(hb, m2));
-			q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-					       _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+			qa_q6_k_codes(ql, qh, q);
 			for (int k = 0; k < 4; k++) {
 				size_t off = i + 128 * (size_t)h + 32 * (size_t)k;
 				__m256i x = _mm256_loadu_si256((const __m256i *)(a->q + off));
@@ -472,3 +533,4 @@ QA_FN float QA_NAME(q6_k)(const uint8_t *w, const struct quant_act *a)
 	}
 	return qsimd_hsum(_mm256_add_ps(acc[0], acc[1]));
 }
+#endif
