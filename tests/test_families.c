@@ -88,8 +88,9 @@ static void family_pipeline(struct test_ctx *t, const char *name)
 	snprintf(db, sizeof db, "%s/family-%s.db", test_tmpdir(), name);
 	snprintf(docp, sizeof docp, "%s/family-%s.txt", test_tmpdir(), name);
 	T_CHECK(t, test_write_file(docp, k_doc, sizeof k_doc - 1) == 0);
-	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s -m %s -q --keep-full-kv 2>&1 | tail -n 1",
-		 test_sekv_bin(), docp, db, model);
+	/* a short text: --exact-below 0 segments it as a long one */
+	snprintf(cmd, sizeof cmd, "%s ingest %s --db %s -m %s -q --keep-full-kv --exact-below 0 "
+		 "2>&1 | tail -n 1", test_sekv_bin(), docp, db, model);
 	if (!(out = run_ok(t, cmd)))
 		return;
 	doc = atoll(out);
@@ -105,6 +106,19 @@ static void family_pipeline(struct test_ctx *t, const char *name)
 		 cJSON_IsString(cJSON_GetObjectItem(j, "answer"));
 	cJSON_Delete(j);
 	T_CHECKF(t, ok, "sekv: full_kv_bytes %.0f, resident_bytes %.0f", full, res);
+	/* rebuilt from the kept KV at a larger budget: more of it resident */
+	snprintf(cmd, sizeof cmd, "%s ingest --rebuild %lld --db %s -m %s -q --budget 0.6 "
+		 "--exact-below 0 2>&1", test_sekv_bin(), doc, db, model);
+	if (!(out = run_ok(t, cmd)))
+		return;
+	free(out);
+	if (!(j = ask(t, model, db, doc, 0, "sekv")))
+		return;
+	double res6 = jnum(j, "resident_bytes"), bud = jnum(j, "budget");
+	cJSON_Delete(j);
+	T_CHECKF(t, bud == 0.6 && res6 > res && res6 <= 0.6 * full,
+		 "after --rebuild --budget 0.6: budget %g, resident %.0f (before %.0f) of %.0f", bud,
+		 res6, res, full);
 	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
 		if (!(j = ask(t, model, db, doc, 0, kv[i])))
 			return;
