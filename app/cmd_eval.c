@@ -49,9 +49,11 @@
 #define K_REBUILD 0.03        /* a memory rebuild, in ingests of the same document */
 #define STEPS_FIRST 60        /* worked example, question, answer */
 #define STEPS_NEXT 35         /* a later question and its answer */
+#define STEPS_PROBE 20        /* a probe's longer question or list answer, beyond STEPS_FIRST */
 
 struct job {
 	enum eval_hay_kind kind;
+	int task;             /* EVAL_HAY_PROBE: the probe's enum eval_task */
 	unsigned tasks;       /* 1 << enum eval_task run on it */
 	int length;
 	double depth;
@@ -161,7 +163,8 @@ static int parse_lists(struct grid *g)
 	for (int i = 0; i < n; i++) {
 		int t = eval_task_find(item[i]);
 		if (t < 0)
-			return usage("--tasks: unknown task (known: niah, multi, second, kl, mass)", item[i]);
+			return usage("--tasks: unknown task (known: niah, multi, second, kl, mass, copy, mk, mv, "
+				     "mq, vt, cwe, fwe, qa)", item[i]);
 		g->tasks |= 1u << t;
 	}
 	if ((n = split(o->eval_lengths ? o->eval_lengths : APP_EVAL_LENGTHS, item, MAX_LIST)) < 0)
@@ -205,6 +208,8 @@ static double predict(const struct grid *g, enum eval_hay_kind kind, unsigned ta
 		steps = (free_ans + forced) * (double)STEPS_FIRST;
 	else if (kind == EVAL_HAY_SECOND)
 		steps = n_pass * (double)(STEPS_FIRST + STEPS_NEXT);
+	else if (kind == EVAL_HAY_PROBE)
+		steps = n_pass * (double)(STEPS_FIRST + STEPS_PROBE);
 	else
 		steps = n_pass * (double)EVAL_MULTI_FACTS * STEPS_FIRST;
 	double ingest = length * g->prefill_s_tok * K_INGEST;
@@ -253,14 +258,16 @@ static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int ind
 	return t;
 }
 
-static int add_job(struct grid *g, enum eval_hay_kind kind, int length, double depth, int i_depth, int index)
+/* A job; task: a probe's enum eval_task (kind EVAL_HAY_PROBE), else -1. */
+static int add_job(struct grid *g, enum eval_hay_kind kind, int task, int length, double depth, int i_depth,
+		   int index)
 {
 	struct job *p = realloc(g->job, ((size_t)g->n_job + 1) * sizeof *p);
 	if (!p)
 		return SEKV_ENOMEM;
 	g->job = p;
-	unsigned t = job_tasks(g, kind, index);
-	p[g->n_job++] = (struct job){ kind, t, length, depth, i_depth, index, predict(g, kind, t, length) };
+	unsigned t = task >= 0 ? 1u << task : job_tasks(g, kind, index);
+	p[g->n_job++] = (struct job){ kind, task, t, length, depth, i_depth, index, predict(g, kind, t, length) };
 	g->total_pred += p[g->n_job - 1].predicted_s;
 	return 0;
 }
@@ -275,14 +282,25 @@ static int make_jobs(struct grid *g)
 		if (t & ((1u << EVAL_NIAH) | (1u << EVAL_KL) | (1u << EVAL_MASS)))
 			for (int d = 0; !rc && d < g->n_depth; d++)
 				for (int i = 0; !rc && i < n_needle; i++)
-					rc = add_job(g, EVAL_HAY_NEEDLE, g->length[l], g->depth[d], d, i);
+					rc = add_job(g, EVAL_HAY_NEEDLE, -1, g->length[l], g->depth[d], d, i);
 		if (t & (1u << EVAL_SECOND))
 			for (int d = 0; !rc && d < g->n_depth; d++)
 				for (int i = 0; !rc && i < n_second; i++)
-					rc = add_job(g, EVAL_HAY_SECOND, g->length[l], g->depth[d], d, i);
+					rc = add_job(g, EVAL_HAY_SECOND, -1, g->length[l], g->depth[d], d, i);
 		if (t & (1u << EVAL_MULTI))
 			for (int i = 0; !rc && i < n_multi; i++)
-				rc = add_job(g, EVAL_HAY_MULTI, g->length[l], 0.5, 0, i);
+				rc = add_job(g, EVAL_HAY_MULTI, -1, g->length[l], 0.5, 0, i);
+		/* copy and mk ask a needle at the cell's depth; the others spread
+		 * theirs over the text (or are a word list) */
+		for (int p = EVAL_FIRST_PROBE; p < EVAL_N_TASK; p++) {
+			int by_depth = p == EVAL_COPY || p == EVAL_MK;
+			if (!(t & (1u << p)) || p == EVAL_QA)
+				continue;
+			for (int d = 0; !rc && d < (by_depth ? g->n_depth : 1); d++)
+				for (int i = 0; !rc && i < n_needle; i++)
+					rc = add_job(g, EVAL_HAY_PROBE, p, g->length[l], by_depth ? g->depth[d] : 0.5,
+						     d, i);
+		}
 	}
 	return rc;
 }
@@ -299,9 +317,11 @@ static void fmt_dur(double s, char *buf, size_t cap)
 
 /* ---- progress --------------------------------------------------------- */
 
-static const char *kind_name(enum eval_hay_kind k)
+/* "needle", "second", "multi", or a probe's task name. */
+static const char *job_name(const struct job *j)
 {
-	return k == EVAL_HAY_NEEDLE ? "needle" : k == EVAL_HAY_SECOND ? "second" : "multi";
+	return j->kind == EVAL_HAY_NEEDLE ? "needle" : j->kind == EVAL_HAY_SECOND ? "second"
+		: j->kind == EVAL_HAY_MULTI ? "multi" : eval_task_name(j->task);
 }
 
 /* Seconds left: the prediction of the jobs not done, scaled by measured /
@@ -324,7 +344,7 @@ static void on_ready(void *ud, double ingest_s, double tps)
 
 	fmt_dur(eta(g, clk_now()), e, sizeof e);
 	fprintf(stderr, "%s[%d/%d] %s haystack: length %d, depth %g, #%d: ingest %.1fs (prefill %.0f tokens/s), "
-		"ETA %s\n", g->tty ? "\r\033[K" : "", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth,
+		"ETA %s\n", g->tty ? "\r\033[K" : "", g->at + 1, g->n_job, job_name(j), j->length, j->depth,
 		j->index, ingest_s, tps, e);
 }
 
@@ -343,7 +363,7 @@ static void on_ingest(void *ud, long long done, long long total, double rate)
 	if (!g->tty)
 		return;
 	fprintf(stderr, "\r\033[K[%d/%d] %s haystack: length %d, depth %g, #%d: prefill %lld/%lld tokens, "
-		"%.0f tokens/s", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth, j->index, done,
+		"%.0f tokens/s", g->at + 1, g->n_job, job_name(j), j->length, j->depth, j->index, done,
 		total, rate);
 }
 
@@ -393,6 +413,11 @@ static int build_hay(const struct grid *g, const struct job *j, const struct eva
 	uint64_t seed = g->o.seed;
 	int n = j->kind == EVAL_HAY_NEEDLE ? 1 : j->kind == EVAL_HAY_SECOND ? 2 : EVAL_MULTI_FACTS;
 
+	if (j->kind == EVAL_HAY_PROBE)
+		return eval_probe_build(h, j->task, c, g->su.tk, ct, j->length, j->depth, j->index,
+					eval_seed_mix(seed, (uint64_t)j->task << 40 | (uint64_t)j->length,
+						      (uint64_t)j->i_depth << 32 | (uint64_t)j->index),
+					eval_seed_mix(seed, 0xba5e, (uint64_t)j->index), err, errlen);
 	eval_needles_make(eval_seed_mix(seed, (uint64_t)j->kind << 32 | (uint64_t)j->length,
 					(uint64_t)j->i_depth << 32 | (uint64_t)j->index), n, e);
 	if (j->kind == EVAL_HAY_NEEDLE) {
@@ -467,7 +492,7 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		struct eval_hay h;
 		struct eval_hay_cost cost;
 		g->t_job = clk_now();
-		snprintf(name, sizeof name, "%s-%d-%g-%d", kind_name(j->kind), j->length, j->depth, j->index);
+		snprintf(name, sizeof name, "%s-%d-%g-%d", job_name(j), j->length, j->depth, j->index);
 		if ((rc = build_hay(g, j, c, ct, &h, err, sizeof err)))
 			break;
 		rc = eval_run_hay(&g->su, j->kind, j->tasks, name, &h, j->depth, j->index, &v, &cost, err,
@@ -502,6 +527,8 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		fprintf(stderr, "eval: %s %d haystacks in %s (estimated %s); %d records; niah: full KV %d/%d "
 			"right, the other methods %d/%d; %s/results.md, results.json and plots\n",
 			rc ? "stopped after" : "done:", g->at, w, est, v.n, ok_full, n_full, ok, n_niah, g->dir);
+		fputc('\n', stderr);
+		eval_write_overview(stderr, &v);
 		fprintf(stderr, "eval: time: ingest %.0fs (%.0f tokens/s), memory rebuilds %.0fs, %d sessions "
 			"%.0fs (%lld tokens decoded, %.1f tokens/s)\n", c->prefill_s,
 			c->prefill_s > 0 ? g->toks_done / c->prefill_s : 0, c->rebuild_s, c->n_session, c->answer_s,

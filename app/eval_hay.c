@@ -246,7 +246,7 @@ int eval_corpus_load_system(struct eval_corpus *c, size_t min_bytes, size_t max_
 
 /* ---- needles ---------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s)
+uint64_t eval_rand(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -257,9 +257,9 @@ static uint64_t splitmix(uint64_t *s)
 uint64_t eval_seed_mix(uint64_t seed, uint64_t a, uint64_t b)
 {
 	uint64_t s = seed ^ 0x5eed5eedull;
-	s ^= splitmix(&s) + a;
-	s ^= splitmix(&s) + b;
-	return splitmix(&s);
+	s ^= eval_rand(&s) + a;
+	s ^= eval_rand(&s) + b;
+	return eval_rand(&s);
 }
 
 static const char *const THINGS[] = {
@@ -294,25 +294,35 @@ void eval_needles_make(uint64_t seed, int n, struct eval_needle *out)
 	for (int i = 0; i < n; i++) {
 		struct eval_needle *e = &out[i];
 		/* a partial shuffle: places differ within one haystack */
-		int j = i + (int)(splitmix(&s) % (uint64_t)(N_OF(PLACES) - i)), t = place[i];
+		int j = i + (int)(eval_rand(&s) % (uint64_t)(N_OF(PLACES) - i)), t = place[i];
 		place[i] = place[j];
 		place[j] = t;
-		const char *thing = THINGS[splitmix(&s) % N_OF(THINGS)];
+		const char *thing = THINGS[eval_rand(&s) % N_OF(THINGS)];
 		for (int dup = 1; dup;) {
-			int a = (int)(splitmix(&s) % N_OF(WORDS)), b = (int)(splitmix(&s) % N_OF(WORDS));
+			int a = (int)(eval_rand(&s) % N_OF(WORDS)), b = (int)(eval_rand(&s) % N_OF(WORDS));
 			if (a == b)
 				continue;
 			snprintf(e->value, sizeof e->value, "%s-%s-%d", WORDS[a], WORDS[b],
-				 10 + (int)(splitmix(&s) % 90));
+				 10 + (int)(eval_rand(&s) % 90));
 			dup = 0;
 			for (int k = 0; k < i; k++)
 				dup |= !strcmp(out[k].value, e->value);
 		}
-		snprintf(e->key, sizeof e->key, "%s for the %s", thing, PLACES[place[i]]);
-		snprintf(e->sentence, sizeof e->sentence, "The %s is %s.", e->key, e->value);
-		snprintf(e->question, sizeof e->question, "What is the %s?", e->key);
+		char key[sizeof e->key];
+		snprintf(key, sizeof key, "%s for the %s", thing, PLACES[place[i]]);
+		eval_needle_set(e, key, e->value);
 		e->tok_at = -1;
 	}
+}
+
+void eval_needle_set(struct eval_needle *e, const char *key, const char *value)
+{
+	if (e->key != key)
+		snprintf(e->key, sizeof e->key, "%s", key);
+	if (e->value != value)
+		snprintf(e->value, sizeof e->value, "%s", value);
+	snprintf(e->sentence, sizeof e->sentence, "The %s is %s.", e->key, e->value);
+	snprintf(e->question, sizeof e->question, "What is the %s?", e->key);
 }
 
 int eval_answer_correct(const char *answer, const char *value)
@@ -338,10 +348,8 @@ static void bg_free(struct bg *g)
 	free(g->off);
 }
 
-/* Document tokens of text as app_ingest counts them (into v), or a
- * negative code. */
-static int doc_count(const struct tok *tk, const struct chat_template *ct, const char *text,
-		     size_t len, struct chat_tokvec *v, char *err, size_t errlen)
+int eval_doc_tokens(const struct tok *tk, const struct chat_template *ct, const char *text,
+		    size_t len, struct chat_tokvec *v, char *err, size_t errlen)
 {
 	v->n = 0;
 	int rc = chat_build_turn(v, ct, tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL,
@@ -385,7 +393,7 @@ static int bg_make(struct bg *g, const struct eval_corpus *c, const struct tok *
 	memset(g, 0, sizeof *g);
 	if (!c->len)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "haystack: empty corpus");
-	const char *p = strstr(c->text + splitmix(&s) % c->len, "\n\n");
+	const char *p = strstr(c->text + eval_rand(&s) % c->len, "\n\n");
 	if (p) {
 		start = (size_t)(p - c->text);
 		while (start < c->len && strchr(" \t\n", c->text[start]))
@@ -601,7 +609,7 @@ static int cut_exact(struct eval_hay *h, const struct bg *g, const struct tok *t
 		free(h->text);
 		if (!(h->text = compose(g, g->off[k], ins, h->n_needle, &h->len)))
 			return sekv_errf(err, errlen, SEKV_ENOMEM, "haystack: out of memory");
-		int n = doc_count(tk, ct, h->text, h->len, v, err, errlen);
+		int n = eval_doc_tokens(tk, ct, h->text, h->len, v, err, errlen);
 		if (n < 0)
 			return n;
 		if (n == h->n_tok)
@@ -628,6 +636,7 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 
 	memset(h, 0, sizeof *h);
 	memset(&g, 0, sizeof g);
+	h->task = -1;
 	if (n < 0 || n > EVAL_MAX_NEEDLES)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "haystack: %d needles (at most %d)", n,
 				 EVAL_MAX_NEEDLES);
@@ -637,7 +646,7 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 	for (int j = 0; j < n; j++)
 		h->needle[j].depth = h->needle[j].depth < 0 ? 0 : h->needle[j].depth > 1 ? 1 : h->needle[j].depth;
 	qsort(h->needle, (size_t)n, sizeof *h->needle, cmp_depth);
-	int over = doc_count(tk, ct, "", 0, &v, err, errlen);
+	int over = eval_doc_tokens(tk, ct, "", 0, &v, err, errlen);
 	if ((rc = over) < 0)
 		goto out;
 	int same;

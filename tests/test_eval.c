@@ -17,65 +17,13 @@
 #include "engine/base/err.h"
 #include "engine/model/model.h"
 #include "engine/tok/tokenizer.h"
+#include "tests/eval_fixture.h"
 #include "tests/test.h"
-
-#define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
-
-/* The tokenizer and prompt format of the real model, loaded once. */
-static struct model *g_m;
-static struct tok *g_tk;
-static struct chat_template g_ct;
-
-static int load_tok(struct test_ctx *t)
-{
-	struct app_opts o;
-	char err[512];
-
-	if (g_tk)
-		return 1;
-	if (access(test_model_path(), R_OK) != 0) {
-		T_FAIL(t, "model %s missing (make model)", test_model_path());
-		return 0;
-	}
-	app_opts_parse(&o, 0, NULL, err, sizeof err);
-	snprintf(o.model, sizeof o.model, "%s", test_model_path());
-	o.n_threads = 1;
-	if (app_load(&o, &g_m, &g_tk, err, sizeof err) ||
-	    chat_template_init(&g_ct, model_gguf(g_m), chat_format_of_gguf(model_gguf(g_m)), g_tk,
-			       err, sizeof err)) {
-		T_FAIL(t, "load: %s", err);
-		return 0;
-	}
-	return 1;
-}
-
-static int sample_corpus(struct test_ctx *t, struct eval_corpus *c)
-{
-	char err[256];
-	memset(c, 0, sizeof *c);
-	int rc = eval_corpus_add_file(c, SAMPLE, err, sizeof err);
-	if (rc) {
-		T_FAIL(t, "corpus: %d %s", rc, err);
-		return 0;
-	}
-	return 1;
-}
-
-/* Document tokens of text as ingest makes them (into v). */
-static int count_doc(const char *text, size_t len, struct chat_tokvec *v)
-{
-	char err[256];
-	v->n = 0;
-	if (chat_build_turn(v, &g_ct, g_tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL, err,
-			    sizeof err))
-		return -1;
-	return v->n;
-}
 
 /* The decoded text of tokens [i, i + k) of v into buf. */
 static void decode_at(const struct chat_tokvec *v, int i, int k, char *buf, size_t cap)
 {
-	char *s = tok_decode_dup(g_tk, v->ids + i, i + k <= v->n ? k : v->n - i);
+	char *s = tok_decode_dup(eval_fx_tok(), v->ids + i, i + k <= v->n ? k : v->n - i);
 	snprintf(buf, cap, "%s", s ? s : "");
 	free(s);
 }
@@ -93,7 +41,7 @@ static void eval_hay_length_and_depth(struct test_ctx *t)
 	struct chat_tokvec v = { 0 };
 	char err[512], got[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
 		for (size_t di = 0; di < sizeof depths / sizeof *depths; di++) {
@@ -101,8 +49,8 @@ static void eval_hay_length_and_depth(struct test_ctx *t)
 			struct eval_hay h;
 			eval_needles_make(eval_seed_mix(7, li, di), 1, &e);
 			e.depth = depths[di];
-			int rc = eval_hay_build(&h, &c, g_tk, &g_ct, lens[li], 11 + li, &e, 1, err, sizeof err);
-			int n = rc ? -1 : count_doc(h.text, h.len, &v);
+			int rc = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), lens[li], 11 + li, &e, 1, err, sizeof err);
+			int n = rc ? -1 : eval_fx_count(h.text, h.len, &v);
 			double at = h.needle[0].depth_at, tol = fmax(0.02, 64.0 / lens[li]);
 			got[0] = 0;
 			if (!rc)
@@ -134,15 +82,15 @@ static void eval_hay_many_needles(struct test_ctx *t)
 	struct chat_tokvec v = { 0 };
 	char err[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(99, EVAL_MULTI_FACTS, e);
 	for (int i = 0; i < EVAL_MULTI_FACTS; i++)
 		e[i].depth = (EVAL_MULTI_FACTS - i - 0.5) / EVAL_MULTI_FACTS; /* given in reverse */
-	int rc = eval_hay_build(&h, &c, g_tk, &g_ct, 2048, 5, e, EVAL_MULTI_FACTS, err, sizeof err);
+	int rc = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 2048, 5, e, EVAL_MULTI_FACTS, err, sizeof err);
 	eval_corpus_free(&c);
 	T_CHECKF(t, rc == 0, "%s", err);
-	int n = count_doc(h.text, h.len, &v), bad = -1;
+	int n = eval_fx_count(h.text, h.len, &v), bad = -1;
 	for (int i = 0; i < h.n_needle; i++) {
 		const struct eval_needle *x = &h.needle[i];
 		const char *s = strstr(h.text, x->sentence);
@@ -172,7 +120,7 @@ static void eval_hay_deterministic(struct test_ctx *t)
 	struct eval_hay h1, h2, h3;
 	char err[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(eval_seed_mix(42, 1, 2), EVAL_MAX_NEEDLES, a);
 	eval_needles_make(eval_seed_mix(42, 1, 2), EVAL_MAX_NEEDLES, b);
@@ -186,11 +134,11 @@ static void eval_hay_deterministic(struct test_ctx *t)
 			distinct &= strcmp(a[i].value, a[j].value) && strcmp(a[i].key, a[j].key);
 	}
 	a[0].depth = 0.5;
-	int rc = eval_hay_build(&h1, &c, g_tk, &g_ct, 1024, 3, a, 1, err, sizeof err);
+	int rc = eval_hay_build(&h1, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 3, a, 1, err, sizeof err);
 	if (!rc)
-		rc = eval_hay_build(&h2, &c, g_tk, &g_ct, 1024, 3, a, 1, err, sizeof err);
+		rc = eval_hay_build(&h2, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 3, a, 1, err, sizeof err);
 	if (!rc)
-		rc = eval_hay_build(&h3, &c, g_tk, &g_ct, 1024, 4, a, 1, err, sizeof err);
+		rc = eval_hay_build(&h3, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 4, a, 1, err, sizeof err);
 	eval_corpus_free(&c);
 	T_CHECKF(t, rc == 0, "%s", err);
 	int same_hay = h1.len == h2.len && !memcmp(h1.text, h2.text, h1.len);
@@ -215,11 +163,11 @@ static void eval_hay_refusals(struct test_ctx *t)
 	struct eval_hay h;
 	char err[512], path[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(1, 4, e);
-	int rc1 = eval_hay_build(&h, &c, g_tk, &g_ct, 40, 1, e, 4, err, sizeof err);
-	int rc2 = eval_hay_build(&h, &c, g_tk, &g_ct, 30000, 1, e, 1, err, sizeof err);
+	int rc1 = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 40, 1, e, 4, err, sizeof err);
+	int rc2 = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 30000, 1, e, 1, err, sizeof err);
 	snprintf(path, sizeof path, "%s/binary.txt", test_tmpdir());
 	char bin[200];
 	memset(bin, 'a', sizeof bin);
@@ -232,7 +180,7 @@ static void eval_hay_refusals(struct test_ctx *t)
 	const char *txt = "One sentence here. Another one there.\n\nA new paragraph of plain text follows.\n";
 	test_write_file(path, txt, strlen(txt));
 	int rc5 = eval_corpus_add_file(&small, path, err, sizeof err);
-	int rc6 = rc5 ? -1 : eval_hay_build(&h, &small, g_tk, &g_ct, 512, 1, e, 1, err, sizeof err);
+	int rc6 = rc5 ? -1 : eval_hay_build(&h, &small, eval_fx_tok(), eval_fx_tmpl(), 512, 1, e, 1, err, sizeof err);
 	eval_corpus_free(&c);
 	eval_corpus_free(&small);
 	T_CHECKF(t, rc1 == SEKV_EINVAL, "40 tokens for 4 needles: %d", rc1);
