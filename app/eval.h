@@ -149,12 +149,33 @@ void eval_rec_init(struct eval_rec *r);
 
 /* ---- haystacks (eval_hay.c) ------------------------------------------ */
 
+/* ---- corpus (eval_corpus.c) ------------------------------------------- */
+
+/* What became of a file of the corpus (eval_corpus_file.state). */
+enum eval_pin {
+	EVAL_PIN_USED,      /* its text is in the corpus */
+	EVAL_PIN_MISSING,   /* listed, not on this machine */
+	EVAL_PIN_CHANGED,   /* listed, its bytes have another SHA-256 now */
+	EVAL_PIN_SKIPPED,   /* listed, no longer a plain ASCII file within the size limits */
+	EVAL_PIN_UNLISTED,  /* eval_corpus_pin_state: not in the list */
+};
+struct eval_corpus_file {
+	char path[512];
+	char sha256[65];    /* lowercase hex: the list's, or of the bytes read */
+	int state;          /* enum eval_pin */
+};
 /* Background text: plain ASCII files joined by blank lines. */
 struct eval_corpus {
 	char *text;     /* malloc'ed, NUL-terminated */
 	size_t len;     /* bytes */
 	int n_files;    /* files taken */
+	struct eval_corpus_file *file; /* [n_listed] every file taken or listed, in order */
+	int n_listed;
 };
+/* Reads path whole into *buf (malloc'ed, NUL-terminated, *n bytes): 0;
+ * 1 when it is not a regular file (links included) or under 64 bytes or
+ * over 4 MiB; SEKV_EIO / SEKV_ENOMEM with err. */
+int eval_file_read(const char *path, char **buf, size_t *n, char *err, size_t errlen);
 /* Appends path when it is a regular file of printable ASCII (tab, newline,
  * CR and form feed allowed; CRs dropped, form feeds become newlines),
  * else leaves c as it was and returns 1 (skipped). 0 when added, or a
@@ -168,6 +189,25 @@ int eval_corpus_add_file(struct eval_corpus *c, const char *path, char *err, siz
 int eval_corpus_load_system(struct eval_corpus *c, size_t min_bytes, size_t max_bytes,
 			    char *err, size_t errlen);
 void eval_corpus_free(struct eval_corpus *c); /* NULL is a no-op */
+/* The corpus pinned by the list at list_path: lines "SHA256  PATH" as
+ * sha256sum writes them ('#' comments). Each listed file whose bytes
+ * still have the listed digest is taken, in the list's order (as
+ * eval_corpus_add_file takes a file); a missing, changed or no longer
+ * plain-text file is left out, recorded in c->file with its state.
+ * SEKV_EIO: the list cannot be read; SEKV_EFORMAT: a malformed line (its
+ * number in err); SEKV_ENOTFOUND: under min_bytes taken. */
+int eval_corpus_load_pinned(struct eval_corpus *c, const char *list_path, size_t min_bytes,
+			    char *err, size_t errlen);
+/* The state of path in c's files (enum eval_pin; EVAL_PIN_UNLISTED when
+ * not there). */
+int eval_corpus_pin_state(const struct eval_corpus *c, const char *path);
+/* How many of c's files are in state. */
+int eval_corpus_count(const struct eval_corpus *c, int state);
+/* Writes the files c took as a list eval_corpus_load_pinned reads (a
+ * "# comment" line first when comment is not NULL): the pin of a system
+ * corpus, or the record of what a run used. 0 or SEKV_EIO. */
+int eval_corpus_write_list(const struct eval_corpus *c, const char *path, const char *comment,
+			   char *err, size_t errlen);
 
 /* One planted fact. */
 struct eval_needle {
@@ -281,6 +321,35 @@ int eval_probe_build(struct eval_hay *h, int task, const struct eval_corpus *c, 
 
 /* 1 when answer contains value (case-sensitive), else 0. */
 int eval_answer_correct(const char *answer, const char *value);
+
+/* ---- qa (eval_qa.c) --------------------------------------------------- */
+
+/* The questions of one document of a questions file. */
+struct eval_qa_doc {
+	char path[512];
+	int n_query;
+	struct eval_query query[EVAL_MAX_QUERIES]; /* in the file's order; one item:
+	                                              the answer, matched as a
+	                                              plain case-sensitive substring */
+};
+struct eval_qa {
+	struct eval_qa_doc *doc;   /* [n_doc] in first-seen order */
+	int n_doc;
+	int n_question;            /* questions kept */
+	int n_dropped;             /* past EVAL_MAX_QUERIES of their document */
+};
+/* Reads a JSONL file of {"doc": PATH, "question": TEXT, "answer": TEXT}
+ * (bench/qa/questions.jsonl) into qa, grouped by document. SEKV_EIO: not
+ * readable; SEKV_EFORMAT: a line that is not such an object (its number
+ * in err), or a question or answer longer than its field. qa is the
+ * caller's (eval_qa_free, NULL a no-op). */
+int eval_qa_load(struct eval_qa *qa, const char *path, char *err, size_t errlen);
+void eval_qa_free(struct eval_qa *qa);
+/* The haystack of document d: its file's text whole (n_tok as
+ * eval_doc_tokens counts it), the first max_q (>= 1) of its questions.
+ * SEKV_ENOTFOUND: the file is not a readable text file (err says why). */
+int eval_qa_build(struct eval_hay *h, const struct eval_qa_doc *d, int max_q, const struct tok *tk,
+		  const struct chat_template *ct, char *err, size_t errlen);
 
 /* ---- KL (eval_task.c) ------------------------------------------------ */
 

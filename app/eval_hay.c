@@ -1,7 +1,7 @@
-/* eval_hay.c - haystacks for `sekv eval` (eval.h): background text from the
- * machine's own files, needles (a key phrase and a random value), and a
- * haystack cut to an exact token count with each needle at a sentence or
- * paragraph boundary near its depth.
+/* eval_hay.c - haystacks for `sekv eval` (eval.h): needles (a key phrase
+ * and a random value) and a haystack of background text (eval_corpus.c)
+ * cut to an exact token count with each needle at a sentence or paragraph
+ * boundary near its depth.
  *
  * Invariant: a haystack is a function of the corpus, the seeds and the
  * tokenizer only (no clock, no file order the OS chooses), and its token
@@ -10,239 +10,19 @@
  */
 #include "app/eval.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "app/app.h"
 #include "engine/base/err.h"
-#include "engine/base/hash.h"
 #include "engine/tok/tokenizer.h"
 
-#define CORPUS_MIN_FILE 64           /* bytes: shorter files add nothing */
-#define CORPUS_MAX_FILE (4u << 20)   /* bytes: larger files are skipped */
 #define HAY_SEARCH 4096              /* bytes searched each way for a boundary */
 #define HAY_CUT_TRIES 16
 #define HAY_NEAR 48                  /* tokens: how far a sentence boundary may be */
-
-/* ---- corpus ----------------------------------------------------------- */
-
-/* Hashes of the files taken, so the same licence copied into many
- * packages' copyright files counts once. */
-struct seen {
-	uint64_t *h;
-	int n, cap;
-};
-
-static int seen_add(struct seen *s, uint64_t h)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->h[i] == h)
-			return 1;
-	if (s->n == s->cap) {
-		int nc = s->cap ? 2 * s->cap : 256;
-		uint64_t *p = realloc(s->h, (size_t)nc * sizeof *p);
-		if (!p)
-			return SEKV_ENOMEM;
-		s->h = p;
-		s->cap = nc;
-	}
-	s->h[s->n++] = h;
-	return 0;
-}
-
-/* Reads a regular file whole: 0 (*buf malloc'ed), 1 when it is not a
- * regular file or out of size limits, or a negative code. */
-static int read_small(const char *path, char **buf, size_t *n, char *err, size_t errlen)
-{
-	struct stat st;
-	FILE *f;
-
-	*buf = NULL;
-	if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_size < CORPUS_MIN_FILE ||
-	    (size_t)st.st_size > CORPUS_MAX_FILE)
-		return 1;
-	if (!(f = fopen(path, "rb")))
-		return sekv_errf(err, errlen, SEKV_EIO, "corpus: %s: %s", path, strerror(errno));
-	*buf = malloc((size_t)st.st_size + 1);
-	*n = *buf ? fread(*buf, 1, (size_t)st.st_size, f) : 0;
-	fclose(f);
-	if (!*buf)
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "corpus: %s: out of memory", path);
-	return 0;
-}
-
-static int corpus_add(struct eval_corpus *c, struct seen *seen, const char *path,
-		      char *err, size_t errlen)
-{
-	char *buf;
-	size_t n, o = 0;
-	int rc = read_small(path, &buf, &n, err, errlen);
-
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char b = (unsigned char)buf[i];
-		if (b == '\r')
-			continue;
-		if (!(b >= 0x20 && b < 0x7f) && b != '\t' && b != '\n' && b != '\f') {
-			free(buf);
-			return 1;
-		}
-		buf[o++] = b == '\f' ? '\n' : (char)b;
-	}
-	/* from the first visible byte to the last: files join by one blank line */
-	size_t a = 0;
-	while (a < o && strchr(" \t\n", buf[a]))
-		a++;
-	while (o > a && strchr(" \t\n", buf[o - 1]))
-		o--;
-	if (o - a < CORPUS_MIN_FILE || (seen && (rc = seen_add(seen, hash_fnv1a64(HASH_FNV1A64_INIT, buf + a, o - a))))) {
-		free(buf);
-		return rc < 0 ? sekv_errf(err, errlen, rc, "corpus: out of memory") : 1;
-	}
-	char *t = realloc(c->text, c->len + 2 + (o - a) + 1);
-	if (!t) {
-		free(buf);
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "corpus: out of memory");
-	}
-	c->text = t;
-	if (c->len) {
-		memcpy(t + c->len, "\n\n", 2);
-		c->len += 2;
-	}
-	memcpy(t + c->len, buf + a, o - a);
-	c->len += o - a;
-	t[c->len] = 0;
-	c->n_files++;
-	free(buf);
-	return 0;
-}
-
-int eval_corpus_add_file(struct eval_corpus *c, const char *path, char *err, size_t errlen)
-{
-	return corpus_add(c, NULL, path, err, errlen);
-}
-
-void eval_corpus_free(struct eval_corpus *c)
-{
-	if (!c)
-		return;
-	free(c->text);
-	memset(c, 0, sizeof *c);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Names in dir (no "." entries) sorted bytewise: *names malloc'ed. */
-static int list_dir(const char *dir, char ***names, int *n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int cap = 0;
-
-	*names = NULL;
-	*n = 0;
-	if (!d)
-		return 0; /* a machine without the directory has no text there */
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			char **p = realloc(*names, (size_t)cap * sizeof *p);
-			if (!p)
-				break;
-			*names = p;
-		}
-		if (!((*names)[*n] = strdup(e->d_name)))
-			break;
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*names, (size_t)*n, sizeof **names, cmp_str);
-	return 0;
-}
-
-static void free_names(char **names, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* Adds dir/name for each listed name passing want (NULL: all). */
-static int add_listed(struct eval_corpus *c, struct seen *seen, const char *dir, char **names,
-		      int n, int (*want)(const char *), size_t max_bytes, char *err, size_t errlen)
-{
-	char path[4096];
-
-	for (int i = 0; i < n && c->len < max_bytes; i++) {
-		if (want && !want(names[i]))
-			continue;
-		snprintf(path, sizeof path, "%.2047s/%.255s", dir, names[i]);
-		int rc = corpus_add(c, seen, path, err, errlen);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-static int is_readme(const char *name)
-{
-	size_t n = strlen(name);
-	return !strncmp(name, "README", 6) && !(n > 3 && !strcmp(name + n - 3, ".gz"));
-}
-
-static int is_copyright(const char *name)
-{
-	return !strcmp(name, "copyright");
-}
-
-int eval_corpus_load_system(struct eval_corpus *c, size_t min_bytes, size_t max_bytes,
-			    char *err, size_t errlen)
-{
-	static const char lic[] = "/usr/share/common-licenses", doc[] = "/usr/share/doc";
-	struct seen seen = { 0 };
-	char **names = NULL, **pkg = NULL, path[4096];
-	int n = 0, n_pkg = 0, rc;
-
-	memset(c, 0, sizeof *c);
-	list_dir(lic, &names, &n);
-	rc = add_listed(c, &seen, lic, names, n, NULL, max_bytes, err, errlen);
-	free_names(names, n);
-	list_dir(doc, &pkg, &n_pkg);
-	/* pass 0: copyright files, pass 1: READMEs */
-	for (int pass = 0; !rc && pass < 2; pass++) {
-		for (int i = 0; !rc && i < n_pkg && c->len < max_bytes; i++) {
-			struct stat st;
-			snprintf(path, sizeof path, "%s/%.255s", doc, pkg[i]);
-			if (lstat(path, &st) || !S_ISDIR(st.st_mode))
-				continue;
-			list_dir(path, &names, &n);
-			rc = add_listed(c, &seen, path, names, n, pass ? is_readme : is_copyright, max_bytes,
-					err, errlen);
-			free_names(names, n);
-		}
-	}
-	free_names(pkg, n_pkg);
-	free(seen.h);
-	if (!rc && c->len < min_bytes)
-		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND,
-			       "corpus: %zu bytes of plain ASCII text in %s and %s, %zu needed", c->len, lic,
-			       doc, min_bytes);
-	if (rc)
-		eval_corpus_free(c);
-	return rc;
-}
 
 /* ---- needles ---------------------------------------------------------- */
 
