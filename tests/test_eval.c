@@ -15,6 +15,7 @@
 #include "app/eval.h"
 #include "engine/conv/chat.h"
 #include "engine/base/err.h"
+#include "engine/base/sha256.h"
 #include "engine/model/model.h"
 #include "engine/tok/tokenizer.h"
 #include "tests/eval_fixture.h"
@@ -425,6 +426,82 @@ static void eval_plots_read_back(struct test_ctx *t)
 	T_CHECK(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == SEKV_EFORMAT);
 }
 
+
+/* ---- the pinned corpus ------------------------------------------------ */
+
+/* A list of a file as it is, one changed since, one missing, one no
+ * longer plain text and a comment: only the first is read, each other
+ * recorded with its state; the list of what was read reads back into the
+ * same text; a malformed line, no list and too little text are refused. */
+static void eval_corpus_pinned_states(struct test_ctx *t)
+{
+	static const char good[] = "This file is plain text that stays as it was pinned, long enough to count.\n";
+	static const char later[] = "This file was pinned with other bytes; its digest differs now from the list.\n";
+	char dir[512], list[600], path[4][600], line[2048], err[256], hex[65];
+	struct eval_corpus c, c2;
+
+	snprintf(dir, sizeof dir, "%s/pins", test_tmpdir());
+	mkdir(dir, 0777);
+	for (int i = 0; i < 4; i++)
+		snprintf(path[i], sizeof path[i], "%s/f%d.txt", dir, i);
+	test_write_file(path[0], good, strlen(good));
+	test_write_file(path[1], later, strlen(later));
+	char bin[80];
+	memset(bin, 1, sizeof bin);
+	test_write_file(path[3], bin, sizeof bin);
+	snprintf(list, sizeof list, "%s/list.sha256", dir);
+	FILE *f = fopen(list, "wb");
+	T_CHECK(t, f != NULL);
+	sha256_hex(good, strlen(good), hex);
+	fprintf(f, "# a comment\n%s  %s\n", hex, path[0]);
+	sha256_hex("other bytes", 11, hex);
+	fprintf(f, "%s  %s\n%s  %s\n", hex, path[1], hex, path[2]);
+	sha256_hex(bin, sizeof bin, hex);
+	fprintf(f, "%s  %s\n", hex, path[3]);
+	fclose(f);
+	int rc = eval_corpus_load_pinned(&c, list, 10, err, sizeof err);
+	T_CHECKF(t, rc == 0, "%s", err);
+	int states = c.n_listed == 4 && c.n_files == 1 && eval_corpus_pin_state(&c, path[0]) == EVAL_PIN_USED &&
+		     eval_corpus_pin_state(&c, path[1]) == EVAL_PIN_CHANGED &&
+		     eval_corpus_pin_state(&c, path[2]) == EVAL_PIN_MISSING &&
+		     eval_corpus_pin_state(&c, path[3]) == EVAL_PIN_SKIPPED &&
+		     eval_corpus_pin_state(&c, "/elsewhere") == EVAL_PIN_UNLISTED &&
+		     eval_corpus_count(&c, EVAL_PIN_USED) == 1 && eval_corpus_count(&c, EVAL_PIN_MISSING) == 1;
+	int text = c.len == strlen(good) - 1 && !strncmp(c.text, good, c.len);
+	snprintf(line, sizeof line, "%s/used.sha256", dir);
+	rc = eval_corpus_write_list(&c, line, "used", err, sizeof err);
+	int rc2 = rc ? rc : eval_corpus_load_pinned(&c2, line, 10, err, sizeof err);
+	int back = !rc2 && c2.len == c.len && !memcmp(c2.text, c.text, c.len) && c2.n_listed == 1;
+	eval_corpus_free(&c);
+	eval_corpus_free(&c2);
+	T_CHECK(t, states);
+	T_CHECK(t, text);
+	T_CHECKF(t, back, "%d %d %s", rc, rc2, err);
+	T_CHECK(t, eval_corpus_load_pinned(&c, list, 1 << 20, err, sizeof err) == SEKV_ENOTFOUND);
+	snprintf(line, sizeof line, "%s/none.sha256", dir);
+	T_CHECK(t, eval_corpus_load_pinned(&c, line, 0, err, sizeof err) == SEKV_EIO);
+	test_write_file(line, "abc  /etc/hostname\n", 19);
+	rc = eval_corpus_load_pinned(&c, line, 0, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "line 1"), "%d %s", rc, err);
+}
+
+/* The committed list: well-formed, every path once. */
+static void eval_corpus_list_committed(struct test_ctx *t)
+{
+	struct eval_corpus c;
+	char err[256];
+	int rc = eval_corpus_load_pinned(&c, APP_EVAL_CORPUS, 0, err, sizeof err), dup = -1;
+
+	T_CHECKF(t, rc == 0, "%s", err);
+	for (int i = 0; i < c.n_listed && dup < 0; i++)
+		for (int k = 0; k < i; k++)
+			if (!strcmp(c.file[i].path, c.file[k].path))
+				dup = i;
+	int n = c.n_listed;
+	eval_corpus_free(&c);
+	T_CHECKF(t, n > 10 && dup < 0, "%d files, duplicate %d", n, dup);
+}
+
 /* ---- the command ------------------------------------------------------ */
 
 static const cJSON *find_rec(const cJSON *doc, const char *method, const char *task)
@@ -553,6 +630,8 @@ const struct test_case test_eval[] = {
 	{ "eval_hay_deterministic", eval_hay_deterministic },
 	{ "eval_hay_refusals", eval_hay_refusals },
 	{ "eval_kl_by_hand", eval_kl_by_hand },
+	{ "eval_corpus_pinned_states", eval_corpus_pinned_states },
+	{ "eval_corpus_list_committed", eval_corpus_list_committed },
 	{ "eval_report_json_fields", eval_report_json_fields },
 	{ "eval_report_md_tables", eval_report_md_tables },
 	{ "eval_plots_read_back", eval_plots_read_back },

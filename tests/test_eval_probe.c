@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "app/app.h"
 #include "app/eval.h"
 #include "engine/base/err.h"
 #include "tests/eval_fixture.h"
@@ -345,6 +346,64 @@ static void eval_list_exact_and_top(struct test_ctx *t)
 	T_CHECK(t, eval_list_build(&h, EVAL_MK, eval_fx_tok(), eval_fx_tmpl(), 512, 1, err, sizeof err) == SEKV_EINVAL);
 }
 
+
+/* ---- qa --------------------------------------------------------------- */
+
+/* The committed questions: grouped by document in the file's order, one
+ * plain item each (the answer, case-sensitive); a malformed line is
+ * refused with its number; a document's haystack is its text whole with
+ * the token count ingest stores and at most max_q questions; a missing
+ * document is refused. */
+static void eval_qa_load_and_build(struct test_ctx *t)
+{
+	struct eval_qa qa;
+	char err[512], path[600], doc[600];
+	struct eval_hay h;
+	struct chat_tokvec v = { 0 };
+
+	int rc = eval_qa_load(&qa, APP_EVAL_QA, err, sizeof err);
+	T_CHECKF(t, rc == 0, "%s", err);
+	int shape = qa.n_doc == 8 && qa.n_question == 69 && qa.n_dropped == 0 &&
+		    !strcmp(qa.doc[0].path, "/usr/share/common-licenses/Apache-2.0") &&
+		    !strcmp(qa.doc[0].query[0].item[0], "January 2004") && qa.doc[0].query[0].n_item == 1 &&
+		    qa.doc[0].query[0].match == 0 && qa.doc[0].query[0].needle == -1;
+	double right = eval_score_items("It was issued in January 2004.", &qa.doc[0].query[0]);
+	double wrong = eval_score_items("january 2004", &qa.doc[0].query[0]);
+	eval_qa_free(&qa);
+	T_CHECK(t, shape);
+	T_CHECKF(t, right == 1 && wrong == 0, "right %g wrong %g", right, wrong);
+	snprintf(path, sizeof path, "%s/bad.jsonl", test_tmpdir());
+	static const char bad[] = "{\"doc\": \"/a\", \"question\": \"q?\", \"answer\": \"a\"}\n\n[1, 2]\n";
+	test_write_file(path, bad, strlen(bad));
+	rc = eval_qa_load(&qa, path, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "line 3"), "%d %s", rc, err);
+	if (!eval_fx_load(t))
+		return;
+	snprintf(doc, sizeof doc, "%s/qa-doc.txt", test_tmpdir());
+	static const char text[] = "The lighthouse keeper logs the weather every evening at nine o'clock.\n"
+				   "Visitors may climb the tower on Sundays only.\n";
+	test_write_file(doc, text, strlen(text));
+	snprintf(path, sizeof path, "%s/qa.jsonl", test_tmpdir());
+	char lines[2048];
+	snprintf(lines, sizeof lines, "{\"doc\": \"%s\", \"question\": \"When are the logs made?\", \"answer\": "
+		 "\"nine o'clock\"}\n{\"doc\": \"%s\", \"question\": \"When may visitors climb?\", \"answer\": "
+		 "\"Sundays\"}\n{\"doc\": \"%s/none.txt\", \"question\": \"x?\", \"answer\": \"y\"}\n", doc, doc,
+		 test_tmpdir());
+	test_write_file(path, lines, strlen(lines));
+	T_CHECKF(t, eval_qa_load(&qa, path, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, qa.n_doc == 2 && qa.doc[0].n_query == 2);
+	rc = eval_qa_build(&h, &qa.doc[0], 1, eval_fx_tok(), eval_fx_tmpl(), err, sizeof err);
+	int n = rc ? -1 : eval_fx_count(text, strlen(text), &v);
+	int ok = !rc && h.len == strlen(text) && !strcmp(h.text, text) && h.n_tok == n && h.n_query == 1 &&
+		 h.task == EVAL_QA && !strcmp(h.query[0].item[0], "nine o'clock");
+	eval_hay_free(&h);
+	int rc2 = eval_qa_build(&h, &qa.doc[1], 5, eval_fx_tok(), eval_fx_tmpl(), err, sizeof err);
+	eval_qa_free(&qa);
+	chat_tokvec_free(&v);
+	T_CHECKF(t, ok, "rc %d: %s", rc, err);
+	T_CHECK(t, rc2 == SEKV_ENOTFOUND);
+}
+
 static const cJSON *find_task(const cJSON *doc, const char *method, const char *task)
 {
 	const cJSON *o;
@@ -427,6 +486,7 @@ const struct test_case test_eval_probe[] = {
 	{ "eval_probe_task_shapes", eval_probe_task_shapes },
 	{ "eval_probe_hay_build", eval_probe_hay_build },
 	{ "eval_list_exact_and_top", eval_list_exact_and_top },
+	{ "eval_qa_load_and_build", eval_qa_load_and_build },
 	{ "eval_cli_probes_small_run", eval_cli_probes_small_run },
 	{ NULL, NULL },
 };
