@@ -461,11 +461,19 @@ void eval_group_label(const struct eval_group *g, char *buf, size_t cap);
 int eval_router_named(const struct eval_group *g);
 /* Writes into dir, for each group with niah records, heat_<label>.png
  * (accuracy by length x depth) and, per method, mem_<method>.png
- * (resident bytes per budget and full_kv_bytes against length). The file
+ * (resident bytes per budget and full_kv_bytes against length) and, when
+ * v has per-question tasks with lengths, panels_tasks.png (one panel per
+ * method and budget, task x length, mean score or accuracy on one shared
+ * scale with a colour bar). The file
  * names (malloc'ed, the caller frees each and the array) go to *names,
  * their count to *n. 0 or a negative code. */
 int eval_plot_all(const struct eval_recs *v, const char *dir, char ***names, int *n,
 		  char *err, size_t errlen);
+/* The heat maps' colour of t in [0, 1] (clamped; NAN is 0) as sRGB
+ * components in [0, 1] into rgb [3]: CIELAB lightness rising linearly
+ * from 15 to 93 while the hue goes from dark blue through grey to yellow
+ * (a colour-blind-safe ramp like cividis, computed, not a table). */
+void eval_ramp(double t, double rgb[3]);
 /* Reads a PNG back (cairo): its width, height, and the number of distinct
  * pixel values among at most 4096 sampled (1: blank). 0 or SEKV_EFORMAT. */
 int eval_png_info(const char *path, int *w, int *h, int *n_colors, char *err, size_t errlen);

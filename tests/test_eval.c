@@ -403,14 +403,17 @@ static void eval_plots_read_back(struct test_ctx *t)
 	int rc = eval_plot_all(&v, dir, &names, &n, err, sizeof err);
 	eval_recs_free(&v);
 	T_CHECKF(t, rc == 0, "%s", err);
-	int heat = 0, mem = 0, bad = -1;
+	int heat = 0, mem = 0, panels = 0, bad = -1;
 	for (int i = 0; i < n; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		int is_heat = !strncmp(names[i], "heat_", 5);
+		int is_heat = !strncmp(names[i], "heat_", 5), is_panels = !strcmp(names[i], "panels_tasks.png");
 		heat += is_heat;
 		mem += !strncmp(names[i], "mem_", 4);
-		if (eval_png_info(path, &w, &h, &nc, err, sizeof err) || w != (is_heat ? 560 : 640) ||
-		    h != (is_heat ? 400 : 420) || nc < 4)
+		panels += is_panels;
+		/* panels: niah and second (the fake records' per-question tasks),
+		 * two groups of two lengths side by side */
+		if (eval_png_info(path, &w, &h, &nc, err, sizeof err) || nc < 4 ||
+		    (is_panels ? w < 360 || h < 150 : w != (is_heat ? 560 : 640) || h != (is_heat ? 400 : 420)))
 			bad = i;
 	}
 	char first[64];
@@ -418,7 +421,8 @@ static void eval_plots_read_back(struct test_ctx *t)
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
-	T_CHECKF(t, heat == 2 && mem == 2, "%d heat maps, %d memory plots", heat, mem);
+	T_CHECKF(t, heat == 2 && mem == 2 && panels == 1, "%d heat maps, %d memory plots, %d panel figures", heat,
+		 mem, panels);
 	T_CHECKF(t, !strcmp(first, "heat_full_1.png"), "first plot %s", first);
 	T_CHECKF(t, bad < 0, "plot %d: %s (%dx%d, %d colours)", bad, err, w, h, nc);
 	snprintf(path, sizeof path, "%s/not-a.png", test_tmpdir());
@@ -426,6 +430,35 @@ static void eval_plots_read_back(struct test_ctx *t)
 	T_CHECK(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == SEKV_EFORMAT);
 }
 
+
+/* The heat maps' ramp: relative luminance rises strictly from dark blue
+ * through grey to yellow, the red-green difference stays small (the axis
+ * protanopia and deuteranopia lose), and out-of-range values clamp. */
+static void eval_ramp_colour_blind_safe(struct test_ctx *t)
+{
+	double c[3], prev = -1, lo[3], hi[3], mid[3], nan_c[3], under[3], over[3];
+
+	for (int i = 0; i <= 40; i++) {
+		eval_ramp(i / 40.0, c);
+		double y = 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+		T_CHECKF(t, y > prev + 0.005, "luminance %g at %g after %g", y, i / 40.0, prev);
+		T_CHECKF(t, fabs(c[0] - c[1]) < 0.2, "red %g against green %g at %g", c[0], c[1], i / 40.0);
+		for (int k = 0; k < 3; k++)
+			T_CHECK(t, c[k] >= 0 && c[k] <= 1);
+		prev = y;
+	}
+	eval_ramp(0, lo);
+	eval_ramp(1, hi);
+	eval_ramp(0.5, mid);
+	eval_ramp(NAN, nan_c);
+	eval_ramp(-3, under);
+	eval_ramp(7, over);
+	T_CHECKF(t, lo[2] > lo[0] + 0.15 && lo[2] > lo[1], "t=0 is not blue: %g %g %g", lo[0], lo[1], lo[2]);
+	T_CHECKF(t, hi[0] > hi[2] + 0.3 && hi[1] > hi[2] + 0.3, "t=1 is not yellow: %g %g %g", hi[0], hi[1], hi[2]);
+	T_CHECKF(t, fabs(mid[0] - mid[1]) < 0.05 && fabs(mid[1] - mid[2]) < 0.05, "t=0.5 is not grey: %g %g %g",
+		 mid[0], mid[1], mid[2]);
+	T_CHECK(t, !memcmp(nan_c, lo, sizeof lo) && !memcmp(under, lo, sizeof lo) && !memcmp(over, hi, sizeof hi));
+}
 
 /* ---- the pinned corpus ------------------------------------------------ */
 
@@ -635,6 +668,7 @@ const struct test_case test_eval[] = {
 	{ "eval_report_json_fields", eval_report_json_fields },
 	{ "eval_report_md_tables", eval_report_md_tables },
 	{ "eval_plots_read_back", eval_plots_read_back },
+	{ "eval_ramp_colour_blind_safe", eval_ramp_colour_blind_safe },
 	{ "eval_cli_refusals", eval_cli_refusals },
 	{ "eval_cli_small_run", eval_cli_small_run },
 	{ NULL, NULL },
