@@ -312,8 +312,9 @@ int eval_list_build(struct eval_hay *h, int task, const struct tok *tk, const st
 		    int n_tok, uint64_t seed, char *err, size_t errlen);
 /* The haystack of probe task (copy .. fwe) at n_tok tokens (as
  * eval_hay_build counts them): the needles of eval_probe_make over corpus
- * background from bg_seed (each query's needle index found again after
- * the needles are sorted by depth), or for cwe and fwe the word list of
+ * background from bg_seed (when no cut is exact there, from up to three
+ * other starts the seed gives; each query's needle index found again
+ * after the needles are sorted by depth), or for cwe and fwe the word list of
  * eval_list_build. Errors as eval_hay_build; h is the caller's. */
 int eval_probe_build(struct eval_hay *h, int task, const struct eval_corpus *c, const struct tok *tk,
 		     const struct chat_template *ct, int n_tok, double depth, int variant, uint64_t seed,

@@ -22,6 +22,7 @@
 
 #define PROBE_N_KEYS 4     /* mk, mv, mq: needles (RULER's num_needle_k, _v, _q) */
 #define PROBE_N_HOPS 4     /* vt: assignments after the first (RULER's num_hops) */
+#define PROBE_BG_TRIES 4   /* background starts tried before no exact cut is an error */
 #define PROBE_REDRAW 64    /* draws of a value before one outside the corpus is given up */
 
 /* ---- scoring ---------------------------------------------------------- */
@@ -282,7 +283,13 @@ int eval_probe_build(struct eval_hay *h, int task, const struct eval_corpus *c, 
 	if (eval_probe_make(task, seed, variant, depth, c, e, &n_e, q, &n_q))
 		return sekv_errf(err, errlen, SEKV_EINVAL, "probe: %s is not a needle probe",
 				 eval_task_name(task) ? eval_task_name(task) : "?");
-	if ((rc = eval_hay_build(h, c, tk, ct, n_tok, bg_seed, e, n_e, err, errlen)))
+	/* many needles in a short text can leave no cut of exactly n_tok
+	 * tokens: the background then starts at another paragraph, chosen by
+	 * the seed as well */
+	rc = eval_hay_build(h, c, tk, ct, n_tok, bg_seed, e, n_e, err, errlen);
+	for (int i = 1; rc == SEKV_EBUDGET && i < PROBE_BG_TRIES; i++)
+		rc = eval_hay_build(h, c, tk, ct, n_tok, eval_seed_mix(bg_seed, 0xb9, (uint64_t)i), e, n_e, err, errlen);
+	if (rc)
 		return rc;
 	h->task = task;
 	h->n_query = n_q;

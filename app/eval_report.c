@@ -348,6 +348,15 @@ static const char *cell(char *buf, size_t cap, double num, int n, const char *fm
 	return buf;
 }
 
+/* The records of task in group g, aggregated into a (zeroed first). */
+static void agg_group(const struct eval_recs *v, int task, const struct eval_group *g, struct agg *a)
+{
+	memset(a, 0, sizeof *a);
+	for (int i = 0; i < v->n; i++)
+		if (v->r[i].task == task && eval_in_group(&v->r[i], g))
+			agg_add(a, &v->r[i]);
+}
+
 static void table_summary(FILE *f, const struct eval_recs *v, int task)
 {
 	struct eval_group g[MAX_GROUPS];
@@ -357,10 +366,8 @@ static void table_summary(FILE *f, const struct eval_recs *v, int task)
 	fprintf(f, "| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | "
 		"resident ratio | decode tok/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int k = 0; k < n_g; k++) {
-		struct agg a = { 0 };
-		for (int i = 0; i < v->n; i++)
-			if (v->r[i].task == task && eval_in_group(&v->r[i], &g[k]))
-				agg_add(&a, &v->r[i]);
+		struct agg a;
+		agg_group(v, task, &g[k], &a);
 		eval_group_label(&g[k], lab, sizeof lab);
 		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
 			a.n_fail ? " (failed: see notes)" : "",
@@ -383,10 +390,8 @@ void eval_write_overview(FILE *f, const struct eval_recs *v)
 		if (t == EVAL_KL || t == EVAL_MASS)
 			continue;
 		for (int k = 0; k < n_g; k++) {
-			struct agg a = { 0 };
-			for (int i = 0; i < v->n; i++)
-				if (v->r[i].task == t && eval_in_group(&v->r[i], &g[k]))
-					agg_add(&a, &v->r[i]);
+			struct agg a;
+			agg_group(v, t, &g[k], &a);
 			if (!shown++)
 				fprintf(f, "| task | method | n | accuracy | score | agreement (full right) | same answer "
 					"as full |\n|---|---|---:|---:|---:|---:|---:|\n");
@@ -411,10 +416,8 @@ static void table_probe(FILE *f, const struct eval_recs *v, int task)
 	fprintf(f, "| method | n | accuracy | score | agreement (full right) | same answer as full | "
 		"resident ratio | decode tok/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int k = 0; k < n_g; k++) {
-		struct agg a = { 0 };
-		for (int i = 0; i < v->n; i++)
-			if (v->r[i].task == task && eval_in_group(&v->r[i], &g[k]))
-				agg_add(&a, &v->r[i]);
+		struct agg a;
+		agg_group(v, task, &g[k], &a);
 		eval_group_label(&g[k], lab, sizeof lab);
 		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
 			a.n_fail ? " (failed: see notes)" : "", cell(c[0], 32, a.ok, a.n_ok, "%.3f"),

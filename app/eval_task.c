@@ -347,6 +347,19 @@ static int push_failed(struct hay_run *r, const struct eval_method *mt, double b
 	return 0;
 }
 
+/* The end of a method's questions: its answer and session freed; an
+ * error of the method alone (method_error) becomes its records' note.
+ * Returns rc, or 0 once the note is recorded. */
+static int method_end(struct hay_run *r, const struct eval_method *mt, double budget, struct conv_answer *a,
+		      struct session *s, int rc, char *err, size_t errlen)
+{
+	conv_answer_free(a);
+	session_close(s);
+	if (rc && method_error(rc))
+		rc = push_failed(r, mt, budget, err, err, errlen);
+	return rc;
+}
+
 /* The kl task: the full-KV answer teacher-forced through mt. */
 static int run_kl(struct hay_run *r, const struct eval_method *mt, double budget, char *err, size_t errlen)
 {
@@ -427,11 +440,7 @@ static int run_needle(struct hay_run *r, const struct eval_method *mt, double bu
 	if ((tk & (1u << EVAL_KL)) && r->t_have > 0)
 		rc = run_kl(r, mt, budget, err, errlen);
 out:
-	conv_answer_free(&a);
-	session_close(s);
-	if (rc && method_error(rc))
-		rc = push_failed(r, mt, budget, err, err, errlen);
-	return rc;
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
 }
 
 /* Questions j in order in one conversation (second), or each in a fresh
@@ -468,11 +477,7 @@ static int run_questions(struct hay_run *r, const struct eval_method *mt, double
 			s = NULL;
 		}
 	}
-	conv_answer_free(&a);
-	session_close(s);
-	if (rc && method_error(rc))
-		rc = push_failed(r, mt, budget, err, err, errlen);
-	return rc;
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
 }
 
 /* A probe haystack: each query in a fresh conversation, scored by the
@@ -510,11 +515,7 @@ static int run_probes(struct hay_run *r, const struct eval_method *mt, double bu
 		session_close(s);
 		s = NULL;
 	}
-	conv_answer_free(&a);
-	session_close(s);
-	if (rc && method_error(rc))
-		rc = push_failed(r, mt, budget, err, err, errlen);
-	return rc;
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
 }
 
 static int run_method(struct hay_run *r, const struct eval_method *mt, double budget, char *err,

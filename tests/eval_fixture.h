@@ -24,4 +24,16 @@ int eval_fx_corpus(struct test_ctx *t, struct eval_corpus *c);
 /* Document tokens of text [len] as ingest makes them (into v), -1 on error. */
 int eval_fx_count(const char *text, size_t len, struct chat_tokvec *v);
 
+/* The first record of results.json doc with method and task, or NULL. */
+struct cJSON;
+const struct cJSON *eval_fx_find_rec(const struct cJSON *doc, const char *method, const char *task);
+/* The number field k of o, NAN when absent or not a number. */
+double eval_fx_num(const struct cJSON *o, const char *k);
+/* Runs `sekv eval -m MODEL --out dir ARGS 2>&1`: its output (malloc'ed,
+ * the caller frees; NULL when it did not run), its exit status in *st
+ * and the output's last bytes in tail [cap]. */
+char *eval_fx_run_eval(const char *dir, const char *args, int *st, char *tail, size_t cap);
+/* path's first cap - 1 bytes into buf, NUL-terminated ("" when unreadable). */
+void eval_fx_read_text(const char *path, char *buf, size_t cap);
+
 #endif

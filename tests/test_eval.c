@@ -360,12 +360,8 @@ static void eval_report_md_tables(struct test_ctx *t)
 	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
 	eval_recs_free(&v);
 	T_CHECKF(t, rc == 0, "%s", err);
-	FILE *f = fopen(path, "rb");
 	char buf[16384];
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
+	eval_fx_read_text(path, buf, sizeof buf);
 	static const char *const want[] = {
 		"header line", "## niah", "## kl", "## mass", "## second",
 		"| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | resident ratio |",
@@ -537,42 +533,20 @@ static void eval_corpus_list_committed(struct test_ctx *t)
 
 /* ---- the command ------------------------------------------------------ */
 
-static const cJSON *find_rec(const cJSON *doc, const char *method, const char *task)
-{
-	const cJSON *o;
-	cJSON_ArrayForEach(o, doc) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "method");
-		const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "task");
-		if (cJSON_IsString(m) && cJSON_IsString(k) && !strcmp(m->valuestring, method) &&
-		    !strcmp(k->valuestring, task))
-			return o;
-	}
-	return NULL;
-}
-
-static double num(const cJSON *o, const char *k)
-{
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
-}
-
 /* One small run through the CLI with the real model: full KV answers its
  * needle, full teacher-forced on its own answer gives KL 0 and top-1 1,
  * SeKV at 0.5 has a record of each task, and the report and plots are
  * there. */
 static void eval_cli_small_run(struct test_ctx *t)
 {
-	char cmd[2048], dir[512], path[600], err[256];
+	char dir[512], path[600], err[256];
 	int st, w, h, nc;
 
 	if (access(test_model_path(), R_OK) != 0)
 		T_SKIP(t, "model %s missing (make model)", test_model_path());
 	snprintf(dir, sizeof dir, "%s/eval-cli", test_tmpdir());
-	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' --lengths 512 --depths 0.5 --needles 1 "
-		 "--methods full,sekv --budgets 0.5 --tasks niah,kl 2>&1", test_sekv_bin(), test_model_path(), dir);
-	char *out = test_run_cmd(cmd, &st), tail[400];
-	size_t n_out = out ? strlen(out) : 0;
-	snprintf(tail, sizeof tail, "%s", out ? out + (n_out > 399 ? n_out - 399 : 0) : "");
+	char tail[400], *out = eval_fx_run_eval(dir, "--lengths 512 --depths 0.5 --needles 1 --methods full,sekv "
+						"--budgets 0.5 --tasks niah,kl", &st, tail, sizeof tail);
 	int progress = out && strstr(out, "estimated") && strstr(out, "eval: done");
 	free(out);
 	T_CHECKF(t, st == 0, "exit %d: ...%s", st, tail);
@@ -581,11 +555,11 @@ static void eval_cli_small_run(struct test_ctx *t)
 	cJSON *doc = test_json_load(t, path);
 	if (!doc)
 		return;
-	const cJSON *fn = find_rec(doc, "full", "niah"), *fk = find_rec(doc, "full", "kl");
-	const cJSON *sn = find_rec(doc, "sekv", "niah"), *sk = find_rec(doc, "sekv", "kl");
-	double f_ok = num(fn, "correct"), kl = num(fk, "kl"), top1 = num(fk, "top1");
-	double s_budget = num(sn, "budget"), s_kl = num(sk, "kl"), len = num(fn, "length");
-	double res = num(sn, "resident_bytes"), full = num(sn, "full_kv_bytes");
+	const cJSON *fn = eval_fx_find_rec(doc, "full", "niah"), *fk = eval_fx_find_rec(doc, "full", "kl");
+	const cJSON *sn = eval_fx_find_rec(doc, "sekv", "niah"), *sk = eval_fx_find_rec(doc, "sekv", "kl");
+	double f_ok = eval_fx_num(fn, "correct"), kl = eval_fx_num(fk, "kl"), top1 = eval_fx_num(fk, "top1");
+	double s_budget = eval_fx_num(sn, "budget"), s_kl = eval_fx_num(sk, "kl"), len = eval_fx_num(fn, "length");
+	double res = eval_fx_num(sn, "resident_bytes"), full = eval_fx_num(sn, "full_kv_bytes");
 	int n = cJSON_GetArraySize(doc);
 	cJSON_Delete(doc);
 	T_CHECKF(t, n == 4, "%d records (full and sekv, niah and kl)", n);
@@ -596,12 +570,8 @@ static void eval_cli_small_run(struct test_ctx *t)
 	T_CHECKF(t, s_budget == 0.5 && s_kl >= 0 && res > 0 && res < full, "sekv: budget %g kl %g resident %g of %g",
 		 s_budget, s_kl, res, full);
 	snprintf(path, sizeof path, "%s/results.md", dir);
-	FILE *f = fopen(path, "rb");
 	char buf[8192];
-	size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[k] = 0;
+	eval_fx_read_text(path, buf, sizeof buf);
 	T_CHECKF(t, strstr(buf, "## niah") && strstr(buf, "## kl") && strstr(buf, "| sekv@0.5 |"), "results.md: %.200s", buf);
 	snprintf(path, sizeof path, "%s/heat_sekv_0.5.png", dir);
 	T_CHECKF(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == 0 && nc > 3, "%s", err);

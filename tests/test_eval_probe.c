@@ -404,19 +404,6 @@ static void eval_qa_load_and_build(struct test_ctx *t)
 	T_CHECK(t, rc2 == SEKV_ENOTFOUND);
 }
 
-static const cJSON *find_task(const cJSON *doc, const char *method, const char *task)
-{
-	const cJSON *o;
-	cJSON_ArrayForEach(o, doc) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "method");
-		const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "task");
-		if (cJSON_IsString(m) && cJSON_IsString(k) && !strcmp(m->valuestring, method) &&
-		    !strcmp(k->valuestring, task))
-			return o;
-	}
-	return NULL;
-}
-
 /* One run of every probe but qa through the CLI at 256 tokens: a full
  * and a sekv record per task with a score in [0, 1], correct = all the
  * items, full KV's answer the reference of same_answer (1 for full), and
@@ -424,18 +411,14 @@ static const cJSON *find_task(const cJSON *doc, const char *method, const char *
 static void eval_cli_probes_small_run(struct test_ctx *t)
 {
 	static const char *const tasks[] = { "copy", "mk", "mv", "mq", "vt", "cwe", "fwe" };
-	char cmd[2048], dir[512], path[600];
+	char dir[512], path[600];
 	int st;
 
 	if (access(test_model_path(), R_OK) != 0)
 		T_SKIP(t, "model %s missing (make test-model)", test_model_path());
 	snprintf(dir, sizeof dir, "%s/eval-probes", test_tmpdir());
-	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' --lengths 256 --depths 0.5 --needles 1 "
-		 "--methods full,sekv --budgets 0.5 --tasks copy,mk,mv,mq,vt,cwe,fwe 2>&1", test_sekv_bin(),
-		 test_model_path(), dir);
-	char *out = test_run_cmd(cmd, &st), tail[400];
-	size_t n_out = out ? strlen(out) : 0;
-	snprintf(tail, sizeof tail, "%s", out ? out + (n_out > 399 ? n_out - 399 : 0) : "");
+	char tail[400], *out = eval_fx_run_eval(dir, "--lengths 256 --depths 0.5 --needles 1 --methods full,sekv "
+						"--budgets 0.5 --tasks copy,mk,mv,mq,vt,cwe,fwe", &st, tail, sizeof tail);
 	int overview = out && strstr(out, "| task | method | n | accuracy | score |") && strstr(out, "| cwe | full | 1 |");
 	free(out);
 	T_CHECKF(t, st == 0, "exit %d: ...%s", st, tail);
@@ -448,7 +431,7 @@ static void eval_cli_probes_small_run(struct test_ctx *t)
 	double copy_full = -1;
 	for (size_t i = 0; i < sizeof tasks / sizeof *tasks && bad < 0; i++)
 		for (int m = 0; m < 2 && bad < 0; m++) {
-			const cJSON *r = find_task(doc, m ? "sekv" : "full", tasks[i]);
+			const cJSON *r = eval_fx_find_rec(doc, m ? "sekv" : "full", tasks[i]);
 			const cJSON *sc = cJSON_GetObjectItemCaseSensitive(r, "score");
 			const cJSON *ok = cJSON_GetObjectItemCaseSensitive(r, "correct");
 			const cJSON *same = cJSON_GetObjectItemCaseSensitive(r, "same_answer");
@@ -465,12 +448,8 @@ static void eval_cli_probes_small_run(struct test_ctx *t)
 	T_CHECKF(t, bad < 0, "record of %s %s is wrong", bad < 0 ? "" : tasks[bad / 2], bad % 2 ? "sekv" : "full");
 	T_CHECKF(t, copy_full == 1, "full KV did not copy the value back");
 	snprintf(path, sizeof path, "%s/results.md", dir);
-	FILE *f = fopen(path, "rb");
 	char buf[16384];
-	size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[k] = 0;
+	eval_fx_read_text(path, buf, sizeof buf);
 	for (size_t i = 0; i < sizeof tasks / sizeof *tasks; i++) {
 		char want[32];
 		snprintf(want, sizeof want, "## %s\n", tasks[i]);
