@@ -49,9 +49,11 @@
 #define K_REBUILD 0.03        /* a memory rebuild, in ingests of the same document */
 #define STEPS_FIRST 60        /* worked example, question, answer */
 #define STEPS_NEXT 35         /* a later question and its answer */
+#define STEPS_PROBE 20        /* a probe's longer question or list answer, beyond STEPS_FIRST */
 
 struct job {
 	enum eval_hay_kind kind;
+	int task;             /* EVAL_HAY_PROBE: the probe's enum eval_task */
 	unsigned tasks;       /* 1 << enum eval_task run on it */
 	int length;
 	double depth;
@@ -72,6 +74,11 @@ struct grid {
 	double prefill_s_tok; /* the probe: prefill seconds per token */
 	double decode_s_tok;  /* the probe: decode seconds per token */
 	char dir[APP_PATH_MAX];
+	char corpus_list[APP_PATH_MAX]; /* --corpus, resolved (app_asset_path) */
+	char qa_path[APP_PATH_MAX];     /* --qa, resolved */
+	struct eval_qa qa;              /* the qa task's questions (its documents: jobs) */
+	int *qa_tok;                    /* [qa.n_doc] document tokens, 0: left out */
+	char pin_note[1024];            /* the corpus and qa documents used, for results.md */
 	int tty;
 	/* progress */
 	int at;               /* job running */
@@ -161,7 +168,8 @@ static int parse_lists(struct grid *g)
 	for (int i = 0; i < n; i++) {
 		int t = eval_task_find(item[i]);
 		if (t < 0)
-			return usage("--tasks: unknown task (known: niah, multi, second, kl, mass)", item[i]);
+			return usage("--tasks: unknown task (known: niah, multi, second, kl, mass, copy, mk, mv, "
+				     "mq, vt, cwe, fwe, qa)", item[i]);
 		g->tasks |= 1u << t;
 	}
 	if ((n = split(o->eval_lengths ? o->eval_lengths : APP_EVAL_LENGTHS, item, MAX_LIST)) < 0)
@@ -205,6 +213,8 @@ static double predict(const struct grid *g, enum eval_hay_kind kind, unsigned ta
 		steps = (free_ans + forced) * (double)STEPS_FIRST;
 	else if (kind == EVAL_HAY_SECOND)
 		steps = n_pass * (double)(STEPS_FIRST + STEPS_NEXT);
+	else if (kind == EVAL_HAY_PROBE)
+		steps = n_pass * (double)(STEPS_FIRST + STEPS_PROBE);
 	else
 		steps = n_pass * (double)EVAL_MULTI_FACTS * STEPS_FIRST;
 	double ingest = length * g->prefill_s_tok * K_INGEST;
@@ -253,19 +263,21 @@ static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int ind
 	return t;
 }
 
-static int add_job(struct grid *g, enum eval_hay_kind kind, int length, double depth, int i_depth, int index)
+/* A job; task: a probe's enum eval_task (kind EVAL_HAY_PROBE), else -1. */
+static int add_job(struct grid *g, enum eval_hay_kind kind, int task, int length, double depth, int i_depth,
+		   int index)
 {
 	struct job *p = realloc(g->job, ((size_t)g->n_job + 1) * sizeof *p);
 	if (!p)
 		return SEKV_ENOMEM;
 	g->job = p;
-	unsigned t = job_tasks(g, kind, index);
-	p[g->n_job++] = (struct job){ kind, t, length, depth, i_depth, index, predict(g, kind, t, length) };
+	unsigned t = task >= 0 ? 1u << task : job_tasks(g, kind, index);
+	p[g->n_job++] = (struct job){ kind, task, t, length, depth, i_depth, index, predict(g, kind, t, length) };
 	g->total_pred += p[g->n_job - 1].predicted_s;
 	return 0;
 }
 
-static int make_jobs(struct grid *g)
+static int make_grid_jobs(struct grid *g)
 {
 	unsigned t = g->tasks;
 	int n_needle = g->o.eval_needles, rc = 0;
@@ -275,15 +287,35 @@ static int make_jobs(struct grid *g)
 		if (t & ((1u << EVAL_NIAH) | (1u << EVAL_KL) | (1u << EVAL_MASS)))
 			for (int d = 0; !rc && d < g->n_depth; d++)
 				for (int i = 0; !rc && i < n_needle; i++)
-					rc = add_job(g, EVAL_HAY_NEEDLE, g->length[l], g->depth[d], d, i);
+					rc = add_job(g, EVAL_HAY_NEEDLE, -1, g->length[l], g->depth[d], d, i);
 		if (t & (1u << EVAL_SECOND))
 			for (int d = 0; !rc && d < g->n_depth; d++)
 				for (int i = 0; !rc && i < n_second; i++)
-					rc = add_job(g, EVAL_HAY_SECOND, g->length[l], g->depth[d], d, i);
+					rc = add_job(g, EVAL_HAY_SECOND, -1, g->length[l], g->depth[d], d, i);
 		if (t & (1u << EVAL_MULTI))
 			for (int i = 0; !rc && i < n_multi; i++)
-				rc = add_job(g, EVAL_HAY_MULTI, g->length[l], 0.5, 0, i);
+				rc = add_job(g, EVAL_HAY_MULTI, -1, g->length[l], 0.5, 0, i);
+		/* copy and mk ask a needle at the cell's depth; the others spread
+		 * theirs over the text (or are a word list) */
+		for (int p = EVAL_FIRST_PROBE; p < EVAL_N_TASK; p++) {
+			int by_depth = p == EVAL_COPY || p == EVAL_MK;
+			if (!(t & (1u << p)) || p == EVAL_QA)
+				continue;
+			for (int d = 0; !rc && d < (by_depth ? g->n_depth : 1); d++)
+				for (int i = 0; !rc && i < n_needle; i++)
+					rc = add_job(g, EVAL_HAY_PROBE, p, g->length[l], by_depth ? g->depth[d] : 0.5,
+						     d, i);
+		}
 	}
+	return rc;
+}
+
+static int make_jobs(struct grid *g)
+{
+	int rc = make_grid_jobs(g);
+	for (int d = 0; !rc && d < g->qa.n_doc; d++)
+		if (g->qa_tok[d] > 0)
+			rc = add_job(g, EVAL_HAY_PROBE, EVAL_QA, g->qa_tok[d], 0, 0, d);
 	return rc;
 }
 
@@ -299,9 +331,11 @@ static void fmt_dur(double s, char *buf, size_t cap)
 
 /* ---- progress --------------------------------------------------------- */
 
-static const char *kind_name(enum eval_hay_kind k)
+/* "needle", "second", "multi", or a probe's task name. */
+static const char *job_name(const struct job *j)
 {
-	return k == EVAL_HAY_NEEDLE ? "needle" : k == EVAL_HAY_SECOND ? "second" : "multi";
+	return j->kind == EVAL_HAY_NEEDLE ? "needle" : j->kind == EVAL_HAY_SECOND ? "second"
+		: j->kind == EVAL_HAY_MULTI ? "multi" : eval_task_name(j->task);
 }
 
 /* Seconds left: the prediction of the jobs not done, scaled by measured /
@@ -324,7 +358,7 @@ static void on_ready(void *ud, double ingest_s, double tps)
 
 	fmt_dur(eta(g, clk_now()), e, sizeof e);
 	fprintf(stderr, "%s[%d/%d] %s haystack: length %d, depth %g, #%d: ingest %.1fs (prefill %.0f tokens/s), "
-		"ETA %s\n", g->tty ? "\r\033[K" : "", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth,
+		"ETA %s\n", g->tty ? "\r\033[K" : "", g->at + 1, g->n_job, job_name(j), j->length, j->depth,
 		j->index, ingest_s, tps, e);
 }
 
@@ -343,7 +377,7 @@ static void on_ingest(void *ud, long long done, long long total, double rate)
 	if (!g->tty)
 		return;
 	fprintf(stderr, "\r\033[K[%d/%d] %s haystack: length %d, depth %g, #%d: prefill %lld/%lld tokens, "
-		"%.0f tokens/s", g->at + 1, g->n_job, kind_name(j->kind), j->length, j->depth, j->index, done,
+		"%.0f tokens/s", g->at + 1, g->n_job, job_name(j), j->length, j->depth, j->index, done,
 		total, rate);
 }
 
@@ -393,6 +427,13 @@ static int build_hay(const struct grid *g, const struct job *j, const struct eva
 	uint64_t seed = g->o.seed;
 	int n = j->kind == EVAL_HAY_NEEDLE ? 1 : j->kind == EVAL_HAY_SECOND ? 2 : EVAL_MULTI_FACTS;
 
+	if (j->kind == EVAL_HAY_PROBE && j->task == EVAL_QA)
+		return eval_qa_build(h, &g->qa.doc[j->index], g->o.eval_needles, g->su.tk, ct, err, errlen);
+	if (j->kind == EVAL_HAY_PROBE)
+		return eval_probe_build(h, j->task, c, g->su.tk, ct, j->length, j->depth, j->index,
+					eval_seed_mix(seed, (uint64_t)j->task << 40 | (uint64_t)j->length,
+						      (uint64_t)j->i_depth << 32 | (uint64_t)j->index),
+					eval_seed_mix(seed, 0xba5e, (uint64_t)j->index), err, errlen);
 	eval_needles_make(eval_seed_mix(seed, (uint64_t)j->kind << 32 | (uint64_t)j->length,
 					(uint64_t)j->i_depth << 32 | (uint64_t)j->index), n, e);
 	if (j->kind == EVAL_HAY_NEEDLE) {
@@ -410,7 +451,7 @@ static int build_hay(const struct grid *g, const struct job *j, const struct eva
 
 static void write_outputs(struct grid *g, const struct eval_recs *v, int final, double wall)
 {
-	char path[APP_PATH_MAX + 64], err[512], header[1536];
+	char path[APP_PATH_MAX + 64], err[512], header[3072];
 	char **png = NULL;
 	int n_png = 0;
 
@@ -437,6 +478,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.r_max, g->o.rank_energy,
 		 g->o.key_pre_rope ? "pre-rope" : "post-rope", g->o.static_share, g->o.n_recent,
 		 g->o.zoom_shares ? g->o.zoom_shares : "equal");
+	snprintf(header + strlen(header), sizeof header - strlen(header), "\n\n%s", g->pin_note);
 	snprintf(path, sizeof path, "%s/results.md", g->dir);
 	if (eval_write_md(v, path, header, (const char *const *)png, n_png, err, sizeof err))
 		app_errorf("sekv eval: %s\n", err);
@@ -467,7 +509,7 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		struct eval_hay h;
 		struct eval_hay_cost cost;
 		g->t_job = clk_now();
-		snprintf(name, sizeof name, "%s-%d-%g-%d", kind_name(j->kind), j->length, j->depth, j->index);
+		snprintf(name, sizeof name, "%s-%d-%g-%d", job_name(j), j->length, j->depth, j->index);
 		if ((rc = build_hay(g, j, c, ct, &h, err, sizeof err)))
 			break;
 		rc = eval_run_hay(&g->su, j->kind, j->tasks, name, &h, j->depth, j->index, &v, &cost, err,
@@ -502,6 +544,8 @@ static int run(struct grid *g, const struct eval_corpus *c, const struct chat_te
 		fprintf(stderr, "eval: %s %d haystacks in %s (estimated %s); %d records; niah: full KV %d/%d "
 			"right, the other methods %d/%d; %s/results.md, results.json and plots\n",
 			rc ? "stopped after" : "done:", g->at, w, est, v.n, ok_full, n_full, ok, n_niah, g->dir);
+		fputc('\n', stderr);
+		eval_write_overview(stderr, &v);
 		fprintf(stderr, "eval: time: ingest %.0fs (%.0f tokens/s), memory rebuilds %.0fs, %d sessions "
 			"%.0fs (%lld tokens decoded, %.1f tokens/s)\n", c->prefill_s,
 			c->prefill_s > 0 ? g->toks_done / c->prefill_s : 0, c->rebuild_s, c->n_session, c->answer_s,
@@ -522,7 +566,7 @@ static int parse_args(struct grid *g, int argc, char **argv)
 	}
 	if (g->o.n_args)
 		return usage("unexpected argument", g->o.args[0]);
-	if (!g->o.eval_out || !*g->o.eval_out)
+	if ((!g->o.eval_out || !*g->o.eval_out) && !g->o.eval_corpus_pin)
 		return usage("--out DIR is required", NULL);
 	if (!g->o.n_predict_set)
 		g->o.n_predict = EVAL_N_PREDICT;
@@ -551,6 +595,129 @@ static int check_lengths(const struct grid *g, const struct model *m, int *longe
 	return 0;
 }
 
+/* ---- corpus and qa documents ------------------------------------------ */
+
+#define PIN_MAX_BYTES ((size_t)4 << 20) /* --corpus-pin: text taken from the system, at most */
+#define NOTE_NAMES 3                    /* left-out files named in a note */
+
+/* --corpus-pin: this machine's text (eval_corpus_load_system) and the
+ * qa documents not in it, written to the --corpus list. An exit status. */
+static int pin_corpus(struct grid *g)
+{
+	const char *list = g->o.eval_corpus ? g->o.eval_corpus : APP_EVAL_CORPUS;
+	struct eval_corpus c;
+	struct eval_qa qa;
+	char err[1024];
+	int n_qa = 0;
+
+	if (eval_corpus_load_system(&c, 0, PIN_MAX_BYTES, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		return 1;
+	}
+	if (eval_qa_load(&qa, g->qa_path, err, sizeof err))
+		app_errorf("sekv eval: --corpus-pin: no qa documents: %s\n", err);
+	for (int d = 0; d < qa.n_doc; d++)
+		if (eval_corpus_pin_state(&c, qa.doc[d].path) == EVAL_PIN_UNLISTED)
+			n_qa += eval_corpus_add_file(&c, qa.doc[d].path, err, sizeof err) == 0;
+	eval_qa_free(&qa);
+	int rc = eval_corpus_write_list(&c, list, "sekv eval's corpus: SHA-256 and path of each background file, "
+					"in the order they are read (written by sekv eval --corpus-pin)", err, sizeof err);
+	if (rc)
+		app_errorf("sekv eval: %s\n", err);
+	else if (!g->o.quiet)
+		fprintf(stderr, "eval: pinned %d files (%zu bytes of text, %d qa documents) in %s\n", c.n_files, c.len,
+			n_qa, list);
+	eval_corpus_free(&c);
+	return rc ? 1 : 0;
+}
+
+/* ", a, b (and N more)": the files of c in state, into buf. */
+static void name_files(const struct eval_corpus *c, int state, const char *what, char *buf, size_t cap)
+{
+	int n = eval_corpus_count(c, state), k = 0;
+	size_t o = strlen(buf);
+
+	if (!n || o >= cap)
+		return;
+	o += (size_t)snprintf(buf + o, cap - o, "; %d %s:", n, what);
+	for (int i = 0; i < c->n_listed && k < NOTE_NAMES && o < cap; i++)
+		if (c->file[i].state == state)
+			o += (size_t)snprintf(buf + o, cap - o, "%s %s", k++ ? "," : "", c->file[i].path);
+	if (n > k && o < cap)
+		snprintf(buf + o, cap - o, " and %d more", n - k);
+}
+
+/* Says which corpus files the run reads (stderr, results.md) and writes
+ * their list to DIR/corpus.sha256; a missing or changed file is always
+ * reported. */
+static void corpus_note(struct grid *g, const struct eval_corpus *c)
+{
+	char path[APP_PATH_MAX + 32], err[512], left[768] = "";
+
+	name_files(c, EVAL_PIN_MISSING, "missing", left, sizeof left);
+	name_files(c, EVAL_PIN_CHANGED, "changed (another SHA-256)", left, sizeof left);
+	name_files(c, EVAL_PIN_SKIPPED, "no longer plain text", left, sizeof left);
+	snprintf(g->pin_note, sizeof g->pin_note, "Corpus: %d of the %d files of `%.200s` (%zu bytes; those read: "
+		 "corpus.sha256)%s.", eval_corpus_count(c, EVAL_PIN_USED), c->n_listed, g->corpus_list, c->len, left);
+	if (left[0])
+		app_errorf("sekv eval: corpus: the figures do not compare with runs on the pinned files%s\n", left);
+	if (!g->o.quiet)
+		fprintf(stderr, "eval: %s\n", g->pin_note);
+	snprintf(path, sizeof path, "%s/corpus.sha256", g->dir);
+	if (eval_corpus_write_list(c, path, "the corpus files this run read", err, sizeof err))
+		app_errorf("sekv eval: %s\n", err);
+}
+
+/* The qa documents: present, unchanged against the corpus list when it
+ * lists them, and within the context; each kept one's tokens into
+ * g->qa_tok. 0, or 1 when the questions cannot be read. */
+static int qa_docs(struct grid *g, const struct eval_corpus *c, const struct chat_template *ct, int n_ctx)
+{
+	char err[1024], left[768] = "";
+	int n_kept = 0, n_q = 0, n_left = 0;
+
+	if (eval_qa_load(&g->qa, g->qa_path, err, sizeof err)) {
+		app_errorf("sekv eval: %s\n", err);
+		return 1;
+	}
+	if (!(g->qa_tok = calloc((size_t)g->qa.n_doc + 1, sizeof *g->qa_tok)))
+		return 1;
+	for (int d = 0; d < g->qa.n_doc; d++) {
+		const struct eval_qa_doc *doc = &g->qa.doc[d];
+		int state = eval_corpus_pin_state(c, doc->path);
+		const char *why = state == EVAL_PIN_MISSING ? "missing" : state == EVAL_PIN_CHANGED ? "changed"
+			: state == EVAL_PIN_SKIPPED ? "not plain text" : NULL;
+		struct eval_hay h;
+		if (!why && access(doc->path, F_OK))
+			why = "missing";
+		else if (!why && eval_qa_build(&h, doc, 1, g->su.tk, ct, err, sizeof err))
+			why = "not readable";
+		else if (!why) {
+			g->qa_tok[d] = h.n_tok;
+			eval_hay_free(&h);
+			if (n_ctx > 0 && g->qa_tok[d] + EVAL_CTX_ROOM > n_ctx)
+				why = "longer than the context";
+		}
+		if (why) {
+			g->qa_tok[d] = 0;
+			if (n_left++ < NOTE_NAMES)
+				snprintf(left + strlen(left), sizeof left - strlen(left), "%s %s (%s)", n_left > 1 ? "," : "",
+					 doc->path, why);
+			continue;
+		}
+		n_kept++;
+		n_q += doc->n_query < g->o.eval_needles ? doc->n_query : g->o.eval_needles;
+	}
+	snprintf(g->pin_note + strlen(g->pin_note), sizeof g->pin_note - strlen(g->pin_note),
+		 " qa: %d of the %d documents of `%.200s`, %d questions (at most --needles per document)%s%s%s.",
+		 n_kept, g->qa.n_doc, g->qa_path, n_q, n_left ? "; left out:" : "", left,
+		 n_left > NOTE_NAMES ? " and more" : "");
+	if (!g->o.quiet)
+		fprintf(stderr, "eval: qa: %d documents, %d questions%s%s\n", n_kept, n_q, n_left ? "; left out:" : "",
+			left);
+	return 0;
+}
+
 int cmd_eval(int argc, char **argv)
 {
 	struct grid *g = calloc(1, sizeof *g);
@@ -565,6 +732,12 @@ int cmd_eval(int argc, char **argv)
 		return 1;
 	if ((status = parse_args(g, argc, argv)))
 		goto out;
+	app_asset_path(g->o.eval_corpus ? g->o.eval_corpus : APP_EVAL_CORPUS, g->corpus_list, sizeof g->corpus_list);
+	app_asset_path(g->o.eval_qa ? g->o.eval_qa : APP_EVAL_QA, g->qa_path, sizeof g->qa_path);
+	if (g->o.eval_corpus_pin) {
+		status = pin_corpus(g);
+		goto out;
+	}
 	status = 1;
 	if (app_load(&g->o, &m, &tk, err, sizeof err) ||
 	    chat_template_init(&ct, model_gguf(m), chat_format_of_gguf(model_gguf(m)), tk, err,
@@ -576,10 +749,11 @@ int cmd_eval(int argc, char **argv)
 		goto out;
 	status = 1;
 	if (prepare_dir(g, err, sizeof err) ||
-	    eval_corpus_load_system(&c, (size_t)longest * 8, (size_t)16 << 20, err, sizeof err)) {
+	    eval_corpus_load_pinned(&c, g->corpus_list, (size_t)longest * 8, err, sizeof err)) {
 		app_errorf("sekv eval: %s\n", err);
 		goto out;
 	}
+	corpus_note(g, &c);
 	g->su.o = &g->o;
 	g->su.m = m;
 	g->su.tk = tk;
@@ -594,6 +768,8 @@ int cmd_eval(int argc, char **argv)
 		app_errorf("sekv eval: %s\n", err);
 		goto out;
 	}
+	if ((g->tasks & (1u << EVAL_QA)) && qa_docs(g, &c, &ct, model_hparams(m)->n_ctx_train))
+		goto out;
 	if (make_jobs(g)) {
 		app_errorf("sekv eval: out of memory\n");
 		goto out;
@@ -603,6 +779,8 @@ out:
 	eval_corpus_free(&c);
 	tok_close(tk);
 	model_close(m);
+	eval_qa_free(&g->qa);
+	free(g->qa_tok);
 	free(g->job);
 	free(g);
 	return status;

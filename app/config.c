@@ -20,13 +20,13 @@
 
 #define DEFAULT_MODEL_REL "assets/models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
-void app_default_model(char *buf, size_t cap)
+void app_asset_path(const char *rel, char *buf, size_t cap)
 {
 	char exe[4096];
 	ssize_t n;
 
-	if (access(DEFAULT_MODEL_REL, R_OK) == 0) {
-		snprintf(buf, cap, "%s", DEFAULT_MODEL_REL);
+	if (rel[0] == '/' || access(rel, R_OK) == 0) {
+		snprintf(buf, cap, "%s", rel);
 		return;
 	}
 	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -38,12 +38,17 @@ void app_default_model(char *buf, size_t cap)
 			slash = strrchr(exe, '/');
 			if (slash)
 				*slash = 0;
-			snprintf(buf, cap, "%.3000s/%s", exe, DEFAULT_MODEL_REL);
+			snprintf(buf, cap, "%.3000s/%s", exe, rel);
 			if (access(buf, R_OK) == 0)
 				return;
 		}
 	}
-	snprintf(buf, cap, "%s", DEFAULT_MODEL_REL);
+	snprintf(buf, cap, "%s", rel);
+}
+
+void app_default_model(char *buf, size_t cap)
+{
+	app_asset_path(DEFAULT_MODEL_REL, buf, cap);
 }
 
 const char *app_kv_name(int kv)
@@ -344,7 +349,10 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--tasks", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_tasks), .set_off = NO_SET,
 	  .def_text = APP_EVAL_TASKS,
 	  .help = "needle retrieval, ten facts in one haystack, a second question in the same "
-		  "conversation, KL and top-1 against full KV, SeKV mass_recall", .cmds = APP_CMD_EVAL },
+		  "conversation, KL and top-1 against full KV, SeKV mass_recall; RULER-style: copy (digit "
+		  "strings and codes), mk, mv, mq (multi-key, -value, -query needles), vt (variable "
+		  "tracking), cwe, fwe (common and frequent words), qa (--qa questions)",
+	  .cmds = APP_CMD_EVAL },
 	{ .name = "--lengths", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_lengths), .set_off = NO_SET,
 	  .def_text = APP_EVAL_LENGTHS, .help = "haystack lengths, tokens", .cmds = APP_CMD_EVAL },
 	{ .name = "--depths", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_depths), .set_off = NO_SET,
@@ -353,6 +361,15 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--needles", .arg = "N", .kind = OPT_INT, .off = F(eval_needles), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = APP_EVAL_NEEDLES, .imin = 1, .imax = 10000, .what = "a number of needles",
 	  .help = "needles (haystacks) per length x depth cell", .cmds = APP_CMD_EVAL },
+	{ .name = "--corpus", .arg = "FILE", .kind = OPT_TEXT, .off = F(eval_corpus), .set_off = NO_SET,
+	  .def_text = APP_EVAL_CORPUS, .help = "the corpus list: the background files with their SHA-256 "
+		  "(a changed or missing file is reported and left out)", .cmds = APP_CMD_EVAL },
+	{ .name = "--corpus-pin", .kind = OPT_FLAG, .off = F(eval_corpus_pin), .set_off = NO_SET,
+	  .help = "write this machine's plain text files (/usr/share/common-licenses, /usr/share/doc) "
+		  "and the qa documents to the --corpus list, then exit", .cmds = APP_CMD_EVAL },
+	{ .name = "--qa", .arg = "FILE", .kind = OPT_TEXT, .off = F(eval_qa), .set_off = NO_SET,
+	  .def_text = APP_EVAL_QA, .help = "questions of the qa task (JSONL of doc, question, answer)",
+	  .cmds = APP_CMD_EVAL },
 	{ .name = "--out", .arg = "DIR", .kind = OPT_TEXT, .off = F(eval_out), .set_off = NO_SET,
 	  .help = "directory for results.json, results.md, the plots and eval.db (created)",
 	  .cmds = APP_CMD_EVAL },

@@ -59,6 +59,8 @@ const char *app_kv_name(int kv);
 #define APP_EVAL_LENGTHS "1024,2048,4096"
 #define APP_EVAL_DEPTHS "0.1,0.5,0.9"
 #define APP_EVAL_NEEDLES 8
+#define APP_EVAL_CORPUS "assets/eval_corpus.sha256" /* relative: app_asset_path */
+#define APP_EVAL_QA "bench/qa/questions.jsonl"
 
 /* Evidence passages shown per answer unless --evidence-top says. */
 #define APP_EVIDENCE_TOP 3
@@ -116,11 +118,15 @@ struct app_opts {
 	/* sekv eval (app/cmd_eval.c parses the lists; NULL: its defaults) */
 	const char *eval_methods;  /* --methods LIST: --kv names and "summary" */
 	const char *eval_budgets;  /* --budgets LIST: fractions of the full KV cache */
-	const char *eval_tasks;    /* --tasks LIST: niah, multi, second, kl, mass */
+	const char *eval_tasks;    /* --tasks LIST: niah, multi, second, kl, mass, copy, mk,
+	                              mv, mq, vt, cwe, fwe, qa */
 	const char *eval_lengths;  /* --lengths LIST: haystack tokens */
 	const char *eval_depths;   /* --depths LIST: needle positions, fractions */
 	int eval_needles;          /* --needles N: needles per length x depth cell (8) */
 	const char *eval_out;      /* --out DIR: where results go */
+	const char *eval_corpus;   /* --corpus FILE: the corpus list (APP_EVAL_CORPUS) */
+	int eval_corpus_pin;       /* --corpus-pin: write this machine's text to that list */
+	const char *eval_qa;       /* --qa FILE: questions of the qa task (APP_EVAL_QA) */
 	int n_args;
 	const char *args[APP_MAX_ARGS]; /* positional arguments */
 };
@@ -151,5 +157,9 @@ int app_parse_doc_id(const char *s, int64_t *id);
 /* Resolves the default model path: assets/models/... relative to the
  * working directory, else relative to the directory of the executable. */
 void app_default_model(char *buf, size_t cap);
+/* rel (a path inside the repository) as it is when it names a readable
+ * file from here, else beside the binary (its bin/'s parent), else as it
+ * is: into buf [cap]. Absolute paths come back as they are. */
+void app_asset_path(const char *rel, char *buf, size_t cap);
 
 #endif

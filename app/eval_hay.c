@@ -1,7 +1,7 @@
-/* eval_hay.c - haystacks for `sekv eval` (eval.h): background text from the
- * machine's own files, needles (a key phrase and a random value), and a
- * haystack cut to an exact token count with each needle at a sentence or
- * paragraph boundary near its depth.
+/* eval_hay.c - haystacks for `sekv eval` (eval.h): needles (a key phrase
+ * and a random value) and a haystack of background text (eval_corpus.c)
+ * cut to an exact token count with each needle at a sentence or paragraph
+ * boundary near its depth.
  *
  * Invariant: a haystack is a function of the corpus, the seeds and the
  * tokenizer only (no clock, no file order the OS chooses), and its token
@@ -10,243 +10,23 @@
  */
 #include "app/eval.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "app/app.h"
 #include "engine/base/err.h"
-#include "engine/base/hash.h"
 #include "engine/tok/tokenizer.h"
 
-#define CORPUS_MIN_FILE 64           /* bytes: shorter files add nothing */
-#define CORPUS_MAX_FILE (4u << 20)   /* bytes: larger files are skipped */
 #define HAY_SEARCH 4096              /* bytes searched each way for a boundary */
 #define HAY_CUT_TRIES 16
 #define HAY_NEAR 48                  /* tokens: how far a sentence boundary may be */
 
-/* ---- corpus ----------------------------------------------------------- */
-
-/* Hashes of the files taken, so the same licence copied into many
- * packages' copyright files counts once. */
-struct seen {
-	uint64_t *h;
-	int n, cap;
-};
-
-static int seen_add(struct seen *s, uint64_t h)
-{
-	for (int i = 0; i < s->n; i++)
-		if (s->h[i] == h)
-			return 1;
-	if (s->n == s->cap) {
-		int nc = s->cap ? 2 * s->cap : 256;
-		uint64_t *p = realloc(s->h, (size_t)nc * sizeof *p);
-		if (!p)
-			return SEKV_ENOMEM;
-		s->h = p;
-		s->cap = nc;
-	}
-	s->h[s->n++] = h;
-	return 0;
-}
-
-/* Reads a regular file whole: 0 (*buf malloc'ed), 1 when it is not a
- * regular file or out of size limits, or a negative code. */
-static int read_small(const char *path, char **buf, size_t *n, char *err, size_t errlen)
-{
-	struct stat st;
-	FILE *f;
-
-	*buf = NULL;
-	if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_size < CORPUS_MIN_FILE ||
-	    (size_t)st.st_size > CORPUS_MAX_FILE)
-		return 1;
-	if (!(f = fopen(path, "rb")))
-		return sekv_errf(err, errlen, SEKV_EIO, "corpus: %s: %s", path, strerror(errno));
-	*buf = malloc((size_t)st.st_size + 1);
-	*n = *buf ? fread(*buf, 1, (size_t)st.st_size, f) : 0;
-	fclose(f);
-	if (!*buf)
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "corpus: %s: out of memory", path);
-	return 0;
-}
-
-static int corpus_add(struct eval_corpus *c, struct seen *seen, const char *path,
-		      char *err, size_t errlen)
-{
-	char *buf;
-	size_t n, o = 0;
-	int rc = read_small(path, &buf, &n, err, errlen);
-
-	if (rc)
-		return rc;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char b = (unsigned char)buf[i];
-		if (b == '\r')
-			continue;
-		if (!(b >= 0x20 && b < 0x7f) && b != '\t' && b != '\n' && b != '\f') {
-			free(buf);
-			return 1;
-		}
-		buf[o++] = b == '\f' ? '\n' : (char)b;
-	}
-	/* from the first visible byte to the last: files join by one blank line */
-	size_t a = 0;
-	while (a < o && strchr(" \t\n", buf[a]))
-		a++;
-	while (o > a && strchr(" \t\n", buf[o - 1]))
-		o--;
-	if (o - a < CORPUS_MIN_FILE || (seen && (rc = seen_add(seen, hash_fnv1a64(HASH_FNV1A64_INIT, buf + a, o - a))))) {
-		free(buf);
-		return rc < 0 ? sekv_errf(err, errlen, rc, "corpus: out of memory") : 1;
-	}
-	char *t = realloc(c->text, c->len + 2 + (o - a) + 1);
-	if (!t) {
-		free(buf);
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "corpus: out of memory");
-	}
-	c->text = t;
-	if (c->len) {
-		memcpy(t + c->len, "\n\n", 2);
-		c->len += 2;
-	}
-	memcpy(t + c->len, buf + a, o - a);
-	c->len += o - a;
-	t[c->len] = 0;
-	c->n_files++;
-	free(buf);
-	return 0;
-}
-
-int eval_corpus_add_file(struct eval_corpus *c, const char *path, char *err, size_t errlen)
-{
-	return corpus_add(c, NULL, path, err, errlen);
-}
-
-void eval_corpus_free(struct eval_corpus *c)
-{
-	if (!c)
-		return;
-	free(c->text);
-	memset(c, 0, sizeof *c);
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Names in dir (no "." entries) sorted bytewise: *names malloc'ed. */
-static int list_dir(const char *dir, char ***names, int *n)
-{
-	DIR *d = opendir(dir);
-	struct dirent *e;
-	int cap = 0;
-
-	*names = NULL;
-	*n = 0;
-	if (!d)
-		return 0; /* a machine without the directory has no text there */
-	while ((e = readdir(d))) {
-		if (e->d_name[0] == '.')
-			continue;
-		if (*n == cap) {
-			cap = cap ? 2 * cap : 64;
-			char **p = realloc(*names, (size_t)cap * sizeof *p);
-			if (!p)
-				break;
-			*names = p;
-		}
-		if (!((*names)[*n] = strdup(e->d_name)))
-			break;
-		(*n)++;
-	}
-	closedir(d);
-	if (*n)
-		qsort(*names, (size_t)*n, sizeof **names, cmp_str);
-	return 0;
-}
-
-static void free_names(char **names, int n)
-{
-	for (int i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
-}
-
-/* Adds dir/name for each listed name passing want (NULL: all). */
-static int add_listed(struct eval_corpus *c, struct seen *seen, const char *dir, char **names,
-		      int n, int (*want)(const char *), size_t max_bytes, char *err, size_t errlen)
-{
-	char path[4096];
-
-	for (int i = 0; i < n && c->len < max_bytes; i++) {
-		if (want && !want(names[i]))
-			continue;
-		snprintf(path, sizeof path, "%.2047s/%.255s", dir, names[i]);
-		int rc = corpus_add(c, seen, path, err, errlen);
-		if (rc < 0)
-			return rc;
-	}
-	return 0;
-}
-
-static int is_readme(const char *name)
-{
-	size_t n = strlen(name);
-	return !strncmp(name, "README", 6) && !(n > 3 && !strcmp(name + n - 3, ".gz"));
-}
-
-static int is_copyright(const char *name)
-{
-	return !strcmp(name, "copyright");
-}
-
-int eval_corpus_load_system(struct eval_corpus *c, size_t min_bytes, size_t max_bytes,
-			    char *err, size_t errlen)
-{
-	static const char lic[] = "/usr/share/common-licenses", doc[] = "/usr/share/doc";
-	struct seen seen = { 0 };
-	char **names = NULL, **pkg = NULL, path[4096];
-	int n = 0, n_pkg = 0, rc;
-
-	memset(c, 0, sizeof *c);
-	list_dir(lic, &names, &n);
-	rc = add_listed(c, &seen, lic, names, n, NULL, max_bytes, err, errlen);
-	free_names(names, n);
-	list_dir(doc, &pkg, &n_pkg);
-	/* pass 0: copyright files, pass 1: READMEs */
-	for (int pass = 0; !rc && pass < 2; pass++) {
-		for (int i = 0; !rc && i < n_pkg && c->len < max_bytes; i++) {
-			struct stat st;
-			snprintf(path, sizeof path, "%s/%.255s", doc, pkg[i]);
-			if (lstat(path, &st) || !S_ISDIR(st.st_mode))
-				continue;
-			list_dir(path, &names, &n);
-			rc = add_listed(c, &seen, path, names, n, pass ? is_readme : is_copyright, max_bytes,
-					err, errlen);
-			free_names(names, n);
-		}
-	}
-	free_names(pkg, n_pkg);
-	free(seen.h);
-	if (!rc && c->len < min_bytes)
-		rc = sekv_errf(err, errlen, SEKV_ENOTFOUND,
-			       "corpus: %zu bytes of plain ASCII text in %s and %s, %zu needed", c->len, lic,
-			       doc, min_bytes);
-	if (rc)
-		eval_corpus_free(c);
-	return rc;
-}
-
 /* ---- needles ---------------------------------------------------------- */
 
-static uint64_t splitmix(uint64_t *s)
+uint64_t eval_rand(uint64_t *s)
 {
 	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -257,9 +37,9 @@ static uint64_t splitmix(uint64_t *s)
 uint64_t eval_seed_mix(uint64_t seed, uint64_t a, uint64_t b)
 {
 	uint64_t s = seed ^ 0x5eed5eedull;
-	s ^= splitmix(&s) + a;
-	s ^= splitmix(&s) + b;
-	return splitmix(&s);
+	s ^= eval_rand(&s) + a;
+	s ^= eval_rand(&s) + b;
+	return eval_rand(&s);
 }
 
 static const char *const THINGS[] = {
@@ -294,25 +74,35 @@ void eval_needles_make(uint64_t seed, int n, struct eval_needle *out)
 	for (int i = 0; i < n; i++) {
 		struct eval_needle *e = &out[i];
 		/* a partial shuffle: places differ within one haystack */
-		int j = i + (int)(splitmix(&s) % (uint64_t)(N_OF(PLACES) - i)), t = place[i];
+		int j = i + (int)(eval_rand(&s) % (uint64_t)(N_OF(PLACES) - i)), t = place[i];
 		place[i] = place[j];
 		place[j] = t;
-		const char *thing = THINGS[splitmix(&s) % N_OF(THINGS)];
+		const char *thing = THINGS[eval_rand(&s) % N_OF(THINGS)];
 		for (int dup = 1; dup;) {
-			int a = (int)(splitmix(&s) % N_OF(WORDS)), b = (int)(splitmix(&s) % N_OF(WORDS));
+			int a = (int)(eval_rand(&s) % N_OF(WORDS)), b = (int)(eval_rand(&s) % N_OF(WORDS));
 			if (a == b)
 				continue;
 			snprintf(e->value, sizeof e->value, "%s-%s-%d", WORDS[a], WORDS[b],
-				 10 + (int)(splitmix(&s) % 90));
+				 10 + (int)(eval_rand(&s) % 90));
 			dup = 0;
 			for (int k = 0; k < i; k++)
 				dup |= !strcmp(out[k].value, e->value);
 		}
-		snprintf(e->key, sizeof e->key, "%s for the %s", thing, PLACES[place[i]]);
-		snprintf(e->sentence, sizeof e->sentence, "The %s is %s.", e->key, e->value);
-		snprintf(e->question, sizeof e->question, "What is the %s?", e->key);
+		char key[sizeof e->key];
+		snprintf(key, sizeof key, "%s for the %s", thing, PLACES[place[i]]);
+		eval_needle_set(e, key, e->value);
 		e->tok_at = -1;
 	}
+}
+
+void eval_needle_set(struct eval_needle *e, const char *key, const char *value)
+{
+	if (e->key != key)
+		snprintf(e->key, sizeof e->key, "%s", key);
+	if (e->value != value)
+		snprintf(e->value, sizeof e->value, "%s", value);
+	snprintf(e->sentence, sizeof e->sentence, "The %s is %s.", e->key, e->value);
+	snprintf(e->question, sizeof e->question, "What is the %s?", e->key);
 }
 
 int eval_answer_correct(const char *answer, const char *value)
@@ -338,10 +128,8 @@ static void bg_free(struct bg *g)
 	free(g->off);
 }
 
-/* Document tokens of text as app_ingest counts them (into v), or a
- * negative code. */
-static int doc_count(const struct tok *tk, const struct chat_template *ct, const char *text,
-		     size_t len, struct chat_tokvec *v, char *err, size_t errlen)
+int eval_doc_tokens(const struct tok *tk, const struct chat_template *ct, const char *text,
+		    size_t len, struct chat_tokvec *v, char *err, size_t errlen)
 {
 	v->n = 0;
 	int rc = chat_build_turn(v, ct, tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL,
@@ -385,7 +173,7 @@ static int bg_make(struct bg *g, const struct eval_corpus *c, const struct tok *
 	memset(g, 0, sizeof *g);
 	if (!c->len)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "haystack: empty corpus");
-	const char *p = strstr(c->text + splitmix(&s) % c->len, "\n\n");
+	const char *p = strstr(c->text + eval_rand(&s) % c->len, "\n\n");
 	if (p) {
 		start = (size_t)(p - c->text);
 		while (start < c->len && strchr(" \t\n", c->text[start]))
@@ -601,7 +389,7 @@ static int cut_exact(struct eval_hay *h, const struct bg *g, const struct tok *t
 		free(h->text);
 		if (!(h->text = compose(g, g->off[k], ins, h->n_needle, &h->len)))
 			return sekv_errf(err, errlen, SEKV_ENOMEM, "haystack: out of memory");
-		int n = doc_count(tk, ct, h->text, h->len, v, err, errlen);
+		int n = eval_doc_tokens(tk, ct, h->text, h->len, v, err, errlen);
 		if (n < 0)
 			return n;
 		if (n == h->n_tok)
@@ -628,6 +416,7 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 
 	memset(h, 0, sizeof *h);
 	memset(&g, 0, sizeof g);
+	h->task = -1;
 	if (n < 0 || n > EVAL_MAX_NEEDLES)
 		return sekv_errf(err, errlen, SEKV_EINVAL, "haystack: %d needles (at most %d)", n,
 				 EVAL_MAX_NEEDLES);
@@ -637,7 +426,7 @@ int eval_hay_build(struct eval_hay *h, const struct eval_corpus *c, const struct
 	for (int j = 0; j < n; j++)
 		h->needle[j].depth = h->needle[j].depth < 0 ? 0 : h->needle[j].depth > 1 ? 1 : h->needle[j].depth;
 	qsort(h->needle, (size_t)n, sizeof *h->needle, cmp_depth);
-	int over = doc_count(tk, ct, "", 0, &v, err, errlen);
+	int over = eval_doc_tokens(tk, ct, "", 0, &v, err, errlen);
 	if ((rc = over) < 0)
 		goto out;
 	int same;

@@ -113,6 +113,8 @@ static cJSON *rec_json(const struct eval_rec *r)
 	add_num(o, "correct", r->correct, r->correct >= 0);
 	add_num(o, "full_correct", r->full_correct, r->full_correct >= 0);
 	add_num(o, "niah", r->niah, r->niah >= 0);
+	add_num(o, "score", r->score, 1);
+	add_num(o, "same_answer", r->same_answer, r->same_answer >= 0);
 	add_num(o, "kl", r->kl, 1);
 	add_num(o, "top1", r->top1, 1);
 	add_num(o, "mass_recall", r->mass_recall, 1);
@@ -247,6 +249,8 @@ int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errl
 		r.correct = (int)get_num(o, "correct", -1);
 		r.full_correct = (int)get_num(o, "full_correct", -1);
 		r.niah = (int)get_num(o, "niah", -1);
+		r.score = get_num(o, "score", NAN);
+		r.same_answer = (int)get_num(o, "same_answer", -1);
 		r.kl = get_num(o, "kl", NAN);
 		r.top1 = get_num(o, "top1", NAN);
 		r.mass_recall = get_num(o, "mass_recall", NAN);
@@ -281,6 +285,9 @@ struct agg {
 	int n_fail;         /* records that measured nothing (note only) */
 	int n_ok, ok;       /* correct measured, right */
 	int n_agree, agree; /* full right, this one right too */
+	int n_score;
+	double score;       /* probes: share of the items */
+	int n_same, same;   /* probes: full KV's answer known, the same text */
 	int n_kl;
 	double kl, top1;
 	int n_mr;
@@ -302,6 +309,14 @@ static void agg_add(struct agg *a, const struct eval_rec *r)
 			a->agree += r->correct;
 		}
 	}
+	if (!isnan(r->score)) {
+		a->n_score++;
+		a->score += r->score;
+	}
+	if (r->same_answer >= 0) {
+		a->n_same++;
+		a->same += r->same_answer;
+	}
 	if (!isnan(r->kl)) {
 		a->n_kl++;
 		a->kl += r->kl;
@@ -319,7 +334,7 @@ static void agg_add(struct agg *a, const struct eval_rec *r)
 		a->n_tps++;
 		a->tps += r->decode_tps;
 	}
-	if (r->correct < 0 && isnan(r->kl) && isnan(r->mass_recall) && r->note[0])
+	if (r->correct < 0 && isnan(r->kl) && isnan(r->mass_recall) && isnan(r->score) && r->note[0])
 		a->n_fail++;
 }
 
@@ -333,6 +348,15 @@ static const char *cell(char *buf, size_t cap, double num, int n, const char *fm
 	return buf;
 }
 
+/* The records of task in group g, aggregated into a (zeroed first). */
+static void agg_group(const struct eval_recs *v, int task, const struct eval_group *g, struct agg *a)
+{
+	memset(a, 0, sizeof *a);
+	for (int i = 0; i < v->n; i++)
+		if (v->r[i].task == task && eval_in_group(&v->r[i], g))
+			agg_add(a, &v->r[i]);
+}
+
 static void table_summary(FILE *f, const struct eval_recs *v, int task)
 {
 	struct eval_group g[MAX_GROUPS];
@@ -342,10 +366,8 @@ static void table_summary(FILE *f, const struct eval_recs *v, int task)
 	fprintf(f, "| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | "
 		"resident ratio | decode tok/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int k = 0; k < n_g; k++) {
-		struct agg a = { 0 };
-		for (int i = 0; i < v->n; i++)
-			if (v->r[i].task == task && eval_in_group(&v->r[i], &g[k]))
-				agg_add(&a, &v->r[i]);
+		struct agg a;
+		agg_group(v, task, &g[k], &a);
 		eval_group_label(&g[k], lab, sizeof lab);
 		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
 			a.n_fail ? " (failed: see notes)" : "",
@@ -353,6 +375,55 @@ static void table_summary(FILE *f, const struct eval_recs *v, int task)
 			cell(c[2], 32, a.kl, a.n_kl, "%.4f"), cell(c[3], 32, a.top1, a.n_kl, "%.3f"),
 			cell(c[4], 32, a.mr, a.n_mr, "%.3f"), cell(c[5], 32, a.res, a.n_res, "%.4f"),
 			cell(c[6], 32, a.tps, a.n_tps, "%.1f"));
+	}
+	fputc('\n', f);
+}
+
+void eval_write_overview(FILE *f, const struct eval_recs *v)
+{
+	struct eval_group g[MAX_GROUPS];
+	char lab[48], c[4][32];
+	int shown = 0;
+
+	for (int t = 0; t < EVAL_N_TASK; t++) {
+		int n_g = eval_groups(v, t, g, MAX_GROUPS);
+		if (t == EVAL_KL || t == EVAL_MASS)
+			continue;
+		for (int k = 0; k < n_g; k++) {
+			struct agg a;
+			agg_group(v, t, &g[k], &a);
+			if (!shown++)
+				fprintf(f, "| task | method | n | accuracy | score | agreement (full right) | same answer "
+					"as full |\n|---|---|---:|---:|---:|---:|---:|\n");
+			eval_group_label(&g[k], lab, sizeof lab);
+			fprintf(f, "| %s | %s | %d | %s | %s | %s | %s |\n", eval_task_name(t), lab, a.n,
+				cell(c[0], 32, a.ok, a.n_ok, "%.3f"), cell(c[1], 32, a.score, a.n_score, "%.3f"),
+				cell(c[2], 32, a.agree, a.n_agree, "%.3f"), cell(c[3], 32, a.same, a.n_same, "%.3f"));
+		}
+	}
+	if (shown)
+		fputc('\n', f);
+}
+
+/* A probe task: accuracy (every item), score (share of the items),
+ * agreement where full KV is right, the same text as full KV's answer. */
+static void table_probe(FILE *f, const struct eval_recs *v, int task)
+{
+	struct eval_group g[MAX_GROUPS];
+	int n_g = eval_groups(v, task, g, MAX_GROUPS);
+	char lab[48], c[6][32];
+
+	fprintf(f, "| method | n | accuracy | score | agreement (full right) | same answer as full | "
+		"resident ratio | decode tok/s |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+	for (int k = 0; k < n_g; k++) {
+		struct agg a;
+		agg_group(v, task, &g[k], &a);
+		eval_group_label(&g[k], lab, sizeof lab);
+		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
+			a.n_fail ? " (failed: see notes)" : "", cell(c[0], 32, a.ok, a.n_ok, "%.3f"),
+			cell(c[1], 32, a.score, a.n_score, "%.3f"), cell(c[2], 32, a.agree, a.n_agree, "%.3f"),
+			cell(c[3], 32, a.same, a.n_same, "%.3f"), cell(c[4], 32, a.res, a.n_res, "%.4f"),
+			cell(c[5], 32, a.tps, a.n_tps, "%.1f"));
 	}
 	fputc('\n', f);
 }
@@ -597,6 +668,16 @@ static const char *const ABOUT[EVAL_N_TASK] = {
 	"and top-1 agreement over its tokens",
 	"share of the exact attention mass on exact and zoomed rows (SeKV memories): overall, over "
 	"layers, heads and answer steps, then per global layer and query head",
+	"one needle whose value is a digit string or a code, asked back: are rows rebuilt from the "
+	"memory exact enough to copy every digit",
+	"multi-key: four needles of one kind of key, one of them asked; the others are distractors",
+	"multi-value: one key with four values, all four to be returned",
+	"multi-query: four needles, all four keys asked in one question",
+	"variable tracking: a chain of five assignments (VAR B = VAR A, ...) from one number; every "
+	"variable that holds it to be named",
+	"common words: a numbered list of made-up words; the ten most common to be named",
+	"frequent words: coded text whose word counts follow Zipf's law; the three most frequent to be named",
+	"questions with known answers over documents of this machine (the document is the haystack)",
 };
 
 int eval_write_md(const struct eval_recs *v, const char *path, const char *header,
@@ -609,9 +690,13 @@ int eval_write_md(const struct eval_recs *v, const char *path, const char *heade
 	fprintf(f, "# sekv eval\n\n");
 	if (header)
 		fprintf(f, "%s\n\n", header);
-	fprintf(f, "Accuracy: share of answers that contain the expected value (case-sensitive). "
-		"Agreement: the same over the questions full KV answers right. Resident ratio: peak "
-		"device-tier KV bytes over an answer / full KV bytes. `-`: not measured.\n\n");
+	fprintf(f, "Accuracy: share of answers that contain the expected value (case-sensitive; probes: "
+		"every expected item, none inside a longer word or number; cwe and fwe ignore case). "
+		"Agreement: accuracy over the questions full KV answers right. Score: share of the expected "
+		"items an answer holds. Same answer as full: the answer's text is full KV's to the same "
+		"question. Resident ratio: peak device-tier KV bytes over an answer / full KV bytes. "
+		"`-`: not measured.\n\n");
+	eval_write_overview(f, v);
 	for (int t = 0; t < EVAL_N_TASK; t++) {
 		int any = 0;
 		for (int i = 0; i < v->n && !any; i++)
@@ -619,8 +704,11 @@ int eval_write_md(const struct eval_recs *v, const char *path, const char *heade
 		if (!any)
 			continue;
 		fprintf(f, "## %s\n\n%s.\n\n", eval_task_name(t), ABOUT[t]);
-		table_summary(f, v, t);
-		if (t == EVAL_NIAH)
+		if (t >= EVAL_FIRST_PROBE)
+			table_probe(f, v, t);
+		else
+			table_summary(f, v, t);
+		if (t == EVAL_NIAH || t == EVAL_COPY || t == EVAL_MK)
 			table_grid(f, v, t);
 		if (t == EVAL_SECOND)
 			table_second(f, v);

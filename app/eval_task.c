@@ -56,7 +56,9 @@ const struct eval_method *eval_method_at(int i)
 	return i >= 0 && i < N_METHOD ? &eval_methods[i] : NULL;
 }
 
-static const char *const TASKS[EVAL_N_TASK] = { "niah", "multi", "second", "kl", "mass" };
+static const char *const TASKS[EVAL_N_TASK] = {
+	"niah", "multi", "second", "kl", "mass", "copy", "mk", "mv", "mq", "vt", "cwe", "fwe", "qa",
+};
 
 const char *eval_task_name(int task)
 {
@@ -74,7 +76,8 @@ int eval_task_find(const char *name)
 void eval_rec_init(struct eval_rec *r)
 {
 	memset(r, 0, sizeof *r);
-	r->correct = r->full_correct = r->niah = -1;
+	r->correct = r->full_correct = r->niah = r->same_answer = -1;
+	r->score = NAN;
 	r->kl = r->top1 = r->mass_recall = r->decode_tps = NAN;
 	r->alpha_q[0] = r->alpha_q[1] = r->alpha_q[2] = NAN;
 }
@@ -143,6 +146,7 @@ struct hay_run {
 	int64_t doc;
 	struct store_doc d;
 	int full_ok[EVAL_MAX_NEEDLES];   /* full KV's answer right, per needle; -1 unknown */
+	char *full_text[EVAL_MAX_QUERIES]; /* probes: full KV's answer per query (malloc'ed) */
 	int n_vocab;
 	/* the teacher: full KV's answer to needle 0 and its log distributions */
 	int32_t t_ids[EVAL_KL_MAX];
@@ -188,7 +192,7 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 	const struct eval_needle *e = &r->h->needle[j];
 
 	session_get_info(s, &in);
-	x->depth = r->kind == EVAL_HAY_NEEDLE ? r->depth : e->depth;
+	x->depth = r->kind == EVAL_HAY_NEEDLE || r->kind == EVAL_HAY_PROBE ? r->depth : e->depth;
 	x->depth_at = e->depth_at;
 	snprintf(x->value, sizeof x->value, "%s", e->value);
 	snprintf(x->answer, sizeof x->answer, "%s", a->text ? a->text : "");
@@ -216,13 +220,16 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 	snprintf(x->note, sizeof x->note, "%.255s", in.note[0] ? in.note : a->warn);
 }
 
-/* Opens a session of method mt at budget over the haystack's document. */
+/* Opens a session of method mt at budget over the haystack's document;
+ * answers of at least n_predict tokens unless -n said how many. */
 static int open_method(struct hay_run *r, const struct eval_method *mt, double budget, int mass,
-		       struct session **s, char *err, size_t errlen)
+		       int n_predict, struct session **s, char *err, size_t errlen)
 {
 	struct app_opts o = *r->su->o;
 	double t0 = clk_now();
 
+	if (!o.n_predict_set && n_predict > o.n_predict)
+		o.n_predict = n_predict;
 	o.kv = mt->kv;
 	o.router = mt->router == EVAL_ROUTER_OPT ? r->su->router : mt->router;
 	o.mass_recall = mass;
@@ -262,13 +269,13 @@ static int on_step(void *ud, const struct conv_step *st)
 	return 0;
 }
 
-/* Asks needle j in session s; the answer goes to a. */
-static int ask(struct hay_run *r, struct session *s, int j, int capture, struct conv_answer *a,
+/* Asks question in session s; the answer goes to a. */
+static int ask(struct hay_run *r, struct session *s, const char *question, int capture, struct conv_answer *a,
 	       char *err, size_t errlen)
 {
 	struct teach t = { r, capture };
 	double t0 = clk_now();
-	int rc = conv_ask(session_conv(s), r->h->needle[j].question, on_step, &t, a, err, errlen);
+	int rc = conv_ask(session_conv(s), question, on_step, &t, a, err, errlen);
 	r->cost->answer_s += clk_now() - t0;
 	r->cost->n_step += a->n_question + a->n_gen;
 	return rc;
@@ -294,6 +301,21 @@ static int push(struct hay_run *r, const struct eval_rec *x, char *err, size_t e
 	return 0;
 }
 
+/* What a probe record of query q holds before its answer: the asked
+ * needle's depth, the expected items. */
+static void probe_fields(const struct hay_run *r, int q, struct eval_rec *x)
+{
+	const struct eval_query *y = &r->h->query[q];
+	size_t o = 0;
+
+	if (y->needle >= 0)
+		x->depth_at = r->h->needle[y->needle].depth_at;
+	x->needle = r->h->task == EVAL_QA ? r->index * EVAL_MAX_QUERIES + q : r->index;
+	x->value[0] = 0;
+	for (int i = 0; i < y->n_item && o < sizeof x->value; i++)
+		o += (size_t)snprintf(x->value + o, sizeof x->value - o, "%s%s", i ? ", " : "", y->item[i]);
+}
+
 /* A record per task of this method that says why it measured nothing. */
 static int push_failed(struct hay_run *r, const struct eval_method *mt, double budget, const char *why,
 		       char *err, size_t errlen)
@@ -301,7 +323,15 @@ static int push_failed(struct hay_run *r, const struct eval_method *mt, double b
 	static const int order[] = { EVAL_NIAH, EVAL_MASS, EVAL_KL, EVAL_SECOND, EVAL_MULTI };
 	struct eval_rec x;
 
-	for (size_t k = 0; k < sizeof order / sizeof *order; k++) {
+	for (int q = 0; r->kind == EVAL_HAY_PROBE && q < r->h->n_query; q++) {
+		int rc;
+		rec_base(r, mt, budget, r->h->task, &x);
+		probe_fields(r, q, &x);
+		snprintf(x.note, sizeof x.note, "%s", why);
+		if ((rc = push(r, &x, err, errlen)))
+			return rc;
+	}
+	for (size_t k = 0; r->kind != EVAL_HAY_PROBE && k < sizeof order / sizeof *order; k++) {
 		int task = order[k];
 		int of_kind = r->kind == EVAL_HAY_NEEDLE ? task == EVAL_NIAH || task == EVAL_KL ||
 			(task == EVAL_MASS && mt->mem)
@@ -317,13 +347,26 @@ static int push_failed(struct hay_run *r, const struct eval_method *mt, double b
 	return 0;
 }
 
+/* The end of a method's questions: its answer and session freed; an
+ * error of the method alone (method_error) becomes its records' note.
+ * Returns rc, or 0 once the note is recorded. */
+static int method_end(struct hay_run *r, const struct eval_method *mt, double budget, struct conv_answer *a,
+		      struct session *s, int rc, char *err, size_t errlen)
+{
+	conv_answer_free(a);
+	session_close(s);
+	if (rc && method_error(rc))
+		rc = push_failed(r, mt, budget, err, err, errlen);
+	return rc;
+}
+
 /* The kl task: the full-KV answer teacher-forced through mt. */
 static int run_kl(struct hay_run *r, const struct eval_method *mt, double budget, char *err, size_t errlen)
 {
 	struct session *s = NULL;
 	struct conv_answer a = { 0 };
 	struct eval_rec x;
-	int rc = open_method(r, mt, budget, 0, &s, err, errlen);
+	int rc = open_method(r, mt, budget, 0, 0, &s, err, errlen);
 
 	r->kl_sum = 0;
 	r->n_top = r->n_pos = 0;
@@ -366,8 +409,8 @@ static int run_needle(struct hay_run *r, const struct eval_method *mt, double bu
 	int rc = 0;
 
 	if (full || (tk & (1u << EVAL_NIAH)) || mass) {
-		if (!(rc = open_method(r, mt, budget, mass, &s, err, errlen)))
-			rc = ask(r, s, 0, full && (tk & (1u << EVAL_KL)), &a, err, errlen);
+		if (!(rc = open_method(r, mt, budget, mass, 0, &s, err, errlen)))
+			rc = ask(r, s, r->h->needle[0].question, full && (tk & (1u << EVAL_KL)), &a, err, errlen);
 		if (rc)
 			goto out;
 		rec_base(r, mt, budget, EVAL_NIAH, &x);
@@ -397,11 +440,7 @@ static int run_needle(struct hay_run *r, const struct eval_method *mt, double bu
 	if ((tk & (1u << EVAL_KL)) && r->t_have > 0)
 		rc = run_kl(r, mt, budget, err, errlen);
 out:
-	conv_answer_free(&a);
-	session_close(s);
-	if (rc && method_error(rc))
-		rc = push_failed(r, mt, budget, err, err, errlen);
-	return rc;
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
 }
 
 /* Questions j in order in one conversation (second), or each in a fresh
@@ -419,11 +458,11 @@ static int run_questions(struct hay_run *r, const struct eval_method *mt, double
 	if (!(r->tasks & (1u << task)))
 		return 0;
 	for (int j = 0; !rc && j < r->h->n_needle; j++) {
-		if (!s && (rc = open_method(r, mt, budget, 0, &s, err, errlen)))
+		if (!s && (rc = open_method(r, mt, budget, 0, 0, &s, err, errlen)))
 			break;
 		/* second: the needle at the cell's depth is asked first */
 		int q = second && r->h->needle[0].depth != r->depth ? 1 - j : j;
-		if ((rc = ask(r, s, q, 0, &a, err, errlen)))
+		if ((rc = ask(r, s, r->h->needle[q].question, 0, &a, err, errlen)))
 			break;
 		if (full)
 			r->full_ok[q] = eval_answer_correct(a.text, r->h->needle[q].value);
@@ -438,11 +477,45 @@ static int run_questions(struct hay_run *r, const struct eval_method *mt, double
 			s = NULL;
 		}
 	}
-	conv_answer_free(&a);
-	session_close(s);
-	if (rc && method_error(rc))
-		rc = push_failed(r, mt, budget, err, err, errlen);
-	return rc;
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
+}
+
+/* A probe haystack: each query in a fresh conversation, scored by the
+ * share of its items in the answer; full KV's answers are kept as the
+ * reference of the others. */
+static int run_probes(struct hay_run *r, const struct eval_method *mt, double budget, char *err,
+		      size_t errlen)
+{
+	int full = mt->kv == APP_KV_FULL && !mt->budgeted;
+	struct session *s = NULL;
+	struct conv_answer a = { 0 };
+	struct eval_rec x;
+	int rc = 0;
+
+	for (int q = 0; !rc && q < r->h->n_query; q++) {
+		const struct eval_query *y = &r->h->query[q];
+		if ((rc = open_method(r, mt, budget, 0, y->n_predict, &s, err, errlen)) ||
+		    (rc = ask(r, s, y->question, 0, &a, err, errlen)))
+			break;
+		rec_base(r, mt, budget, r->h->task, &x);
+		rec_answer(r, s, &a, y->needle >= 0 ? y->needle : 0, &x);
+		probe_fields(r, q, &x);
+		x.score = eval_score_items(a.text, y);
+		x.correct = x.score == 1;
+		if (full) {
+			r->full_ok[q] = x.correct;
+			free(r->full_text[q]);
+			r->full_text[q] = strdup(a.text ? a.text : "");
+		}
+		x.full_correct = r->full_ok[q];
+		if (r->full_text[q])
+			x.same_answer = !strcmp(r->full_text[q], a.text ? a.text : "");
+		rc = push(r, &x, err, errlen);
+		conv_answer_free(&a);
+		session_close(s);
+		s = NULL;
+	}
+	return method_end(r, mt, budget, &a, s, rc, err, errlen);
 }
 
 static int run_method(struct hay_run *r, const struct eval_method *mt, double budget, char *err,
@@ -452,6 +525,7 @@ static int run_method(struct hay_run *r, const struct eval_method *mt, double bu
 	double t0 = clk_now();
 
 	rc = r->kind == EVAL_HAY_NEEDLE ? run_needle(r, mt, budget, err, errlen)
+		: r->kind == EVAL_HAY_PROBE ? run_probes(r, mt, budget, err, errlen)
 		: run_questions(r, mt, budget, err, errlen);
 	if (rc || !r->su->on_method)
 		return rc;
@@ -599,6 +673,8 @@ int eval_run_hay(const struct eval_setup *su, enum eval_hay_kind kind, unsigned 
 			rc = sekv_errf(err, errlen, rc2, "%s", e2);
 	}
 out:
+	for (int q = 0; q < EVAL_MAX_QUERIES; q++)
+		free(r->full_text[q]);
 	free(r->t_logp);
 	free(r->logq);
 	free(r);

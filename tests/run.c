@@ -23,6 +23,7 @@ TABLE(test_chat)
 TABLE(test_clock)
 TABLE(test_fmt)
 TABLE(test_file)
+TABLE(test_sha256)
 TABLE(test_gguf)
 TABLE(test_gguf_malformed)
 TABLE(test_quant)
@@ -55,6 +56,7 @@ TABLE(test_history)
 TABLE(test_extract)
 TABLE(test_conv)
 TABLE(test_eval)
+TABLE(test_eval_probe)
 TABLE(test_integration)
 TABLE(test_durable)
 TABLE(test_session)
@@ -214,11 +216,11 @@ static void remove_tmpdir(void)
 int main(int argc, char **argv)
 {
 	const struct test_case *tables[] = {
-		test_err, test_utf8, test_chat, test_clock, test_fmt, test_file, test_gguf, test_gguf_malformed,
+		test_err, test_utf8, test_chat, test_clock, test_fmt, test_file, test_sha256, test_gguf, test_gguf_malformed,
 		test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer, test_bpe,
 		test_model, test_arch, test_families, test_sampler, test_sekv, test_sekv_attend, test_kv_select, test_kv_subset, test_kv_quest, test_evidence, test_store_doc, test_store_mem,
 		test_store_format, test_store_fault, test_store_session, test_store_durable, test_store_disk, test_ui, test_app, test_history, test_extract, test_conv,
-		test_eval, test_integration, test_durable, test_session, test_import, test_ingest,
+		test_eval, test_eval_probe, test_integration, test_durable, test_session, test_import, test_ingest,
 	};
 	const char *pat = argc > 1 ? argv[1] : NULL;
 	int n_pass = 0, n_fail = 0, n_skip = 0;

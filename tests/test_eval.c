@@ -15,67 +15,16 @@
 #include "app/eval.h"
 #include "engine/conv/chat.h"
 #include "engine/base/err.h"
+#include "engine/base/sha256.h"
 #include "engine/model/model.h"
 #include "engine/tok/tokenizer.h"
+#include "tests/eval_fixture.h"
 #include "tests/test.h"
-
-#define SAMPLE "assets/samples/gnu-gpl-3-and-lgpl-3.txt"
-
-/* The tokenizer and prompt format of the real model, loaded once. */
-static struct model *g_m;
-static struct tok *g_tk;
-static struct chat_template g_ct;
-
-static int load_tok(struct test_ctx *t)
-{
-	struct app_opts o;
-	char err[512];
-
-	if (g_tk)
-		return 1;
-	if (access(test_model_path(), R_OK) != 0) {
-		T_FAIL(t, "model %s missing (make model)", test_model_path());
-		return 0;
-	}
-	app_opts_parse(&o, 0, NULL, err, sizeof err);
-	snprintf(o.model, sizeof o.model, "%s", test_model_path());
-	o.n_threads = 1;
-	if (app_load(&o, &g_m, &g_tk, err, sizeof err) ||
-	    chat_template_init(&g_ct, model_gguf(g_m), chat_format_of_gguf(model_gguf(g_m)), g_tk,
-			       err, sizeof err)) {
-		T_FAIL(t, "load: %s", err);
-		return 0;
-	}
-	return 1;
-}
-
-static int sample_corpus(struct test_ctx *t, struct eval_corpus *c)
-{
-	char err[256];
-	memset(c, 0, sizeof *c);
-	int rc = eval_corpus_add_file(c, SAMPLE, err, sizeof err);
-	if (rc) {
-		T_FAIL(t, "corpus: %d %s", rc, err);
-		return 0;
-	}
-	return 1;
-}
-
-/* Document tokens of text as ingest makes them (into v). */
-static int count_doc(const char *text, size_t len, struct chat_tokvec *v)
-{
-	char err[256];
-	v->n = 0;
-	if (chat_build_turn(v, &g_ct, g_tk, CHAT_START_STREAM, APP_DOC_SYSTEM, text, len, 0, NULL, err,
-			    sizeof err))
-		return -1;
-	return v->n;
-}
 
 /* The decoded text of tokens [i, i + k) of v into buf. */
 static void decode_at(const struct chat_tokvec *v, int i, int k, char *buf, size_t cap)
 {
-	char *s = tok_decode_dup(g_tk, v->ids + i, i + k <= v->n ? k : v->n - i);
+	char *s = tok_decode_dup(eval_fx_tok(), v->ids + i, i + k <= v->n ? k : v->n - i);
 	snprintf(buf, cap, "%s", s ? s : "");
 	free(s);
 }
@@ -93,7 +42,7 @@ static void eval_hay_length_and_depth(struct test_ctx *t)
 	struct chat_tokvec v = { 0 };
 	char err[512], got[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
 		for (size_t di = 0; di < sizeof depths / sizeof *depths; di++) {
@@ -101,8 +50,8 @@ static void eval_hay_length_and_depth(struct test_ctx *t)
 			struct eval_hay h;
 			eval_needles_make(eval_seed_mix(7, li, di), 1, &e);
 			e.depth = depths[di];
-			int rc = eval_hay_build(&h, &c, g_tk, &g_ct, lens[li], 11 + li, &e, 1, err, sizeof err);
-			int n = rc ? -1 : count_doc(h.text, h.len, &v);
+			int rc = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), lens[li], 11 + li, &e, 1, err, sizeof err);
+			int n = rc ? -1 : eval_fx_count(h.text, h.len, &v);
 			double at = h.needle[0].depth_at, tol = fmax(0.02, 64.0 / lens[li]);
 			got[0] = 0;
 			if (!rc)
@@ -134,15 +83,15 @@ static void eval_hay_many_needles(struct test_ctx *t)
 	struct chat_tokvec v = { 0 };
 	char err[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(99, EVAL_MULTI_FACTS, e);
 	for (int i = 0; i < EVAL_MULTI_FACTS; i++)
 		e[i].depth = (EVAL_MULTI_FACTS - i - 0.5) / EVAL_MULTI_FACTS; /* given in reverse */
-	int rc = eval_hay_build(&h, &c, g_tk, &g_ct, 2048, 5, e, EVAL_MULTI_FACTS, err, sizeof err);
+	int rc = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 2048, 5, e, EVAL_MULTI_FACTS, err, sizeof err);
 	eval_corpus_free(&c);
 	T_CHECKF(t, rc == 0, "%s", err);
-	int n = count_doc(h.text, h.len, &v), bad = -1;
+	int n = eval_fx_count(h.text, h.len, &v), bad = -1;
 	for (int i = 0; i < h.n_needle; i++) {
 		const struct eval_needle *x = &h.needle[i];
 		const char *s = strstr(h.text, x->sentence);
@@ -172,7 +121,7 @@ static void eval_hay_deterministic(struct test_ctx *t)
 	struct eval_hay h1, h2, h3;
 	char err[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(eval_seed_mix(42, 1, 2), EVAL_MAX_NEEDLES, a);
 	eval_needles_make(eval_seed_mix(42, 1, 2), EVAL_MAX_NEEDLES, b);
@@ -186,11 +135,11 @@ static void eval_hay_deterministic(struct test_ctx *t)
 			distinct &= strcmp(a[i].value, a[j].value) && strcmp(a[i].key, a[j].key);
 	}
 	a[0].depth = 0.5;
-	int rc = eval_hay_build(&h1, &c, g_tk, &g_ct, 1024, 3, a, 1, err, sizeof err);
+	int rc = eval_hay_build(&h1, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 3, a, 1, err, sizeof err);
 	if (!rc)
-		rc = eval_hay_build(&h2, &c, g_tk, &g_ct, 1024, 3, a, 1, err, sizeof err);
+		rc = eval_hay_build(&h2, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 3, a, 1, err, sizeof err);
 	if (!rc)
-		rc = eval_hay_build(&h3, &c, g_tk, &g_ct, 1024, 4, a, 1, err, sizeof err);
+		rc = eval_hay_build(&h3, &c, eval_fx_tok(), eval_fx_tmpl(), 1024, 4, a, 1, err, sizeof err);
 	eval_corpus_free(&c);
 	T_CHECKF(t, rc == 0, "%s", err);
 	int same_hay = h1.len == h2.len && !memcmp(h1.text, h2.text, h1.len);
@@ -215,11 +164,11 @@ static void eval_hay_refusals(struct test_ctx *t)
 	struct eval_hay h;
 	char err[512], path[512];
 
-	if (!load_tok(t) || !sample_corpus(t, &c))
+	if (!eval_fx_load(t) || !eval_fx_corpus(t, &c))
 		return;
 	eval_needles_make(1, 4, e);
-	int rc1 = eval_hay_build(&h, &c, g_tk, &g_ct, 40, 1, e, 4, err, sizeof err);
-	int rc2 = eval_hay_build(&h, &c, g_tk, &g_ct, 30000, 1, e, 1, err, sizeof err);
+	int rc1 = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 40, 1, e, 4, err, sizeof err);
+	int rc2 = eval_hay_build(&h, &c, eval_fx_tok(), eval_fx_tmpl(), 30000, 1, e, 1, err, sizeof err);
 	snprintf(path, sizeof path, "%s/binary.txt", test_tmpdir());
 	char bin[200];
 	memset(bin, 'a', sizeof bin);
@@ -232,7 +181,7 @@ static void eval_hay_refusals(struct test_ctx *t)
 	const char *txt = "One sentence here. Another one there.\n\nA new paragraph of plain text follows.\n";
 	test_write_file(path, txt, strlen(txt));
 	int rc5 = eval_corpus_add_file(&small, path, err, sizeof err);
-	int rc6 = rc5 ? -1 : eval_hay_build(&h, &small, g_tk, &g_ct, 512, 1, e, 1, err, sizeof err);
+	int rc6 = rc5 ? -1 : eval_hay_build(&h, &small, eval_fx_tok(), eval_fx_tmpl(), 512, 1, e, 1, err, sizeof err);
 	eval_corpus_free(&c);
 	eval_corpus_free(&small);
 	T_CHECKF(t, rc1 == SEKV_EINVAL, "40 tokens for 4 needles: %d", rc1);
@@ -411,12 +360,8 @@ static void eval_report_md_tables(struct test_ctx *t)
 	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
 	eval_recs_free(&v);
 	T_CHECKF(t, rc == 0, "%s", err);
-	FILE *f = fopen(path, "rb");
 	char buf[16384];
-	size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[n] = 0;
+	eval_fx_read_text(path, buf, sizeof buf);
 	static const char *const want[] = {
 		"header line", "## niah", "## kl", "## mass", "## second",
 		"| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | resident ratio |",
@@ -454,14 +399,17 @@ static void eval_plots_read_back(struct test_ctx *t)
 	int rc = eval_plot_all(&v, dir, &names, &n, err, sizeof err);
 	eval_recs_free(&v);
 	T_CHECKF(t, rc == 0, "%s", err);
-	int heat = 0, mem = 0, bad = -1;
+	int heat = 0, mem = 0, panels = 0, bad = -1;
 	for (int i = 0; i < n; i++) {
 		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-		int is_heat = !strncmp(names[i], "heat_", 5);
+		int is_heat = !strncmp(names[i], "heat_", 5), is_panels = !strcmp(names[i], "panels_tasks.png");
 		heat += is_heat;
 		mem += !strncmp(names[i], "mem_", 4);
-		if (eval_png_info(path, &w, &h, &nc, err, sizeof err) || w != (is_heat ? 560 : 640) ||
-		    h != (is_heat ? 400 : 420) || nc < 4)
+		panels += is_panels;
+		/* panels: niah and second (the fake records' per-question tasks),
+		 * two groups of two lengths side by side */
+		if (eval_png_info(path, &w, &h, &nc, err, sizeof err) || nc < 4 ||
+		    (is_panels ? w < 360 || h < 150 : w != (is_heat ? 560 : 640) || h != (is_heat ? 400 : 420)))
 			bad = i;
 	}
 	char first[64];
@@ -469,7 +417,8 @@ static void eval_plots_read_back(struct test_ctx *t)
 	for (int i = 0; i < n; i++)
 		free(names[i]);
 	free(names);
-	T_CHECKF(t, heat == 2 && mem == 2, "%d heat maps, %d memory plots", heat, mem);
+	T_CHECKF(t, heat == 2 && mem == 2 && panels == 1, "%d heat maps, %d memory plots, %d panel figures", heat,
+		 mem, panels);
 	T_CHECKF(t, !strcmp(first, "heat_full_1.png"), "first plot %s", first);
 	T_CHECKF(t, bad < 0, "plot %d: %s (%dx%d, %d colours)", bad, err, w, h, nc);
 	snprintf(path, sizeof path, "%s/not-a.png", test_tmpdir());
@@ -477,26 +426,112 @@ static void eval_plots_read_back(struct test_ctx *t)
 	T_CHECK(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == SEKV_EFORMAT);
 }
 
-/* ---- the command ------------------------------------------------------ */
 
-static const cJSON *find_rec(const cJSON *doc, const char *method, const char *task)
+/* The heat maps' ramp: relative luminance rises strictly from dark blue
+ * through grey to yellow, the red-green difference stays small (the axis
+ * protanopia and deuteranopia lose), and out-of-range values clamp. */
+static void eval_ramp_colour_blind_safe(struct test_ctx *t)
 {
-	const cJSON *o;
-	cJSON_ArrayForEach(o, doc) {
-		const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "method");
-		const cJSON *k = cJSON_GetObjectItemCaseSensitive(o, "task");
-		if (cJSON_IsString(m) && cJSON_IsString(k) && !strcmp(m->valuestring, method) &&
-		    !strcmp(k->valuestring, task))
-			return o;
+	double c[3], prev = -1, lo[3], hi[3], mid[3], nan_c[3], under[3], over[3];
+
+	for (int i = 0; i <= 40; i++) {
+		eval_ramp(i / 40.0, c);
+		double y = 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2];
+		T_CHECKF(t, y > prev + 0.005, "luminance %g at %g after %g", y, i / 40.0, prev);
+		T_CHECKF(t, fabs(c[0] - c[1]) < 0.2, "red %g against green %g at %g", c[0], c[1], i / 40.0);
+		for (int k = 0; k < 3; k++)
+			T_CHECK(t, c[k] >= 0 && c[k] <= 1);
+		prev = y;
 	}
-	return NULL;
+	eval_ramp(0, lo);
+	eval_ramp(1, hi);
+	eval_ramp(0.5, mid);
+	eval_ramp(NAN, nan_c);
+	eval_ramp(-3, under);
+	eval_ramp(7, over);
+	T_CHECKF(t, lo[2] > lo[0] + 0.15 && lo[2] > lo[1], "t=0 is not blue: %g %g %g", lo[0], lo[1], lo[2]);
+	T_CHECKF(t, hi[0] > hi[2] + 0.3 && hi[1] > hi[2] + 0.3, "t=1 is not yellow: %g %g %g", hi[0], hi[1], hi[2]);
+	T_CHECKF(t, fabs(mid[0] - mid[1]) < 0.05 && fabs(mid[1] - mid[2]) < 0.05, "t=0.5 is not grey: %g %g %g",
+		 mid[0], mid[1], mid[2]);
+	T_CHECK(t, !memcmp(nan_c, lo, sizeof lo) && !memcmp(under, lo, sizeof lo) && !memcmp(over, hi, sizeof hi));
 }
 
-static double num(const cJSON *o, const char *k)
+/* ---- the pinned corpus ------------------------------------------------ */
+
+/* A list of a file as it is, one changed since, one missing, one no
+ * longer plain text and a comment: only the first is read, each other
+ * recorded with its state; the list of what was read reads back into the
+ * same text; a malformed line, no list and too little text are refused. */
+static void eval_corpus_pinned_states(struct test_ctx *t)
 {
-	const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
-	return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+	static const char good[] = "This file is plain text that stays as it was pinned, long enough to count.\n";
+	static const char later[] = "This file was pinned with other bytes; its digest differs now from the list.\n";
+	char dir[512], list[600], path[4][600], line[2048], err[256], hex[65];
+	struct eval_corpus c, c2;
+
+	snprintf(dir, sizeof dir, "%s/pins", test_tmpdir());
+	mkdir(dir, 0777);
+	for (int i = 0; i < 4; i++)
+		snprintf(path[i], sizeof path[i], "%s/f%d.txt", dir, i);
+	test_write_file(path[0], good, strlen(good));
+	test_write_file(path[1], later, strlen(later));
+	char bin[80];
+	memset(bin, 1, sizeof bin);
+	test_write_file(path[3], bin, sizeof bin);
+	snprintf(list, sizeof list, "%s/list.sha256", dir);
+	FILE *f = fopen(list, "wb");
+	T_CHECK(t, f != NULL);
+	sha256_hex(good, strlen(good), hex);
+	fprintf(f, "# a comment\n%s  %s\n", hex, path[0]);
+	sha256_hex("other bytes", 11, hex);
+	fprintf(f, "%s  %s\n%s  %s\n", hex, path[1], hex, path[2]);
+	sha256_hex(bin, sizeof bin, hex);
+	fprintf(f, "%s  %s\n", hex, path[3]);
+	fclose(f);
+	int rc = eval_corpus_load_pinned(&c, list, 10, err, sizeof err);
+	T_CHECKF(t, rc == 0, "%s", err);
+	int states = c.n_listed == 4 && c.n_files == 1 && eval_corpus_pin_state(&c, path[0]) == EVAL_PIN_USED &&
+		     eval_corpus_pin_state(&c, path[1]) == EVAL_PIN_CHANGED &&
+		     eval_corpus_pin_state(&c, path[2]) == EVAL_PIN_MISSING &&
+		     eval_corpus_pin_state(&c, path[3]) == EVAL_PIN_SKIPPED &&
+		     eval_corpus_pin_state(&c, "/elsewhere") == EVAL_PIN_UNLISTED &&
+		     eval_corpus_count(&c, EVAL_PIN_USED) == 1 && eval_corpus_count(&c, EVAL_PIN_MISSING) == 1;
+	int text = c.len == strlen(good) - 1 && !strncmp(c.text, good, c.len);
+	snprintf(line, sizeof line, "%s/used.sha256", dir);
+	rc = eval_corpus_write_list(&c, line, "used", err, sizeof err);
+	int rc2 = rc ? rc : eval_corpus_load_pinned(&c2, line, 10, err, sizeof err);
+	int back = !rc2 && c2.len == c.len && !memcmp(c2.text, c.text, c.len) && c2.n_listed == 1;
+	eval_corpus_free(&c);
+	eval_corpus_free(&c2);
+	T_CHECK(t, states);
+	T_CHECK(t, text);
+	T_CHECKF(t, back, "%d %d %s", rc, rc2, err);
+	T_CHECK(t, eval_corpus_load_pinned(&c, list, 1 << 20, err, sizeof err) == SEKV_ENOTFOUND);
+	snprintf(line, sizeof line, "%s/none.sha256", dir);
+	T_CHECK(t, eval_corpus_load_pinned(&c, line, 0, err, sizeof err) == SEKV_EIO);
+	test_write_file(line, "abc  /etc/hostname\n", 19);
+	rc = eval_corpus_load_pinned(&c, line, 0, err, sizeof err);
+	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "line 1"), "%d %s", rc, err);
 }
+
+/* The committed list: well-formed, every path once. */
+static void eval_corpus_list_committed(struct test_ctx *t)
+{
+	struct eval_corpus c;
+	char err[256];
+	int rc = eval_corpus_load_pinned(&c, APP_EVAL_CORPUS, 0, err, sizeof err), dup = -1;
+
+	T_CHECKF(t, rc == 0, "%s", err);
+	for (int i = 0; i < c.n_listed && dup < 0; i++)
+		for (int k = 0; k < i; k++)
+			if (!strcmp(c.file[i].path, c.file[k].path))
+				dup = i;
+	int n = c.n_listed;
+	eval_corpus_free(&c);
+	T_CHECKF(t, n > 10 && dup < 0, "%d files, duplicate %d", n, dup);
+}
+
+/* ---- the command ------------------------------------------------------ */
 
 /* One small run through the CLI with the real model: full KV answers its
  * needle, full teacher-forced on its own answer gives KL 0 and top-1 1,
@@ -504,17 +539,14 @@ static double num(const cJSON *o, const char *k)
  * there. */
 static void eval_cli_small_run(struct test_ctx *t)
 {
-	char cmd[2048], dir[512], path[600], err[256];
+	char dir[512], path[600], err[256];
 	int st, w, h, nc;
 
 	if (access(test_model_path(), R_OK) != 0)
 		T_SKIP(t, "model %s missing (make model)", test_model_path());
 	snprintf(dir, sizeof dir, "%s/eval-cli", test_tmpdir());
-	snprintf(cmd, sizeof cmd, "'%s' eval -m '%s' --out '%s' --lengths 512 --depths 0.5 --needles 1 "
-		 "--methods full,sekv --budgets 0.5 --tasks niah,kl 2>&1", test_sekv_bin(), test_model_path(), dir);
-	char *out = test_run_cmd(cmd, &st), tail[400];
-	size_t n_out = out ? strlen(out) : 0;
-	snprintf(tail, sizeof tail, "%s", out ? out + (n_out > 399 ? n_out - 399 : 0) : "");
+	char tail[400], *out = eval_fx_run_eval(dir, "--lengths 512 --depths 0.5 --needles 1 --methods full,sekv "
+						"--budgets 0.5 --tasks niah,kl", &st, tail, sizeof tail);
 	int progress = out && strstr(out, "estimated") && strstr(out, "eval: done");
 	free(out);
 	T_CHECKF(t, st == 0, "exit %d: ...%s", st, tail);
@@ -523,11 +555,11 @@ static void eval_cli_small_run(struct test_ctx *t)
 	cJSON *doc = test_json_load(t, path);
 	if (!doc)
 		return;
-	const cJSON *fn = find_rec(doc, "full", "niah"), *fk = find_rec(doc, "full", "kl");
-	const cJSON *sn = find_rec(doc, "sekv", "niah"), *sk = find_rec(doc, "sekv", "kl");
-	double f_ok = num(fn, "correct"), kl = num(fk, "kl"), top1 = num(fk, "top1");
-	double s_budget = num(sn, "budget"), s_kl = num(sk, "kl"), len = num(fn, "length");
-	double res = num(sn, "resident_bytes"), full = num(sn, "full_kv_bytes");
+	const cJSON *fn = eval_fx_find_rec(doc, "full", "niah"), *fk = eval_fx_find_rec(doc, "full", "kl");
+	const cJSON *sn = eval_fx_find_rec(doc, "sekv", "niah"), *sk = eval_fx_find_rec(doc, "sekv", "kl");
+	double f_ok = eval_fx_num(fn, "correct"), kl = eval_fx_num(fk, "kl"), top1 = eval_fx_num(fk, "top1");
+	double s_budget = eval_fx_num(sn, "budget"), s_kl = eval_fx_num(sk, "kl"), len = eval_fx_num(fn, "length");
+	double res = eval_fx_num(sn, "resident_bytes"), full = eval_fx_num(sn, "full_kv_bytes");
 	int n = cJSON_GetArraySize(doc);
 	cJSON_Delete(doc);
 	T_CHECKF(t, n == 4, "%d records (full and sekv, niah and kl)", n);
@@ -538,12 +570,8 @@ static void eval_cli_small_run(struct test_ctx *t)
 	T_CHECKF(t, s_budget == 0.5 && s_kl >= 0 && res > 0 && res < full, "sekv: budget %g kl %g resident %g of %g",
 		 s_budget, s_kl, res, full);
 	snprintf(path, sizeof path, "%s/results.md", dir);
-	FILE *f = fopen(path, "rb");
 	char buf[8192];
-	size_t k = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-	if (f)
-		fclose(f);
-	buf[k] = 0;
+	eval_fx_read_text(path, buf, sizeof buf);
 	T_CHECKF(t, strstr(buf, "## niah") && strstr(buf, "## kl") && strstr(buf, "| sekv@0.5 |"), "results.md: %.200s", buf);
 	snprintf(path, sizeof path, "%s/heat_sekv_0.5.png", dir);
 	T_CHECKF(t, eval_png_info(path, &w, &h, &nc, err, sizeof err) == 0 && nc > 3, "%s", err);
@@ -605,9 +633,12 @@ const struct test_case test_eval[] = {
 	{ "eval_hay_deterministic", eval_hay_deterministic },
 	{ "eval_hay_refusals", eval_hay_refusals },
 	{ "eval_kl_by_hand", eval_kl_by_hand },
+	{ "eval_corpus_pinned_states", eval_corpus_pinned_states },
+	{ "eval_corpus_list_committed", eval_corpus_list_committed },
 	{ "eval_report_json_fields", eval_report_json_fields },
 	{ "eval_report_md_tables", eval_report_md_tables },
 	{ "eval_plots_read_back", eval_plots_read_back },
+	{ "eval_ramp_colour_blind_safe", eval_ramp_colour_blind_safe },
 	{ "eval_cli_refusals", eval_cli_refusals },
 	{ "eval_cli_small_run", eval_cli_small_run },
 	{ NULL, NULL },
