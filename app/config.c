@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/base/err.h"
+#include "engine/conv/chat.h"
 #include "engine/evidence/evidence.h"
 #include "engine/conv/sampler.h"
 #include "engine/sekv/sekv.h"
@@ -252,9 +253,11 @@ static const struct opt_row opt_table[] = {
 	  .cmds = ANSWERS },
 	{ .name = "--seed", .arg = "S", .kind = OPT_U64, .off = F(seed), .set_off = NO_SET,
 	  SAMPLER_DEF(seed), .imin = 0, .imax = LONG_MAX, .help = "sampling seed", .cmds = ANSWERS },
-	/* 1.1, not the sampler's 1 (off): answers from a small model loop without it */
 	{ .name = "--repeat-penalty", .arg = "P", .kind = OPT_FLOAT, .off = F(repeat_penalty),
-	  .set_off = NO_SET, .def = DEF_VALUE, .def_value = 1.1, .lo = 1, .hi = 10, .what = "a factor",
+	  .set_off = F(repeat_penalty_set), .def = DEF_VALUE, .def_value = APP_REPEAT_PENALTY_BASE,
+	  .lo = 1, .hi = 10, .what = "a factor",
+	  .def_text = "1 (off) with an instruction-tuned model's chat template, 1.1 with the "
+		      "completion format of a pre-trained one",
 	  .help = "penalty on the last 64 answer tokens, 1 = off", .cmds = ANSWERS },
 	{ .name = "--bos", .kind = OPT_FLAG, .off = F(bos), .set_off = NO_SET,
 	  .help = "start with the BOS token", .cmds = APP_CMD_TOKENIZE },
@@ -548,6 +551,13 @@ static void opt_default(struct app_opts *o, const struct opt_row *r)
 	default:
 		break; /* flags and text start at 0 / NULL */
 	}
+}
+
+float app_repeat_penalty(const struct app_opts *o, int fmt)
+{
+	if (o->repeat_penalty_set)
+		return o->repeat_penalty;
+	return fmt == CHAT_FORMAT_TEMPLATE ? 1.0f : APP_REPEAT_PENALTY_BASE;
 }
 
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen)

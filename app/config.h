@@ -81,7 +81,9 @@ struct app_opts {
 	int json;              /* --json */
 	float temperature;     /* --temp T (0 = greedy) */
 	uint64_t seed;         /* --seed S */
-	float repeat_penalty;  /* --repeat-penalty P over the last 64 answer tokens (1.1; 1 = off) */
+	float repeat_penalty;  /* --repeat-penalty P over the last 64 answer tokens (1 = off;
+	                          unless set: app_repeat_penalty's default) */
+	int repeat_penalty_set;
 	int bos;               /* --bos (tokenize) */
 	const char *prompt;    /* -p TEXT (generate) */
 	const char *title;     /* --title TEXT (ingest) */
@@ -161,5 +163,14 @@ void app_default_model(char *buf, size_t cap);
  * file from here, else beside the binary (its bin/'s parent), else as it
  * is: into buf [cap]. Absolute paths come back as they are. */
 void app_asset_path(const char *rel, char *buf, size_t cap);
+
+/* The repeat penalty of an answer unless --repeat-penalty is given: off
+ * (1) in a chat template, where it keeps a model from copying strings
+ * whose tokens repeat ("#f8cbcb", digit runs; bench-qa with the default
+ * model, full KV: 1.1 answers 44 of 69, 1 answers 45; llama.cpp, 1: 46), and
+ * APP_REPEAT_PENALTY_BASE in the completion format, whose pre-trained
+ * models loop without it. fmt: enum chat_format. */
+#define APP_REPEAT_PENALTY_BASE 1.1f
+float app_repeat_penalty(const struct app_opts *o, int fmt);
 
 #endif

@@ -294,7 +294,7 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 	cp.format = (int)fmt;
 	cp.sampler.temperature = s->o.temperature;
 	cp.sampler.seed = s->o.seed;
-	cp.sampler.repeat_penalty = s->o.repeat_penalty;
+	cp.sampler.repeat_penalty = app_repeat_penalty(&s->o, (int)fmt);
 	cp.example = s->example[0] ? s->example : NULL;
 	cp.surprisal = s->grow;
 	cp.n_turn_before = s->kv_turns;
