@@ -164,6 +164,32 @@ cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t
 		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
 }
 
+/* cpu_scores_row and cpu_values_f16 with G as a constant for every group
+ * size up to 8 (GQA groups of 2, 3, 4, 6, 7, 8 are common: Qwen2.5 0.5B 7,
+ * 1.5B 6, SmolLM2 3), so the accumulators stay in registers. */
+#define CPU_GROUP_CASES(CALL) \
+	switch (G) { \
+	case 1: CALL(1); break; case 2: CALL(2); break; case 3: CALL(3); break; \
+	case 4: CALL(4); break; case 5: CALL(5); break; case 6: CALL(6); break; \
+	case 7: CALL(7); break; case 8: CALL(8); break; default: CALL(G); break; \
+	}
+
+static inline void cpu_scores_row_g(const float *q, int G, int d, const void *k, int i8,
+				    float scale, float *s, size_t lds, float *kbuf)
+{
+#define CPU_SCORES(g) cpu_scores_row(q, g, d, k, i8, scale, s, lds, kbuf)
+	CPU_GROUP_CASES(CPU_SCORES)
+#undef CPU_SCORES
+}
+
+static inline void cpu_values_f16_g(float *o, int G, int d, const uint16_t *v, const float *p,
+				    size_t ldp, float *vbuf)
+{
+#define CPU_VALUES(g) cpu_values_f16(o, g, d, v, p, ldp, vbuf)
+	CPU_GROUP_CASES(CPU_VALUES)
+#undef CPU_VALUES
+}
+
 /* A decode step runs ~130 short parallel matvecs; waking a sleeping thread
  * costs tens of microseconds each, as much as the matvec. So workers
  * spin on the job counter for POOL_SPIN_NS after their last job (a decode

@@ -93,13 +93,8 @@ static void attn1_part(struct attn1_job *j, int part)
 				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
 				const float *qg = a->q + (size_t)g * group * d;
 				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
-				/* constant group sizes keep the accumulators in registers */
-				if (group == 4)
-					cpu_scores_row(qg, 4, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
-				else if (group == 2)
-					cpu_scores_row(qg, 2, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
-				else
-					cpu_scores_row(qg, group, d, (const uint16_t *)a->k->host + row, 0, a->scale, sg, ATTN_TILE, kt);
+				cpu_scores_row_g(qg, group, d, (const uint16_t *)a->k->host + row, 0,
+						 a->scale, sg, ATTN_TILE, kt);
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
@@ -123,12 +118,8 @@ static void attn1_part(struct attn1_job *j, int part)
 				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
 				float *og = po + (size_t)g * group * d;
 				const float *pg = ps + (size_t)g * group * ATTN_TILE + t;
-				if (group == 4)
-					cpu_values_f16(og, 4, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
-				else if (group == 2)
-					cpu_values_f16(og, 2, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
-				else
-					cpu_values_f16(og, group, d, (const uint16_t *)a->v->host + row, pg, ATTN_TILE, kt);
+				cpu_values_f16_g(og, group, d, (const uint16_t *)a->v->host + row, pg,
+						 ATTN_TILE, kt);
 			}
 		}
 	}

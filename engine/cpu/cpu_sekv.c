@@ -81,12 +81,8 @@ static void mix_score_row(const float *qg, int G, int d, const struct backend_mi
 	if (bk->f32) {
 		for (int h = 0; h < G; h++)
 			s[(size_t)h * lds] = scale * cpu_dot_lanes(qg + (size_t)h * d, k, d);
-	} else if (G == 4) {
-		cpu_scores_row(qg, 4, d, k, 0, scale, s, lds, tmp);
-	} else if (G == 2) {
-		cpu_scores_row(qg, 2, d, k, 0, scale, s, lds, tmp);
 	} else {
-		cpu_scores_row(qg, G, d, k, 0, scale, s, lds, tmp);
+		cpu_scores_row_g(qg, G, d, k, 0, scale, s, lds, tmp);
 	}
 	for (int h = 0; bk->bias != 0.0f && h < G; h++)
 		s[(size_t)h * lds] += bk->bias;
@@ -99,12 +95,8 @@ static void mix_value_row(float *og, int G, int d, const struct backend_mix_bloc
 	if (bk->f32) {
 		for (int h = 0; h < G; h++)
 			cpu_axpy_lanes(og + (size_t)h * d, p[(size_t)h * ldp], v, d);
-	} else if (G == 4) {
-		cpu_values_f16(og, 4, d, v, p, ldp, tmp);
-	} else if (G == 2) {
-		cpu_values_f16(og, 2, d, v, p, ldp, tmp);
 	} else {
-		cpu_values_f16(og, G, d, v, p, ldp, tmp);
+		cpu_values_f16_g(og, G, d, v, p, ldp, tmp);
 	}
 }
 
@@ -256,12 +248,7 @@ static void score_rows(void *ctx, int j0, int j1, int tid)
 				   a->scale;
 			float *sg = a->s + (size_t)g * G * a->lds + j;
 			const float *qg = a->q + (size_t)g * G * d;
-			if (G == 4)
-				cpu_scores_row(qg, 4, d, k, 1, sc, sg, a->lds, row);
-			else if (G == 2)
-				cpu_scores_row(qg, 2, d, k, 1, sc, sg, a->lds, row);
-			else
-				cpu_scores_row(qg, G, d, k, 1, sc, sg, a->lds, row);
+			cpu_scores_row_g(qg, G, d, k, 1, sc, sg, a->lds, row);
 		}
 }
 
