@@ -122,8 +122,11 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	cJSON_AddNumberToObject(j, "kv_read_bytes_per_token", a->kv_read_per_token);
 	if (in.note[0])
 		app_json_add_text(j, "note", in.note);
+	/* SeKV's static part of the memory the answer was decoded over (the
+	 * turn grew the session's memory since) */
 	if (!in.kv_full)
-		cJSON_AddNumberToObject(j, "static_bytes", (double)in.static_bytes);
+		cJSON_AddNumberToObject(j, "static_bytes", tp ? (double)(tp->sink + tp->anchor +
+			tp->short_span + tp->recent + tp->summary + tp->landmark) : (double)in.static_bytes);
 	if (in.mem) {
 		/* the device tier at the answer's peak, by kind of row (bytes;
 		 * they sum to resident_bytes) */
