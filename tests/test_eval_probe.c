@@ -111,7 +111,7 @@ static void eval_probe_deterministic(struct test_ctx *t)
 			ok = strlen(x) == 14;
 			for (int i = 0; ok && i < 14; i++)
 				ok = i == 4 || i == 9 ? x[i] == '-' : isdigit((unsigned char)x[i]);
-		} else { /* XXX-XXXX-XX of capitals and digits, both */
+		} else { /* a code: 3, 4 and 2 characters (capitals and digits, both kinds present) */
 			ok = strlen(x) == 11 && x[3] == '-' && x[8] == '-';
 			for (int i = 0; ok && i < 11; i++) {
 				if (i == 3 || i == 8)
