@@ -453,24 +453,6 @@ struct lse_job {
 	double *sm;
 };
 
-static float row_max(const float *r, int n)
-{
-	float lane[LANES], mt;
-	int c = 0;
-
-	for (int k = 0; k < LANES; k++)
-		lane[k] = -INFINITY;
-	for (; c + LANES <= n; c += LANES)
-		for (int k = 0; k < LANES; k++)
-			lane[k] = r[c + k] > lane[k] ? r[c + k] : lane[k];
-	mt = -INFINITY;
-	for (int k = 0; k < LANES; k++)
-		mt = lane[k] > mt ? lane[k] : mt;
-	for (; c < n; c++)
-		mt = r[c] > mt ? r[c] : mt;
-	return mt;
-}
-
 /* sum_c exp(r[c] - m) */
 static double row_sum_exp(const float *r, int n, float m)
 {
@@ -495,7 +477,7 @@ static void lse_rows(void *ctx, int i0, int i1, int tid)
 	(void)tid;
 	for (int i = i0; i < i1; i++) {
 		const float *r = j->s + (size_t)i * j->lds;
-		float mt = row_max(r, j->cols);
+		float mt = cpu_max_lanes(r, j->cols);
 		if (mt == -INFINITY)
 			continue;
 		if (mt > j->mx[i]) {

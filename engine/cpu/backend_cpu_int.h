@@ -92,6 +92,46 @@ static inline float cpu_dot_lanes(const float *restrict x, const float *restrict
 	return s;
 }
 
+/* The largest of x[0..n) (-inf when n is 0), in LANES partial maxima. */
+static inline float cpu_max_lanes(const float *restrict x, int n)
+{
+	float lane[LANES], m = -INFINITY;
+	int e = 0;
+
+	for (int k = 0; k < LANES; k++)
+		lane[k] = -INFINITY;
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++)
+			lane[k] = x[e + k] > lane[k] ? x[e + k] : lane[k];
+	for (int k = 0; k < LANES; k++)
+		m = lane[k] > m ? lane[k] : m;
+	for (; e < n; e++)
+		m = x[e] > m ? x[e] : m;
+	return m;
+}
+
+/* x[e] = exp(x[e] - m) for e < n, in place; returns their sum (LANES
+ * partial sums in fp32: softmax tiles hold at most a few thousand terms,
+ * each <= 1 when m is their max). */
+static inline float cpu_exp_lanes(float *restrict x, int n, float m)
+{
+	float lane[LANES] = { 0 }, sum = 0.0f;
+	int e = 0;
+
+	for (; e + LANES <= n; e += LANES)
+		for (int k = 0; k < LANES; k++) {
+			x[e + k] = exp_fast(x[e + k] - m);
+			lane[k] += x[e + k];
+		}
+	for (int k = 0; k < LANES; k++)
+		sum += lane[k];
+	for (; e < n; e++) {
+		x[e] = exp_fast(x[e] - m);
+		sum += x[e];
+	}
+	return sum;
+}
+
 /* y[e] += a x[e] */
 static inline void cpu_axpy_lanes(float *restrict y, float a, const float *restrict x, int n)
 {
@@ -104,6 +144,32 @@ static inline void cpu_axpy_lanes(float *restrict y, float a, const float *restr
 		y[e] += a * x[e];
 }
 
+#if defined(__AVX512F__)
+/* The sums of the 16 lanes of each of a[0..8), in lanes 0..7 (the rest
+ * zero): one tree of 128-bit shuffles for all eight, about a third of the
+ * work of eight separate reductions. */
+static inline __attribute__((always_inline)) __m512 cpu_hsum8(const __m512 a[8])
+{
+	__m512 b[4], c[2], u, w;
+
+	/* b[i]: a[2i]'s quarters 0+2, 1+3 then a[2i+1]'s */
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+		b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0x44),
+				     _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], 0xee));
+	/* c[i]: 128-bit lane k holds four partial sums of a[4i + k] */
+#pragma GCC unroll 2
+	for (int i = 0; i < 2; i++)
+		c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+				     _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xdd));
+	/* lane 4k: sum of a[k]; lane 4k + 1: sum of a[4 + k] */
+	u = _mm512_add_ps(_mm512_unpacklo_ps(c[0], c[1]), _mm512_unpackhi_ps(c[0], c[1]));
+	w = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4e));
+	return _mm512_maskz_permutexvar_ps(0x00ff, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
+								     0, 0, 0, 0, 0, 0, 0, 0), w);
+}
+#endif
+
 /* Scores of one key row (fp16, or int8 when i8) against the G query heads
  * of its group: s[h * lds] = scale * q[h] . k for h < G (q rows d apart).
  * The key is widened to fp32 once and feeds G accumulators. */
@@ -114,6 +180,7 @@ cpu_scores_row(const float *q, int G, int d, const void *k, int i8, float scale,
 #if defined(__AVX512F__)
 	if (d % 16 == 0 && G <= 8) {
 		__m512 acc[8];
+#pragma GCC unroll 8
 		for (int h = 0; h < G; h++)
 			acc[h] = _mm512_setzero_ps();
 		for (int e = 0; e < d; e += 16) {
@@ -121,11 +188,24 @@ cpu_scores_row(const float *q, int G, int d, const void *k, int i8, float scale,
 						_mm_loadu_si128((const __m128i *)((const int8_t *)k + e))))
 				       : _mm512_cvtph_ps(_mm256_loadu_si256(
 						(const __m256i *)((const uint16_t *)k + e)));
+#pragma GCC unroll 8
 			for (int h = 0; h < G; h++)
 				acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
 		}
+		if (G <= 2) {
+#pragma GCC unroll 2
+			for (int h = 0; h < G; h++)
+				s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+			return;
+		}
+#pragma GCC unroll 8
+		for (int h = G; h < 8; h++)
+			acc[h] = _mm512_setzero_ps();
+		float sum[16];
+		_mm512_storeu_ps(sum, _mm512_mul_ps(cpu_hsum8(acc), _mm512_set1_ps(scale)));
+#pragma GCC unroll 8
 		for (int h = 0; h < G; h++)
-			s[(size_t)h * lds] = scale * _mm512_reduce_add_ps(acc[h]);
+			s[(size_t)h * lds] = sum[h];
 		return;
 	}
 #endif
@@ -147,10 +227,12 @@ cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t
 #if defined(__AVX512F__)
 	if (d % 16 == 0 && G <= 8) {
 		__m512 pv[8];
+#pragma GCC unroll 8
 		for (int h = 0; h < G; h++)
 			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp]);
 		for (int e = 0; e < d; e += 16) {
 			__m512 vv = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + e)));
+#pragma GCC unroll 8
 			for (int h = 0; h < G; h++) {
 				float *oh = o + (size_t)h * d + e;
 				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
@@ -188,6 +270,78 @@ static inline void cpu_values_f16_g(float *o, int G, int d, const uint16_t *v, c
 #define CPU_VALUES(g) cpu_values_f16(o, g, d, v, p, ldp, vbuf)
 	CPU_GROUP_CASES(CPU_VALUES)
 #undef CPU_VALUES
+}
+
+#if defined(__AVX512F__)
+/* cpu_values_tile's blocks of W vectors of 16 dimensions (d % (16 W) == 0) */
+static inline __attribute__((always_inline)) void
+cpu_values_tile_w(float *o, int G, int W, int d, const uint16_t *v, size_t ldv, int T,
+		  const float *p, size_t ldp)
+{
+	for (int e0 = 0; e0 < d; e0 += 16 * W) {
+		__m512 acc[8][4];
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				acc[h][w] = _mm512_loadu_ps(o + (size_t)h * d + e0 + 16 * w);
+		for (int t = 0; t < T; t++) {
+			const uint16_t *vt = v + (size_t)t * ldv + e0;
+			__m512 vv[4];
+			if (e0 == 0 && t + 8 < T)
+				for (int e = 0; e < d; e += 32)
+					__builtin_prefetch(vt + 8 * ldv + e);
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				vv[w] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vt + 16 * w)));
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++) {
+				__m512 ph = _mm512_set1_ps(p[(size_t)h * ldp + t]);
+#pragma GCC unroll 4
+				for (int w = 0; w < W; w++)
+					acc[h][w] = _mm512_fmadd_ps(ph, vv[w], acc[h][w]);
+			}
+		}
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				_mm512_storeu_ps(o + (size_t)h * d + e0 + 16 * w, acc[h][w]);
+	}
+}
+#endif
+
+/* o[h] += sum_t p[h * ldp + t] v_t for h < G, t < T: v_t = v + t * ldv is
+ * an fp16 row of d. The outputs of a block of dimensions stay in registers
+ * over all T rows (a row at a time, as cpu_values_f16 does, loads and
+ * stores every output once per row); rows are prefetched ahead on the
+ * first block, later blocks find them in cache. Blocks are 4 vectors per
+ * head for up to 6 heads (24 accumulators), 2 for 7-8 heads: both leave
+ * registers for the row and the weight. */
+static inline __attribute__((always_inline)) void
+cpu_values_tile(float *o, int G, int d, const uint16_t *v, size_t ldv, int T, const float *p,
+		size_t ldp, float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (G <= 6 && d % 64 == 0) {
+		cpu_values_tile_w(o, G, 4, d, v, ldv, T, p, ldp);
+		return;
+	}
+	if (G <= 8 && d % 32 == 0) {
+		cpu_values_tile_w(o, G, 2, d, v, ldv, T, p, ldp);
+		return;
+	}
+#endif
+	for (int t = 0; t < T; t++)
+		cpu_values_f16(o, G, d, v + (size_t)t * ldv, p + t, ldp, vbuf);
+}
+
+static inline void cpu_values_tile_g(float *o, int G, int d, const uint16_t *v, size_t ldv,
+				     int T, const float *p, size_t ldp, float *vbuf)
+{
+#define CPU_VTILE(g) cpu_values_tile(o, g, d, v, ldv, T, p, ldp, vbuf)
+	CPU_GROUP_CASES(CPU_VTILE)
+#undef CPU_VTILE
 }
 
 /* A decode step runs ~130 short parallel matvecs; waking a sleeping thread

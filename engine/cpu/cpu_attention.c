@@ -62,6 +62,29 @@ struct attn1_job {
 	int n_part;    /* parts the keys are cut into (one per chunk of work) */
 };
 
+/* The fp16 row of KV head g at visible key t (0 = position lo) in a ring
+ * of a->cap rows of n_head_kv * d_head. */
+static inline const uint16_t *attn1_row(const struct attn1_job *j, const void *base, int t, int g)
+{
+	const struct backend_attn *a = j->a;
+	int pos = j->lo + t;
+
+	if (pos >= a->cap)
+		pos %= a->cap;
+	return (const uint16_t *)base + ((size_t)pos * a->n_head_kv + (size_t)g) * a->d_head;
+}
+
+/* Rows are read ATTN_PREFETCH keys ahead: a key row of one KV head is
+ * d_head * 2 bytes of a wider ring row, too short a run for the hardware
+ * prefetchers, and decode attention waited on memory without it. */
+#define ATTN_PREFETCH 8
+
+static inline void attn1_prefetch(const uint16_t *row, int d)
+{
+	for (int e = 0; e < d; e += 32)
+		__builtin_prefetch(row + e);
+}
+
 /* Part `part` of the keys: for every KV head, each key and value row is
  * turned to fp32 once and serves all query heads of the group (scores of
  * a key for every head, then every head's output row gets that key's
@@ -90,36 +113,34 @@ static void attn1_part(struct attn1_job *j, int part)
 			/* each key row is converted once into an L1-sized row
 			 * and scored for every head of the group */
 			for (int t = 0; t < T; t++) {
-				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
+				const uint16_t *kr = attn1_row(j, a->k->host, t0 + t, g);
 				const float *qg = a->q + (size_t)g * group * d;
 				float *sg = ps + (size_t)g * group * ATTN_TILE + t;
-				cpu_scores_row_g(qg, group, d, (const uint16_t *)a->k->host + row, 0,
-						 a->scale, sg, ATTN_TILE, kt);
+				if (t + ATTN_PREFETCH < T)
+					attn1_prefetch(attn1_row(j, a->k->host, t0 + t + ATTN_PREFETCH, g), d);
+				cpu_scores_row_g(qg, group, d, kr, 0, a->scale, sg, ATTN_TILE, kt);
 			}
 			for (int hh = 0; hh < group; hh++) {
 				int h = g * group + hh;
-				float *s = ps + (size_t)h * ATTN_TILE, m = pm[h], f;
-				double sum = 0.0;
-				for (int t = 0; t < T; t++)
-					m = s[t] > m ? s[t] : m;
+				float *s = ps + (size_t)h * ATTN_TILE, m = cpu_max_lanes(s, T), f, sum;
+				m = m > pm[h] ? m : pm[h];
 				f = pm[h] == -INFINITY ? 0.0f : exp_fast(pm[h] - m);
-				for (int t = 0; t < T; t++) {
-					s[t] = exp_fast(s[t] - m);
-					sum += s[t];
-				}
+				sum = cpu_exp_lanes(s, T, m);
 				if (f != 1.0f)
 					for (int e = 0; e < d; e++)
 						po[(size_t)h * d + e] *= f;
-				pl[h] = pl[h] * f + (float)sum;
+				pl[h] = pl[h] * f + sum;
 				pm[h] = m;
 			}
-			/* and each value row once for every head */
-			for (int t = 0; t < T; t++) {
-				size_t row = (size_t)((j->lo + t0 + t) % a->cap) * kvw + (size_t)g * d;
-				float *og = po + (size_t)g * group * d;
-				const float *pg = ps + (size_t)g * group * ATTN_TILE + t;
-				cpu_values_f16_g(og, group, d, (const uint16_t *)a->v->host + row, pg,
-						 ATTN_TILE, kt);
+			/* and the value rows for every head, a run of the ring
+			 * at a time (two where the tile wraps round) */
+			for (int t = 0; t < T;) {
+				int pos = (j->lo + t0 + t) % a->cap, n = T - t;
+				n = n < a->cap - pos ? n : a->cap - pos;
+				cpu_values_tile_g(po + (size_t)g * group * d, group, d,
+						  attn1_row(j, a->v->host, t0 + t, g), (size_t)kvw, n,
+						  ps + (size_t)g * group * ATTN_TILE + t, ATTN_TILE, kt);
+				t += n;
 			}
 		}
 	}

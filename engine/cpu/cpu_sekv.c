@@ -122,16 +122,9 @@ static void mix_part_run(const struct mix_job *j, int p, float *tmp)
 			mix_score_row(qg, G, d, &blk[b], mix_row(&blk[b], blk[b].k, i), a->scale,
 				      lg + t, ldl, tmp);
 	for (int h = 0; h < G; h++) {
-		float *x = lg + (size_t)h * ldl, m = -INFINITY;
-		double sum = 0;
-		for (int t = 0; t < pt->n; t++)
-			m = x[t] > m ? x[t] : m;
-		for (int t = 0; t < pt->n; t++) {
-			x[t] = exp_fast(x[t] - m);
-			sum += x[t];
-		}
+		float *x = lg + (size_t)h * ldl, m = cpu_max_lanes(x, pt->n);
 		pm[h] = m;
-		pl[h] = (float)sum;
+		pl[h] = cpu_exp_lanes(x, pt->n, m);
 	}
 	memset(po, 0, (size_t)G * d * sizeof(float));
 	for (int b = pt->b, i = pt->i, t = 0; t < pt->n; b++, i = 0)
