@@ -253,12 +253,18 @@ int app_ingest_tokenize(struct ingest *g, char *err, size_t errlen)
 					   &exact, err, errlen)))
 			return rc;
 	}
+	/* the prompt format decides how the model reads the document: say it */
+	char fmt[64];
+	if (g->ct.fmt == CHAT_FORMAT_COMPLETION)
+		snprintf(fmt, sizeof fmt, "completion format (no chat template)");
+	else
+		snprintf(fmt, sizeof fmt, "%s chat template", g->ct.name);
 	if (!g->o->quiet && pt && g->plan.n_part > 1)
-		app_errorf("ingest: %s: part %d/%d: bytes %zu-%zu, %d tokens, model %s\n", g->path,
-			   g->part + 1, g->plan.n_part, pt->start, pt->end, g->tv.n, g->hp->arch);
+		app_errorf("ingest: %s: part %d/%d: bytes %zu-%zu, %d tokens, model %s, prompt: %s\n",
+			   g->path, g->part + 1, g->plan.n_part, pt->start, pt->end, g->tv.n, g->hp->arch, fmt);
 	else if (!g->o->quiet)
-		app_errorf("ingest: %s: %zu bytes, %d tokens, model %s\n", g->path, g->text_len,
-			g->tv.n, g->hp->arch);
+		app_errorf("ingest: %s: %zu bytes, %d tokens, model %s, prompt: %s\n", g->path,
+			   g->text_len, g->tv.n, g->hp->arch, fmt);
 	return 0;
 }
 

@@ -139,7 +139,9 @@ void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem
 	kv->resident_bytes = sekv_resident;
 	kv->stats = sekv_stats_of;
 	kv->fixed_bytes = mem->static_bytes;
-	kv->budget_bytes = sekv_ctx_stats(sc)->budget_bytes;
+	/* an exact memory (a short text: no compressed span) has no budget
+	 * to keep: nothing is zoomed, so no turn is evicted for one */
+	kv->budget_bytes = mem->n_comp > 0 ? sekv_ctx_stats(sc)->budget_bytes : 0;
 	kv->n_span = mem->n_span;
 	kv->set_probe = sekv_probe;
 }
