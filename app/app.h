@@ -341,6 +341,19 @@ int app_evidence_calibrate(const struct model *m, const struct tok *tk, struct s
 /* Adds s to o as a JSON string, made valid UTF-8 first (cmd_ask.c). */
 void app_json_add_text(struct cJSON *o, const char *key, const char *s);
 
+/* The device tier of a SeKV answer by kind of row, bytes: the memory's
+ * static parts (sekv_mem_tier_parts), then the conversation's and the
+ * zoomed rows' peaks over the answer (conv_answer.peak_tail_bytes,
+ * peak_recon_bytes); they sum to its resident bytes. `ask --json` and
+ * `sekv eval` report them under these names (cmd_ask.c). */
+#define APP_TIER_N 8
+extern const char *const app_tier_name[APP_TIER_N];
+struct sekv_tier_parts;
+void app_tier_bytes(const struct sekv_tier_parts *tp, double conversation, double zoomed,
+		    double out[APP_TIER_N]);
+/* Adds "device_tier": {budget, <app_tier_name>: bytes ...} to o. */
+void app_json_add_device_tier(struct cJSON *o, double budget_bytes, const double part[APP_TIER_N]);
+
 /* Sub-commands: argc/argv are the words after the sub-command name.
  * Each returns a process exit status. */
 int cmd_inspect(int argc, char **argv);

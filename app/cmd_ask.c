@@ -45,6 +45,32 @@ void app_json_add_text(cJSON *o, const char *key, const char *s)
 	free(fixed);
 }
 
+const char *const app_tier_name[APP_TIER_N] = {
+	"sinks", "anchors", "short_spans", "recent", "summaries", "landmarks", "conversation", "zoomed",
+};
+
+void app_tier_bytes(const struct sekv_tier_parts *tp, double conversation, double zoomed,
+		    double out[APP_TIER_N])
+{
+	const double v[APP_TIER_N] = {
+		(double)tp->sink, (double)tp->anchor, (double)tp->short_span, (double)tp->recent,
+		(double)tp->summary, (double)tp->landmark, conversation, zoomed,
+	};
+
+	memcpy(out, v, sizeof v);
+}
+
+void app_json_add_device_tier(cJSON *o, double budget_bytes, const double part[APP_TIER_N])
+{
+	cJSON *dt = cJSON_AddObjectToObject(o, "device_tier");
+
+	if (!dt)
+		return;
+	cJSON_AddNumberToObject(dt, "budget", budget_bytes);
+	for (int i = 0; i < APP_TIER_N; i++)
+		cJSON_AddNumberToObject(dt, app_tier_name[i], part[i]);
+}
+
 static void warn_stderr(void *ud, const char *msg)
 {
 	(void)ud;
@@ -130,17 +156,10 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	if (in.mem) {
 		/* the device tier at the answer's peak, by kind of row (bytes;
 		 * they sum to resident_bytes) */
-		cJSON *dt = cJSON_AddObjectToObject(j, "device_tier");
-		if (dt && tp) {
-			cJSON_AddNumberToObject(dt, "budget", in.budget * (double)in.full_kv_bytes);
-			cJSON_AddNumberToObject(dt, "sinks", (double)tp->sink);
-			cJSON_AddNumberToObject(dt, "anchors", (double)tp->anchor);
-			cJSON_AddNumberToObject(dt, "short_spans", (double)tp->short_span);
-			cJSON_AddNumberToObject(dt, "recent", (double)tp->recent);
-			cJSON_AddNumberToObject(dt, "summaries", (double)tp->summary);
-			cJSON_AddNumberToObject(dt, "landmarks", (double)tp->landmark);
-			cJSON_AddNumberToObject(dt, "conversation", (double)a->peak_tail_bytes);
-			cJSON_AddNumberToObject(dt, "zoomed", (double)a->peak_recon_bytes);
+		if (tp) {
+			double part[APP_TIER_N];
+			app_tier_bytes(tp, (double)a->peak_tail_bytes, (double)a->peak_recon_bytes, part);
+			app_json_add_device_tier(j, in.budget * (double)in.full_kv_bytes, part);
 		}
 		cJSON_AddNumberToObject(j, "alpha_used", in.alpha_used);
 		cJSON_AddNumberToObject(j, "n_span", in.n_span);

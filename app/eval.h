@@ -92,6 +92,8 @@ const char *eval_task_name(int task);
 /* The task called name, or -1. */
 int eval_task_find(const char *name);
 
+#define EVAL_TIER_N 8 /* = APP_TIER_N (app/app.h) */
+
 struct eval_rec {
 	char method[16];        /* eval_method.name */
 	char router[12];        /* memory methods: sekv_router_name ("landmark",
@@ -121,6 +123,9 @@ struct eval_rec {
 	double disk_bytes;
 	double swa_bytes;
 	double full_kv_bytes;
+	double tier[EVAL_TIER_N]; /* SeKV: the device tier at the answer's peak by
+	                           kind of row, bytes, in app_tier_name order
+	                           (sinks ... zoomed); NAN n/a */
 	double prefill_tps;     /* document tokens / prefill seconds (as stored) */
 	double decode_tps;      /* answer tokens/s; NAN n/a */
 	int n_answer;           /* answer tokens (kl: positions compared) */

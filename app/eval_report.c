@@ -129,6 +129,8 @@ static cJSON *rec_json(const struct eval_rec *r)
 	add_num(o, "prefill_tps", r->prefill_tps, 1);
 	add_num(o, "decode_tps", r->decode_tps, 1);
 	cJSON_AddNumberToObject(o, "n_answer", r->n_answer);
+	if (isfinite(r->tier[0]))
+		app_json_add_device_tier(o, r->budget * r->full_kv_bytes, r->tier);
 	if (r->n_lh_layer > 0) {
 		cJSON *lay = cJSON_CreateArray(), *lh = cJSON_CreateArray();
 		for (int l = 0; l < r->n_lh_layer; l++) {
@@ -265,6 +267,9 @@ int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errl
 		r.prefill_tps = get_num(o, "prefill_tps", 0);
 		r.decode_tps = get_num(o, "decode_tps", NAN);
 		r.n_answer = (int)get_num(o, "n_answer", 0);
+		const cJSON *dt = cJSON_GetObjectItemCaseSensitive(o, "device_tier");
+		for (int i = 0; cJSON_IsObject(dt) && i < EVAL_TIER_N; i++)
+			r.tier[i] = get_num(dt, app_tier_name[i], NAN);
 		get_lh(o, &r);
 		if ((rc = eval_recs_push(v, &r))) {
 			sekv_errf(err, errlen, rc, "eval: out of memory");
@@ -613,6 +618,53 @@ static void table_memory(FILE *f, const struct eval_recs *v)
 	fputc('\n', f);
 }
 
+/* What the device tier held, by kind of row, as shares of the budget:
+ * means over every SeKV answer of a method and budget (any task). */
+static void table_tier(FILE *f, const struct eval_recs *v)
+{
+	struct eval_group g[MAX_GROUPS];
+	int n_g = eval_groups(v, -1, g, MAX_GROUPS), shown = 0;
+	char lab[48];
+
+	for (int k = 0; k < n_g; k++) {
+		double sum[EVAL_TIER_N] = { 0 }, bud = 0;
+		int n = 0;
+		for (int i = 0; i < v->n; i++) {
+			const struct eval_rec *r = &v->r[i];
+			if (!eval_in_group(r, &g[k]) || !isfinite(r->tier[0]) || r->full_kv_bytes <= 0 ||
+			    r->budget <= 0 || r->budget >= 1)
+				continue;
+			for (int t = 0; t < EVAL_TIER_N; t++)
+				sum[t] += isfinite(r->tier[t]) ? r->tier[t] : 0;
+			bud += r->budget * r->full_kv_bytes;
+			n++;
+		}
+		if (!n || bud <= 0)
+			continue;
+		if (!shown++) {
+			fprintf(f, "## Device tier\n\nWhat SeKV's device tier held at each answer's peak, "
+				"by kind of row, percent of the budget (means over its answers; "
+				"over 100: the budget was exceeded):\n\n| method | answers |");
+			for (int t = 0; t < EVAL_TIER_N; t++)
+				fprintf(f, " %s |", app_tier_name[t]);
+			fprintf(f, " total |\n|---|---:|");
+			for (int t = 0; t <= EVAL_TIER_N; t++)
+				fprintf(f, "---:|");
+			fputc('\n', f);
+		}
+		double tot = 0;
+		eval_group_label(&g[k], lab, sizeof lab);
+		fprintf(f, "| %s | %d |", lab, n);
+		for (int t = 0; t < EVAL_TIER_N; t++) {
+			fprintf(f, " %.1f |", 100 * sum[t] / bud);
+			tot += sum[t];
+		}
+		fprintf(f, " %.1f |\n", 100 * tot / bud);
+	}
+	if (shown)
+		fputc('\n', f);
+}
+
 /* The kind of a note: its text up to the first digit (notes differ in
  * their numbers only, answer by answer). */
 static size_t note_kind(const char *note)
@@ -716,6 +768,7 @@ int eval_write_md(const struct eval_recs *v, const char *path, const char *heade
 			table_mass_lh(f, v);
 	}
 	table_memory(f, v);
+	table_tier(f, v);
 	if (n_png > 0) {
 		fprintf(f, "## Plots\n\n");
 		for (int i = 0; i < n_png; i++)

@@ -80,7 +80,11 @@ void eval_rec_init(struct eval_rec *r)
 	r->score = NAN;
 	r->kl = r->top1 = r->mass_recall = r->decode_tps = NAN;
 	r->alpha_q[0] = r->alpha_q[1] = r->alpha_q[2] = NAN;
+	for (int i = 0; i < EVAL_TIER_N; i++)
+		r->tier[i] = NAN;
 }
+
+_Static_assert(EVAL_TIER_N == APP_TIER_N, "eval_rec.tier holds app_tier_name's parts");
 
 int eval_recs_push(struct eval_recs *v, const struct eval_rec *r)
 {
@@ -204,6 +208,13 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 	x->full_kv_bytes = (double)in.full_kv_bytes;
 	x->decode_tps = a->decode_tps;
 	x->n_answer = a->n_gen;
+	if (in.mem) {
+		struct sekv_params dp;
+		struct sekv_tier_parts tp;
+		sekv_default_params(&dp);
+		sekv_mem_tier_parts(in.mem, dp.n_sink, &tp);
+		app_tier_bytes(&tp, (double)a->peak_tail_bytes, (double)a->peak_recon_bytes, x->tier);
+	}
 	if (a->mass_recall >= 0)
 		x->mass_recall = a->mass_recall;
 	for (int i = 0; i < 3 && a->alpha_q[0] >= 0; i++)

@@ -245,6 +245,10 @@ static void fake_records(struct eval_recs *v)
 					r.prefill_tps = 500;
 					r.decode_tps = 100;
 					r.n_answer = 9;
+					/* SeKV's device tier: part k is (k + 1) / 40 of
+					 * the budget (2.5% .. 20%, 90% in all) */
+					for (int k = 0; k < EVAL_TIER_N; k++)
+						r.tier[k] = m ? floor(r.full_kv_bytes * 0.1 * (k + 1) / 40) : NAN;
 					snprintf(r.value, sizeof r.value, "AMBER-FALCON-%d", 10 + i);
 					snprintf(r.answer, sizeof r.answer, "%s", r.correct ? r.value : "no idea");
 					eval_recs_push(v, &r);
@@ -322,6 +326,7 @@ static void eval_report_json_fields(struct test_ctx *t)
 		       (isnan(a->kl) ? isnan(b->kl) : a->kl == b->kl) && a->resident_bytes == b->resident_bytes &&
 		       !strcmp(a->value, b->value) && a->n_lh_layer == b->n_lh_layer &&
 		       a->n_lh_head == b->n_lh_head &&
+		       (isnan(a->tier[0]) ? isnan(b->tier[0]) : !memcmp(a->tier, b->tier, sizeof a->tier)) &&
 		       !memcmp(a->mass_lh, b->mass_lh, (size_t)a->n_lh_layer * a->n_lh_head * sizeof *a->mass_lh) &&
 		       !memcmp(a->lh_layer, b->lh_layer, (size_t)a->n_lh_layer * sizeof *a->lh_layer);
 	}
@@ -360,7 +365,7 @@ static void eval_report_md_tables(struct test_ctx *t)
 	int rc = eval_write_md(&v, path, "header line", png, 2, err, sizeof err);
 	eval_recs_free(&v);
 	T_CHECKF(t, rc == 0, "%s", err);
-	char buf[16384];
+	char buf[32768];
 	eval_fx_read_text(path, buf, sizeof buf);
 	static const char *const want[] = {
 		"header line", "## niah", "## kl", "## mass", "## second",
@@ -378,6 +383,9 @@ static void eval_report_md_tables(struct test_ctx *t)
 		"| method | layer | head 0 | head 1 | head 2 | head 3 | all |",
 		"| sekv@0.1 | 5 | 0.125 | 0.375 | 0.625 | 0.875 | 0.500 |",
 		"| sekv@0.1 | 11 | 0.750 | 0.750 | 0.750 | 0.750 | 0.750 |",
+		"| method | answers | sinks | anchors | short_spans | recent | summaries | landmarks | "
+		"conversation | zoomed | total |",
+		"| sekv@0.1 | 12 | 2.5 | 5.0 | 7.5 | 10.0 | 12.5 | 15.0 | 17.5 | 20.0 | 90.0 |",
 	};
 	for (size_t i = 0; i < sizeof want / sizeof *want; i++)
 		T_CHECKF(t, strstr(buf, want[i]), "results.md lacks '%s'", want[i]);
