@@ -57,7 +57,7 @@ struct kv_shadow_plan {
  * may take beside its landmarks (kv_shadow_landmark_rows) and the
  * conversation. The first and last chunks are exact; of the rows, the
  * factors (U [n_tok][rank] and V [n_head_kv * d_h][rank] fp16, s fp32
- * per layer) take the largest rank that fits in half and leaves a chunk
+ * per layer) take the largest rank that fits in 3/4 and leaves a chunk
  * to rebuild (at least 1, at most min(n_tok, n_head_kv * d_h)); of what
  * the factors and the two chunks
  * leave, an eighth (in whole chunks) holds outliers and the rest the
