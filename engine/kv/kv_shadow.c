@@ -237,7 +237,8 @@ static float cos_of(const float *a, const float *b, int d)
 }
 
 /* (l, g)'s landmarks, its outlier chunks (beside the first and the last,
- * held exact) and its values in the host tier. row [d_h] is scratch. */
+ * held exact) and its values in the host tier. row [d_h] and pick
+ * [n_out] are scratch. */
 static void fill_slot(struct kv_shadow *s, int l, int g, const uint16_t *k, const uint16_t *v,
 		      float *row, int32_t *pick)
 {
