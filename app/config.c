@@ -57,7 +57,7 @@ const char *app_kv_name(int kv)
 	static const char *const name[APP_KV_COUNT] = {
 		[APP_KV_SEKV] = "sekv", [APP_KV_FULL] = "full", [APP_KV_STREAMING] = "streaming",
 		[APP_KV_SNAPKV] = "snapkv", [APP_KV_H2O] = "h2o", [APP_KV_QUEST] = "quest",
-		[APP_KV_SUMMARY] = "summary",
+		[APP_KV_SUMMARY] = "summary", [APP_KV_SHADOWKV] = "shadowkv",
 	};
 
 	return kv >= 0 && kv < APP_KV_COUNT ? name[kv] : "?";
@@ -195,11 +195,12 @@ static const struct opt_row opt_table[] = {
 	  .help = "most SVD components a span factor keeps (stored at ingest), used at ask",
 	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--kv", .kind = OPT_CHOICE, .off = F(kv), .set_off = NO_SET,
-	  .choices = "sekv|full|streaming|snapkv|h2o|quest|summary",
+	  .choices = "sekv|full|streaming|snapkv|h2o|quest|summary|shadowkv",
 	  .help = "memory to answer from: SeKV, the exact full KV cache, or a rival at the same "
 		  "device budget: attention sinks and recent rows (StreamingLLM), the rows the "
 		  "question attends to (SnapKV), heavy hitters of the prefill and recent rows (H2O), "
-		  "per step the pages with the best key bound (Quest), SeKV's summaries never zoomed",
+		  "per step the pages with the best key bound (Quest), SeKV's summaries never zoomed, "
+		  "per step the chunks with the best landmarks rebuilt from low-rank keys (ShadowKV)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
 	  .choices = "landmark|summary|oracle",
@@ -345,7 +346,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--methods", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_methods), .set_off = NO_SET,
 	  .def_text = APP_EVAL_METHODS,
 	  .help = "KV methods to compare: full (the reference), sekv, and the rivals streaming, "
-		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed)", .cmds = APP_CMD_EVAL },
+		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed), shadowkv", .cmds = APP_CMD_EVAL },
 	{ .name = "--budgets", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_budgets), .set_off = NO_SET,
 	  .def_text = APP_EVAL_BUDGETS, .help = "device budgets of every method but full, fractions of "
 		  "the full KV cache", .cmds = APP_CMD_EVAL },

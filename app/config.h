@@ -45,11 +45,12 @@ enum app_kv {
 	APP_KV_H2O = 4,        /* rival: heavy hitters of the prefill + recent rows (H2O) */
 	APP_KV_QUEST = 5,      /* rival: per step, the pages with the best key bound (Quest) */
 	APP_KV_SUMMARY = 6,    /* rival: the SeKV memory never zooming (summaries only) */
+	APP_KV_SHADOWKV = 7,   /* rival: low-rank pre-RoPE keys, landmarks, host values (ShadowKV) */
 	APP_KV_COUNT
 };
 
-/* "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary"
- * (static storage; "?" outside the enum). */
+/* "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary",
+ * "shadowkv" (static storage; "?" outside the enum). */
 const char *app_kv_name(int kv);
 /* sekv eval's default grid (app/cmd_eval.c; its run time is measured in
  * README.md). */
@@ -75,7 +76,7 @@ struct app_opts {
 	int r_max;             /* --rmax R: most components a factor keeps
 	                          (SEKV_R_MAX_ALL: no cap) */
 	int r_max_set;
-	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary: enum app_kv */
+	int kv;                /* --kv sekv|full|streaming|snapkv|h2o|quest|summary|shadowkv: enum app_kv */
 	int n_predict;         /* -n N: max answer tokens (256) */
 	int n_predict_set;     /* -n given */
 	int json;              /* --json */

@@ -40,6 +40,7 @@ static const struct eval_method eval_methods[] = {
 	{ "h2o", APP_KV_H2O, EVAL_ROUTER_OPT, 1, 0 },
 	{ "quest", APP_KV_QUEST, EVAL_ROUTER_OPT, 1, 0 },
 	{ "summary", APP_KV_SEKV, SEKV_ROUTER_NONE, 1, 1 },
+	{ "shadowkv", APP_KV_SHADOWKV, EVAL_ROUTER_OPT, 1, 0 },
 };
 #define N_METHOD ((int)(sizeof eval_methods / sizeof eval_methods[0]))
 

@@ -23,6 +23,7 @@
 #include "engine/base/err.h"
 #include "engine/evidence/evidence.h"
 #include "engine/kv/kv_quest.h"
+#include "engine/kv/kv_shadow.h"
 #include "engine/kv/kv_subset.h"
 #include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
@@ -260,6 +261,9 @@ static int open_memory(struct session *s, char *err, size_t errlen)
 	case APP_KV_QUEST:
 		rc = session_open_quest(s, err, errlen);
 		break;
+	case APP_KV_SHADOWKV:
+		rc = session_open_shadowkv(s, err, errlen);
+		break;
 	default:
 		rc = open_sekv(s, err, errlen);
 		break;
@@ -307,6 +311,8 @@ static int start_conv(struct session *s, char *err, size_t errlen)
 		conv_kv_subset(&kv, app_kv_name(s->o.kv), s->sub, budget);
 	} else if (s->quest) {
 		conv_kv_quest(&kv, s->quest, budget);
+	} else if (s->shadow) {
+		conv_kv_shadow(&kv, s->shadow, budget);
 	} else {
 		conv_kv_full(&kv);
 	}
@@ -447,6 +453,7 @@ void session_close(struct session *s)
 	sekv_ctx_free(s->sc);
 	kv_subset_free(s->sub);
 	kv_quest_free(s->quest);
+	kv_shadow_free(s->shadow);
 	sekv_mem_free(s->mem);
 	store_session_kv_free(&s->sess_swa);
 	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
@@ -659,7 +666,7 @@ void session_get_info(const struct session *s, struct session_info *in)
 	in->session_id = s->stored_id;
 	in->kv_full = s->o.kv == APP_KV_FULL;
 	in->method = app_kv_name(s->o.kv);
-	in->budget = s->sc ? s->sp.budget : s->sub || s->quest ? s->riv_budget : 1.0;
+	in->budget = s->sc ? s->sp.budget : s->sub || s->quest || s->shadow ? s->riv_budget : 1.0;
 	in->r_use = s->sc ? s->sp.r_use : 0;
 	in->resume_s = s->resume_s;
 	in->full_kv_bytes = s->full_kv_bytes;
@@ -678,6 +685,10 @@ void session_get_info(const struct session *s, struct session_info *in)
 	if (s->quest) {
 		in->static_bytes = kv_quest_fixed_bytes(s->quest);
 		in->host_bytes = s->full_kv_bytes;
+	}
+	if (s->shadow) {
+		in->static_bytes = kv_shadow_fixed_bytes(s->shadow);
+		in->host_bytes = kv_shadow_host_bytes(s->shadow);
 	}
 	if (s->mem) {
 		in->host_bytes = s->mem->host_bytes;

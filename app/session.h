@@ -84,7 +84,8 @@ struct session_info {
 	int64_t session_id;       /* the stored session, 0 before its first turn */
 	int kv_full;
 	const char *method;       /* app_kv_name of --kv: "sekv", "full", "streaming",
-	                             "snapkv", "h2o", "quest", "summary" (static storage) */
+	                             "snapkv", "h2o", "quest", "summary", "shadowkv"
+	                             (static storage) */
 	const char *router;       /* SeKV's zoom choice (sekv_router_name: "landmark",
 	                             "summary", "oracle", "none" with --kv summary);
 	                             NULL for the other methods */
@@ -92,7 +93,8 @@ struct session_info {
 	int r_use;
 	double resume_s;          /* opening the stored memory (model, tokenizer excluded) */
 	size_t full_kv_bytes;
-	size_t host_bytes;        /* host tier: SeKV's factors, Quest's exact rows */
+	size_t host_bytes;        /* host tier: SeKV's factors, Quest's exact rows,
+	                             ShadowKV's values */
 	size_t static_bytes;      /* device bytes held whatever the conversation: SeKV's
 	                             fixed part, a rival's kept rows or metadata and pages */
 	size_t swa_bytes;

@@ -1,6 +1,6 @@
 /* session_exact.c - the --kv methods that read a document's exact rows:
  * full KV (the reference) and the rivals at the same device budget
- * (StreamingLLM, SnapKV, H2O, Quest), whose rows all come through
+ * (StreamingLLM, SnapKV, H2O, Quest, ShadowKV), whose rows all come through
  * session_load_rows and whose budgets all follow rival_rows. The rows come
  * from the library, or from a prefill of the stored tokens when the
  * document did not keep them (app_full_kv_load). SeKV is session.c's.
@@ -18,6 +18,7 @@
 #include "engine/base/err.h"
 #include "engine/kv/kv_quest.h"
 #include "engine/kv/kv_select.h"
+#include "engine/kv/kv_shadow.h"
 #include "engine/kv/kv_subset.h"
 #include "engine/model/model.h"
 
@@ -259,6 +260,46 @@ int session_open_quest(struct session *s, char *err, size_t errlen)
 	rc = kv_quest_new(&s->quest, &qp, s->n_tok, (const uint16_t *const *)k,
 			  (const uint16_t *const *)v, err, errlen);
 	session_free_rows(k, v);
+	return rc;
+}
+
+/* ShadowKV: the landmarks take one key row per chunk of the budget (the
+ * metadata of rival_rows); kv_shadow_plan splits the document rows left
+ * into the rank of the key factors, outlier chunks and the chunks a step
+ * rebuilds. A document of at most two chunks (all exact) is held whole
+ * with its factor, whatever the budget, with a note. */
+int session_open_shadowkv(struct session *s, char *err, size_t errlen)
+{
+	const struct model_hparams *hp = s->hp;
+	long long lm = kv_shadow_landmark_rows(s->n_tok, KV_SHADOW_CHUNK);
+	long long need = kv_shadow_rows_min(s->n_tok, hp->n_head_kv, hp->d_head, KV_SHADOW_CHUNK);
+	uint16_t *k[SESSION_MAX_GLOBAL] = { 0 }, *v[SESSION_MAX_GLOBAL] = { 0 };
+	struct kv_shadow_plan pl;
+	int keep, rc;
+
+	if ((rc = rival_rows(s, lm, need < INT32_MAX ? (int)need : INT32_MAX, &keep, err, errlen)))
+		return rc;
+	if (kv_shadow_plan(s->n_tok, hp->n_head_kv, hp->d_head, KV_SHADOW_CHUNK, keep, &pl)) {
+		kv_shadow_plan(s->n_tok, hp->n_head_kv, hp->d_head, KV_SHADOW_CHUNK, need, &pl);
+		session_note_add(s, "shadowkv: document %lld (%d tokens) is held whole beside its key factor",
+				 (long long)s->doc.id, s->n_tok);
+	}
+	if ((rc = session_load_rows(s, k, v, err, errlen))) {
+		session_free_rows(k, v);
+		return rc;
+	}
+	struct kv_shadow_params sp = { .n_layer = hp->n_global, .layer_id = hp->global_layer,
+		.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .d_h = hp->d_head,
+		.q_scale = hp->q_scale, .tail_cap = CONV_TAIL_CAP, .be = model_backend(s->m),
+		.rope = model_rope_of(s->m, hp->global_layer[0]), .chunk = KV_SHADOW_CHUNK,
+		.rank = pl.rank, .n_outlier = pl.n_outlier, .n_select = pl.n_select };
+	rc = kv_shadow_new(&s->shadow, &sp, s->n_tok, (const uint16_t *const *)k,
+			   (const uint16_t *const *)v, err, errlen);
+	session_free_rows(k, v);
+	if (!rc)
+		session_note_add(s, "shadowkv: key factors of rank %d (of %d columns), %d outlier and %d "
+				 "rebuilt chunks of %d tokens per layer and KV head", pl.rank,
+				 hp->n_head_kv * hp->d_head, pl.n_outlier, pl.n_select, KV_SHADOW_CHUNK);
 	return rc;
 }
 

@@ -16,6 +16,7 @@
 
 struct kv_subset;
 struct kv_quest;
+struct kv_shadow;
 struct model_state;
 struct model_hparams;
 
@@ -46,6 +47,7 @@ struct session {
 	uint16_t *xk[SESSION_MAX_GLOBAL]; /* [n_global] exact keys (--router oracle, --mass-recall) */
 	struct kv_subset *sub;     /* --kv streaming, snapkv, h2o: the kept rows */
 	struct kv_quest *quest;    /* --kv quest */
+	struct kv_shadow *shadow;  /* --kv shadowkv */
 	double riv_budget;         /* a rival's budget, a fraction of full_kv_bytes */
 	struct model_state *ms;
 	struct conv *conv;
@@ -76,11 +78,14 @@ void session_free_rows(uint16_t **k, uint16_t **v);
  * full: every exact row in the model state (the reference); streaming:
  * StreamingLLM's sinks and recent rows; snapkv: SnapKV's votes after its
  * question; h2o: the heavy hitters of the scores stored at ingest;
- * quest: every exact row in the host tier, Quest's pages chosen per step. */
+ * quest: every exact row in the host tier, Quest's pages chosen per step;
+ * shadowkv: low-rank pre-RoPE keys and landmarks on the device, values in
+ * the host tier, ShadowKV's chunks rebuilt per step. */
 int session_open_full(struct session *s, char *err, size_t errlen);
 int session_open_streaming(struct session *s, char *err, size_t errlen);
 int session_open_snapkv(struct session *s, char *err, size_t errlen);
 int session_open_h2o(struct session *s, char *err, size_t errlen);
 int session_open_quest(struct session *s, char *err, size_t errlen);
+int session_open_shadowkv(struct session *s, char *err, size_t errlen);
 
 #endif

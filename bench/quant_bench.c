@@ -293,8 +293,8 @@ static void bench_ctx_close(struct bench_ctx *c)
 static int bench_ctx_open(struct bench_ctx *c, int n_threads)
 {
 	size_t r = BENCH_MAX_DIM, k = BENCH_MAX_DIM, e = BENCH_MAX_ELEMS;
-	struct backend_ws_size sz = { 1, 1, 64, e, (int)k, 0 };
-	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, e, (int)k, 0 };
+	struct backend_ws_size sz = { 1, 1, 64, e, (int)k, 0, 0 };
+	struct backend_ws_size sz1 = { BENCH_BATCH, 1, 64, e, (int)k, 0, 0 };
 	char err[256];
 
 	*c = (struct bench_ctx){ .n_threads = n_threads };

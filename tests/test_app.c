@@ -55,7 +55,7 @@ static void opts_bad_values_rejected(struct test_ctx *t)
  * a bad one lists them all. */
 static void opts_kv_methods_round_trip(struct test_ctx *t)
 {
-	const char *names[] = { "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary" };
+	const char *names[] = { "sekv", "full", "streaming", "snapkv", "h2o", "quest", "summary", "shadowkv" };
 	struct app_opts o;
 	char err[256];
 
@@ -68,7 +68,7 @@ static void opts_kv_methods_round_trip(struct test_ctx *t)
 	T_CHECK(t, !strcmp(app_kv_name(APP_KV_COUNT), "?") && !strcmp(app_kv_name(-1), "?"));
 	char *bad[] = { "--kv", "snap" };
 	T_CHECK(t, app_opts_parse(&o, 2, bad, err, sizeof err) == SEKV_EINVAL);
-	T_CHECKF(t, !strcmp(err, "--kv snap: expected one of sekv|full|streaming|snapkv|h2o|quest|summary"),
+	T_CHECKF(t, !strcmp(err, "--kv snap: expected one of sekv|full|streaming|snapkv|h2o|quest|summary|shadowkv"),
 		 "%s", err);
 }
 

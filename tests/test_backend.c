@@ -41,7 +41,7 @@ static struct backend *open_be(struct test_ctx *t, const char *name, int n_threa
 
 static struct backend_ws *ws_for(struct backend *b, int n_batch, size_t max_w, int mix_rows)
 {
-	struct backend_ws_size sz = { n_batch, NH, D, max_w, FF, mix_rows };
+	struct backend_ws_size sz = { n_batch, NH, D, max_w, FF, mix_rows, 0 };
 	struct backend_ws *ws = NULL;
 
 	return b->ops->ws_new(b, &sz, &ws) ? NULL : ws;
@@ -581,7 +581,7 @@ static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf
 	for (int k = 0; k < 4; k++)
 		rc[k] = (struct backend_recon){ LEN, D, RK, k % 2 ? RK : 10, k >= 2,
 			k >= 2 ? (const void *)u16 : u, s, k >= 2 ? (const void *)v16 : v,
-			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3, NULL, NULL, 0 };
+			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3, NULL, NULL, 0, 0 };
 	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 4) == 0);
 	for (int k = 0; k < 4; k++) {
 		for (int i = 0; i < LEN; i++)
@@ -660,6 +660,60 @@ static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf
 	b->ops->buf_free(b, dst);
 	b->ops->ws_free(ws);
 	free(u), free(v), free(u16), free(v16), free(got), free(got16), free(ref);
+}
+
+/* A factor over three heads' columns (48 = 3 x 16) at rank 40 > 16, as
+ * ShadowKV keeps one per layer: the rows of head 1 rebuilt from v's rows
+ * 16..31 with GPT-J RoPE pairs (2j, 2j + 1) over the first 12 dims, fp32
+ * factors, against double; a workspace without recon_rank refuses it. */
+static void check_reconstruct_wide_rank(struct test_ctx *t, struct backend *b, struct gguf *g)
+{
+	enum { LEN = 9, RK = 40, W = 48, DH = 16, ROT = 12, HALF = ROT / 2 };
+	float *u = randv(LEN * RK, 91), *v = randv(W * RK, 92), s[RK], cs[LEN * HALF], sn[LEN * HALF];
+	float got[LEN * DH];
+	double ref[LEN * DH];
+	struct backend_ws_size sz = { 1, NH, D, 1, FF, 64, RK };
+	struct backend_ws *ws = NULL, *narrow = ws_for(b, 1, 1, 64);
+	struct backend_buf *dst = NULL;
+
+	(void)g;
+	T_CHECK(t, u && v && narrow && b->ops->ws_new(b, &sz, &ws) == 0);
+	T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * DH, &dst) == 0);
+	for (int i = 0; i < RK; i++)
+		s[i] = 5.0f / (1 + i);
+	for (int i = 0; i < LEN; i++)
+		for (int j = 0; j < HALF; j++) {
+			cs[i * HALF + j] = (float)cos((3.0 + i) * (j + 1) / 5.0);
+			sn[i * HALF + j] = (float)sin((3.0 + i) * (j + 1) / 5.0);
+		}
+	struct backend_recon rc = { LEN, DH, RK, RK, 0, u, s, v + (size_t)DH * RK, dst, 0, 1, cs, sn, ROT, 1 };
+	T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);
+	for (int i = 0; i < LEN; i++)
+		for (int j = 0; j < DH; j++) {
+			double x = 0;
+			for (int r = 0; r < RK; r++)
+				x += (double)u[i * RK + r] * s[r] * v[(DH + j) * RK + r];
+			ref[i * DH + j] = x;
+		}
+	for (int i = 0; i < LEN; i++)
+		for (int j = 0; j < HALF; j++) {
+			double a = ref[i * DH + 2 * j], c = ref[i * DH + 2 * j + 1];
+			ref[i * DH + 2 * j] = a * cs[i * HALF + j] - c * sn[i * HALF + j];
+			ref[i * DH + 2 * j + 1] = a * sn[i * HALF + j] + c * cs[i * HALF + j];
+		}
+	b->ops->buf_read(b, dst, 0, got, sizeof got);
+	T_CHECKF(t, max_rel(got, ref, (size_t)LEN * DH, 1.0) < 1e-5, "wide rank, GPT-J pairs: %g",
+		 max_rel(got, ref, (size_t)LEN * DH, 1.0));
+	T_CHECK(t, b->ops->reconstruct(b, narrow, &rc, 1) == 0); /* 40 <= d_head 256 */
+	sz.d_head = DH;
+	sz.recon_rank = 0;
+	b->ops->ws_free(ws);
+	T_CHECK(t, b->ops->ws_new(b, &sz, &ws) == 0);
+	T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == SEKV_EINVAL);
+	b->ops->buf_free(b, dst);
+	b->ops->ws_free(ws);
+	b->ops->ws_free(narrow);
+	free(u), free(v);
 }
 
 /* SVD of a tall (300 x 256) and a wide (40 x 256) fp16 matrix: s
@@ -807,6 +861,7 @@ static const struct { const char *name; check_fn fn; } k_checks[] = {
 	{ "attention_mix", check_attention_mix },
 	{ "score_i8", check_score_i8 },
 	{ "reconstruct", check_reconstruct },
+	{ "reconstruct_wide_rank", check_reconstruct_wide_rank },
 	{ "svd", check_svd },
 	{ "pca", check_pca },
 };
@@ -880,7 +935,7 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 		T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * D, &dst) == 0);
 		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0 };
 		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL, NULL, NULL, NULL };
-		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0 };
+		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0, 0 };
 		T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 		T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);
 		b->ops->buf_read(b, dst, 0, got[th], sizeof got[th]);

@@ -29,7 +29,7 @@ static void probe_full_is_softmax_and_neutral(struct test_ctx *t)
 {
 	struct backend *b = NULL;
 	struct backend_ws *ws = NULL;
-	struct backend_ws_size sz = { 1, EH, ED, 1, 64, 0 };
+	struct backend_ws_size sz = { 1, EH, ED, 1, 64, 0, 0 };
 	struct backend_buf *kb = NULL, *vb = NULL;
 	static float q[EH * ED], kv[2 * EN * ED], o1[EH * ED], o2[EH * ED], mass[2][EN];
 	static uint16_t kc[EN * ED];
@@ -116,7 +116,7 @@ static void probe_prefill_sums_every_query(struct test_ctx *t)
 	enum { NB = 150, P0 = 200, NT = P0 + NB, NKV = 2 };
 	struct backend *b = NULL;
 	struct backend_ws *ws = NULL;
-	struct backend_ws_size sz = { 256, EH, ED, 1, 64, 0 };
+	struct backend_ws_size sz = { 256, EH, ED, 1, 64, 0, 0 };
 	struct backend_buf *kb = NULL, *vb = NULL;
 	static float q[NB * EH * ED], kv[2 * NT * NKV * ED], o1[NB * EH * ED], o2[NB * EH * ED];
 	static float mass[2][NT];

@@ -306,10 +306,11 @@ static double jnum(const cJSON *j, const char *key)
  * the method is named, its device bytes (kept rows or metadata and
  * pages, plus the conversation) are within the budget and above the part
  * it always holds; SnapKV says its question turn read every row, Quest
- * keeps every row in the host tier, and the summary rival never zooms. */
+ * keeps every row in the host tier, ShadowKV the values and says its
+ * rank, and the summary rival never zooms. */
 static void cli_ask_every_rival_within_budget(struct test_ctx *t)
 {
-	const char *rivals[] = { "streaming", "snapkv", "h2o", "quest", "summary" };
+	const char *rivals[] = { "streaming", "snapkv", "h2o", "quest", "summary", "shadowkv" };
 
 	T_CHECK(t, sample_doc(t));
 	for (size_t i = 0; i < sizeof rivals / sizeof *rivals; i++) {
@@ -328,6 +329,8 @@ static void cli_ask_every_rival_within_budget(struct test_ctx *t)
 			own = cJSON_IsString(note) && strstr(note->valuestring, "question is read over all");
 		else if (!strcmp(rivals[i], "quest"))
 			own = host == full;
+		else if (!strcmp(rivals[i], "shadowkv"))
+			own = host == full / 2 && cJSON_IsString(note) && strstr(note->valuestring, "key factors of rank");
 		else if (!strcmp(rivals[i], "summary"))
 			own = cJSON_IsString(router) && !strcmp(router->valuestring, "none") &&
 			      jnum(j, "zoom_per_token") == 0 && jnum(j, "n_compressed") > 0;

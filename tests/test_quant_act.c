@@ -289,7 +289,7 @@ static void cpu_matmul_one_token_uses_int8_kernels(struct test_ctx *t)
 	static struct act_buf b;
 	struct backend *be = NULL;
 	struct backend_ws *ws = NULL;
-	struct backend_ws_size sz = { 2, 1, 64, (size_t)ROWS * COLS, COLS, 0 };
+	struct backend_ws_size sz = { 2, 1, 64, (size_t)ROWS * COLS, COLS, 0, 0 };
 	uint64_t s = 88172645463325252ull;
 
 	if (cpu2_open(t, &sz, &be, &ws))
@@ -535,7 +535,7 @@ static void cpu_matmul_batch_uses_int8_gemm(struct test_ctx *t)
 	static struct gemm_buf b;
 	struct backend *be = NULL;
 	struct backend_ws *ws = NULL;
-	struct backend_ws_size sz = { N, 1, 64, (size_t)ROWS * COLS, COLS, 0 };
+	struct backend_ws_size sz = { N, 1, 64, (size_t)ROWS * COLS, COLS, 0, 0 };
 	uint64_t s = 88172645463325252ull;
 
 	if (cpu2_open(t, &sz, &be, &ws))

@@ -41,7 +41,8 @@ struct ui_frame {
 	size_t full_kv_bytes;
 	size_t host_bytes;
 	const char *mode;         /* "sekv", "full" or a rival's name (app_kv_name:
-	                             "streaming", "snapkv", "h2o", "quest", "summary") */
+	                             "streaming", "snapkv", "h2o", "quest", "summary",
+	                             "shadowkv") */
 	size_t budget_bytes;      /* device budget of a method without SeKV stats, 0: none */
 };
 

@@ -461,6 +461,8 @@ static const char *mode_keeps(const char *mode)
 		{ "snapkv", "the rows the question attended to most (the rest is evicted)" },
 		{ "h2o", "the most attended rows of the reading and the most recent (the rest is evicted)" },
 		{ "quest", "per step, the pages whose keys can score highest (all rows in the host tier)" },
+		{ "shadowkv", "per step, the chunks with the best landmarks, keys rebuilt from low-rank "
+			      "factors (values in the host tier)" },
 	};
 
 	for (size_t i = 0; i < sizeof m / sizeof *m; i++)

@@ -51,6 +51,10 @@ struct backend_ws_size {
 	                         by; wider ones take the fp32-activation path */
 	int mix_rows;         /* most rows of one attention_mix (per KV head);
 	                         0: the workspace serves no SeKV operation */
+	int recon_rank;       /* most components of one reconstruct job's factor
+	                         when it passes the job's d (a factor over every
+	                         KV head's columns, ShadowKV's keys); 0: at most
+	                         d, one head's factor */
 };
 
 /* Attention probe (evidence, engine/evidence/evidence.h): for each listed query
@@ -163,7 +167,8 @@ struct backend_score {
 struct backend_recon {
 	int len;              /* rows |S| */
 	int d;                /* columns d_h (<= the workspace's d_head) */
-	int rank;             /* stored rank: row stride of u and v; -1: raw,
+	int rank;             /* stored rank: row stride of u and v, at most d
+	                         or the workspace's recon_rank; -1: raw,
 	                         -2: int8 rows */
 	int r;                /* components used, 0..rank */
 	int f16;              /* 1: u, v fp16; 0: fp32 */
@@ -177,6 +182,8 @@ struct backend_recon {
 	const float *sn;      /*   angles applied to each rebuilt row before it is
 	                           stored (keys factored before RoPE; not raw) */
 	int n_rot;            /* rotated dims (even, <= d) when cs is set */
+	int rope_gptj;        /* with cs: 1 rotates the pairs (2j, 2j + 1) (GPT-J,
+	                         hparams.rope_neox = 0), 0 the NEOX pairs (j, j + n_rot/2) */
 };
 
 /* Truncated SVD of one fp16 matrix X [rows][cols] (host memory):

@@ -5,7 +5,7 @@
  * a turn is not decoded: the next turn starts by closing the model turn.
  * Turn starts are remembered so a KV method that evicts forgets whole turns,
  * oldest first. The KV methods themselves live in engine/sekv/, in the
- * model state and in the rivals' streams (kv_subset.c, kv_quest.c);
+ * model state and in the rivals' streams (kv_subset.c, kv_quest.c, kv_shadow.c);
  * documents are loaded by app/.
  */
 #include "engine/conv/conv.h"
@@ -18,6 +18,7 @@
 #include "engine/conv/chat.h"
 #include "engine/base/clock.h"
 #include "engine/kv/kv_quest.h"
+#include "engine/kv/kv_shadow.h"
 #include "engine/kv/kv_subset.h"
 #include "engine/base/err.h"
 #include "engine/model/model.h"
@@ -100,6 +101,20 @@ void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes)
 	kv->resident_bytes = kv_quest_resident_bytes;
 	kv->set_probe = kv_quest_set_probe;
 	kv->fixed_bytes = kv_quest_fixed_bytes(s);
+	kv->budget_bytes = budget_bytes;
+}
+
+void conv_kv_shadow(struct conv_kv *kv, struct kv_shadow *s, size_t budget_bytes)
+{
+	memset(kv, 0, sizeof *kv);
+	kv->name = "shadowkv";
+	kv->ctx = s;
+	kv->attend = kv_shadow_attend;
+	kv->tail_rows = kv_shadow_tail_rows;
+	kv->evict = kv_shadow_evict;
+	kv->resident_bytes = kv_shadow_resident_bytes;
+	kv->set_probe = kv_shadow_set_probe;
+	kv->fixed_bytes = kv_shadow_fixed_bytes(s);
 	kv->budget_bytes = budget_bytes;
 }
 

@@ -7,7 +7,7 @@
  * and streamed as complete UTF-8 pieces, one view (struct conv_step) per
  * step. Global layers attend through a KV method (struct conv_kv): full
  * (exact rows in the state), SeKV, or a rival at the same device budget
- * (StreamingLLM, SnapKV, H2O, Quest); a method that can evict forgets the
+ * (StreamingLLM, SnapKV, H2O, Quest, ShadowKV); a method that can evict forgets the
  * oldest turns to stay within its budget. One loaded model serves any
  * number of conversations. Loading documents lives in app/ (store/).
  */
@@ -27,6 +27,7 @@ struct sekv_ctx;
 struct sekv_mem;
 struct kv_subset;
 struct kv_quest;
+struct kv_shadow;
 struct sekv_stats;
 struct sekv_zoom;
 struct model_probe;
@@ -75,6 +76,8 @@ void conv_kv_subset(struct conv_kv *kv, const char *name, struct kv_subset *s,
 		    size_t budget_bytes);
 /* Quest (engine/kv/kv_quest.h), named "quest", with its device budget. */
 void conv_kv_quest(struct conv_kv *kv, struct kv_quest *s, size_t budget_bytes);
+/* ShadowKV (engine/kv/kv_shadow.h), named "shadowkv", with its device budget. */
+void conv_kv_shadow(struct conv_kv *kv, struct kv_shadow *s, size_t budget_bytes);
 /* SeKV over mem through sc (both borrowed, outliving the conversation). */
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem);
 

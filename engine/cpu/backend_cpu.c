@@ -111,8 +111,8 @@ static int cpu_ws_new(struct backend *b, const struct backend_ws_size *sz,
 		ws->mix_pl = malloc(sizeof(float) * (size_t)ws->mix_parts * nh);
 		ws->mix_po = malloc(sizeof(float) * (size_t)ws->mix_parts * nh * d);
 		ws->mix_row = malloc(sizeof(float) * np * d);
-		ws->rc_vf = malloc(sizeof(float) * np * d * d);
-		ws->rc_us = malloc(sizeof(float) * np * (d + 1));
+		ws->rc_vf = malloc(sizeof(float) * np * cpu_recon_rank(ws) * d);
+		ws->rc_us = malloc(sizeof(float) * np * (cpu_recon_rank(ws) + 1));
 		ws->rc_row = malloc(sizeof(float) * np * d);
 		if (!ws->mix_logit || !ws->mix_part || !ws->mix_pm || !ws->mix_pl || !ws->mix_po ||
 		    !ws->mix_row || !ws->rc_vf || !ws->rc_us || !ws->rc_row) {

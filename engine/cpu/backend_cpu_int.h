@@ -419,11 +419,18 @@ struct backend_ws {
 	float *mix_pl;    /* [mix_parts][n_head] its sum of exponentials */
 	float *mix_po;    /* [mix_parts][n_head][d_head] its unnormalised output */
 	float *mix_row;   /* [n_threads][d_head] a converted row per thread */
-	float *rc_vf;     /* [n_threads][d_head][d_head] factor v's kept columns as
-	                     fp32 rows [r][d_head] */
-	float *rc_us;     /* [n_threads][d_head + 1] u_i * s */
+	float *rc_vf;     /* [n_threads][cpu_recon_rank][d_head] factor v's kept
+	                     columns as fp32 rows [r][d_head] */
+	float *rc_us;     /* [n_threads][cpu_recon_rank + 1] u_i * s */
 	float *rc_row;    /* [n_threads][d_head] a reconstructed row */
 };
+
+/* The most components a reconstruct job of ws may use: the larger of
+ * d_head and the workspace's recon_rank. */
+static inline size_t cpu_recon_rank(const struct backend_ws *ws)
+{
+	return (size_t)(ws->sz.recon_rank > ws->sz.d_head ? ws->sz.recon_rank : ws->sz.d_head);
+}
 
 /* 1 when probe p (NULL: none) names at most BACKEND_PROBE_MAX heads, each
  * < n_head with a mass row; 0 otherwise (the op returns SEKV_EINVAL). */

@@ -337,7 +337,7 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 		for (int t = 0; t < r; t++)
 			cpu_axpy_lanes(row, us[t] * rc->s[t], vt + (size_t)t * d, d);
 		if (rc->cs)
-			cpu_rope_row(row, rc->n_rot / 2, 1, rc->cs + (size_t)i * (rc->n_rot / 2),
+			cpu_rope_row(row, rc->n_rot / 2, !rc->rope_gptj, rc->cs + (size_t)i * (rc->n_rot / 2),
 				     rc->sn + (size_t)i * (rc->n_rot / 2));
 		if (rc->dst_f32)
 			memcpy((float *)rc->dst->host + at, row, (size_t)d * sizeof(float));
@@ -349,11 +349,11 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 static void recon_items(void *ctx, int i0, int i1, int tid)
 {
 	const struct recon_job *j = ctx;
-	size_t d = (size_t)j->ws->sz.d_head;
+	size_t d = (size_t)j->ws->sz.d_head, rk = cpu_recon_rank(j->ws);
 
 	for (int i = i0; i < i1; i++)
-		recon_one(&j->r[i], j->ws->rc_vf + (size_t)tid * d * d,
-			  j->ws->rc_us + (size_t)tid * (d + 1), j->ws->rc_row + (size_t)tid * d);
+		recon_one(&j->r[i], j->ws->rc_vf + (size_t)tid * rk * d,
+			  j->ws->rc_us + (size_t)tid * (rk + 1), j->ws->rc_row + (size_t)tid * d);
 }
 
 int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
@@ -367,7 +367,7 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		const struct backend_recon *x = &r[i];
 		size_t es = x->dst_f32 ? sizeof(float) : sizeof(uint16_t), need;
 		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW8 ||
-		    x->rank > x->d || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
+		    (x->rank > x->d && (size_t)x->rank > cpu_recon_rank(ws)) || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
 		    (x->cs && (!x->sn || x->n_rot < 2 || x->n_rot % 2 || x->n_rot > x->d)) ||
 		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > x->dst->bytes / es)
 			return SEKV_EINVAL;

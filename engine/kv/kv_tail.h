@@ -1,7 +1,7 @@
 /* kv_tail.h - the conversation's own exact rows (question and answer
  * tokens after a document) of every global layer, as the rival KV methods
  * hold them in the device tier beside what they keep of the document
- * (kv_subset.c, kv_quest.c): appended in order, oldest turns forgotten
+ * (kv_subset.c, kv_quest.c, kv_shadow.c): appended in order, oldest turns forgotten
  * first, attended as one block per KV head.
  * Invariant: nothing is allocated after kv_tail_init.
  */
