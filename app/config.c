@@ -208,6 +208,12 @@ static const struct opt_row opt_table[] = {
 		  "span summaries, or the spans with the most exact attention (measurement: reads "
 		  "the exact KV; implies --mass-recall)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
+	{ .name = "--device-rows", .kind = OPT_CHOICE, .off = F(device_rows), .set_off = NO_SET,
+	  .choices = "int8|f16",
+	  .help = "SeKV's device-tier rows (exact, summaries, question and answer, zoomed): int8 "
+		  "with a scale per row, keys scaled per channel first (0.53x the bytes, so the "
+		  "budget holds nearly twice the rows), or fp16 as the model computed them",
+	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--zoom-blocks", .arg = "N", .kind = OPT_INT, .off = F(zoom_blocks),
 	  .set_off = NO_SET, SEKV_DEF(zoom_blocks), .imin = 0, .imax = 1 << 16,
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "

@@ -107,6 +107,8 @@ struct app_opts {
 	float rank_energy_v;   /* --rank-energy-v E: the V factors' (0: the K gate's) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	int zoom_blocks;       /* --zoom-blocks N: landmark blocks a zoom rebuilds */
+	int device_rows;       /* --device-rows int8|f16: SeKV's device-tier rows,
+	                          0 int8 with row scales (default), 1 fp16 */
 	const char *zoom_shares; /* --zoom-shares LIST: zoom budget per global layer */
 	double static_share;   /* --static-share F: budget share of exact rows,
 	                          summaries and landmarks (0.7) */

@@ -205,6 +205,10 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 				 "session: document %lld: stored memory shape does not match the model",
 				 (long long)s->doc.id);
 	sekv_default_params(&s->sp);
+	/* the device rows' type is the stream's choice, not the stored memory's */
+	s->sp.dev_i8 = s->o.device_rows == 0;
+	s->mem->dev_i8 = s->sp.dev_i8;
+	sekv_mem_update_counts(s->mem);
 	s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
 	s->sp.r_max = s->mem->r_max;
 	s->sp.r_use = s->o.r_max_set ? s->o.r_max : s->mem->r_max;

@@ -419,7 +419,7 @@ static double mix_ref(const struct backend_mix_block *blk, int nb, const float *
 			size_t e = blk[k].off + (size_t)i * blk[k].ld;
 			double d = 0;
 			for (int c = 0; c < D; c++)
-				d += (double)qh[c] * (blk[k].f32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
+				d += (double)qh[c] * (blk[k].type == BACKEND_ROW_F32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
 			s[n] = d * scale + blk[k].bias;
 			mx = s[n] > mx ? s[n] : mx;
 		}
@@ -434,7 +434,7 @@ static double mix_ref(const struct backend_mix_block *blk, int nb, const float *
 			if (w)
 				w[n] = p;
 			for (int c = 0; c < D; c++)
-				ref[c] += p * (blk[k].f32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
+				ref[c] += p * (blk[k].type == BACKEND_ROW_F32 ? src[e + c] : quant_f16_to_f32(h16[e + c]));
 		}
 	return mx + log(z);
 }
@@ -466,11 +466,11 @@ static void check_attention_mix(struct test_ctx *t, struct backend *b, struct gg
 	T_CHECK(t, b->ops->buf_wrap(b, src, sizeof(float) * half * 2, &b32) == 0);
 	for (int g2 = 0; g2 < KV; g2++) {
 		size_t ld = (size_t)KV * D, o = (size_t)g2 * D;
-		blk[g2][0] = (struct backend_mix_block){ b16, b16, o, ld, 300, 0, 0.0f, 0 };
-		blk[g2][1] = (struct backend_mix_block){ b16, b16, o + 300 * ld, ld, g2 ? 7 : 0, 0, 0.0f, 0 };
-		blk[g2][2] = (struct backend_mix_block){ b32, b32, o + 320 * ld, ld, 20, 1, logf(7), 0 };
-		blk[g2][3] = (struct backend_mix_block){ b32, b32, o + 340 * ld, ld, 5, 1, logf(7), 1 };
-		blk[g2][4] = (struct backend_mix_block){ b16, b16, o + 350 * ld, ld, 300, 0, 0.0f, 0 };
+		blk[g2][0] = (struct backend_mix_block){ b16, b16, o, ld, 300, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
+		blk[g2][1] = (struct backend_mix_block){ b16, b16, o + 300 * ld, ld, g2 ? 7 : 0, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
+		blk[g2][2] = (struct backend_mix_block){ b32, b32, o + 320 * ld, ld, 20, 1, logf(7), 0, NULL, NULL, 0, 0 };
+		blk[g2][3] = (struct backend_mix_block){ b32, b32, o + 340 * ld, ld, 5, 1, logf(7), 1, NULL, NULL, 0, 0 };
+		blk[g2][4] = (struct backend_mix_block){ b16, b16, o + 350 * ld, ld, 300, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 	}
 	struct backend_probe pr = { 1, { 3 }, { mass }, ROWS };
 	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], NB, &pr, NULL, NULL, lse };
@@ -555,6 +555,123 @@ static void check_score_i8(struct test_ctx *t, struct backend *b, struct gguf *g
 	free(q), free(ks), free(s), free(k);
 }
 
+/* int8 rows with a scale per row (SeKV's device rows; enum
+ * backend_row_type): a mixed attention over an int8 block, an fp16 block
+ * and a masked int8 block against double precision over the rows the
+ * codes stand for; an unmasked int8 block without scales is refused.
+ * Reconstruction into int8 rows divided by per-channel scales kc, from a
+ * raw fp32 factor and a low-rank one: codes within one step of the
+ * rounding of x / kc, scales max|x / kc| / 127. */
+static void check_rows_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
+{
+	enum { N = 300, H = 4, KV = 2, LEN = 20, RK = 6 };
+	float *q = randv((size_t)H * D, 81), *x = randv((size_t)N * KV * D, 82);
+	float *out = malloc(sizeof(float) * H * D), *sc = malloc(sizeof(float) * N * KV);
+	float *kc = randv(D, 83), *u = randv((size_t)LEN * RK, 84), *v = randv((size_t)D * RK, 85);
+	float sv[RK], lse[H];
+	int8_t *c8 = malloc((size_t)N * KV * D);
+	uint16_t *h16 = malloc(sizeof(uint16_t) * N * KV * D);
+	double *ref = malloc(sizeof(double) * H * D), worst = 0;
+	struct backend_buf *b8 = NULL, *bs = NULL, *b16 = NULL, *dst = NULL, *dsc = NULL;
+	struct backend_ws *ws = ws_for(b, 1, 1, 2 * N);
+	struct backend_mix_block blk[KV][3];
+
+	(void)g;
+	T_CHECK(t, q && x && out && sc && kc && u && v && c8 && h16 && ref && ws);
+	for (int i = 0; i < N * KV; i++)
+		sc[i] = quant_f32_to_i8_row(x + (size_t)i * D, c8 + (size_t)i * D, D);
+	for (int i = 0; i < N * KV * D; i++)
+		h16[i] = quant_f32_to_f16(x[i] * 0.5f);
+	T_CHECK(t, b->ops->buf_wrap(b, c8, (size_t)N * KV * D, &b8) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, sc, sizeof(float) * N * KV, &bs) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, h16, sizeof(uint16_t) * N * KV * D, &b16) == 0);
+	for (int g2 = 0; g2 < KV; g2++) {
+		size_t ld = (size_t)KV * D;
+		blk[g2][0] = (struct backend_mix_block){ b8, b8, (size_t)g2 * D, ld, 200, BACKEND_ROW_I8,
+			0.0f, 0, bs, bs, (size_t)g2, KV };
+		blk[g2][1] = (struct backend_mix_block){ b16, b16, 200 * ld + (size_t)g2 * D, ld, 60,
+			BACKEND_ROW_F16, 0.5f, 0, NULL, NULL, 0, 0 };
+		blk[g2][2] = (struct backend_mix_block){ b8, b8, 260 * ld + (size_t)g2 * D, ld, 40,
+			BACKEND_ROW_I8, 0.0f, 1, NULL, NULL, 0, 0 };
+	}
+	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], 3, NULL, NULL, NULL, lse };
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
+	for (int h = 0; h < H; h++) {
+		int g2 = h / (H / KV);
+		double sco[260], mx = -INFINITY, z = 0;
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			double d = 0;
+			for (int c = 0; c < D; c++)
+				d += (double)q[h * D + c] * (r < 200 ? (double)sc[r * KV + g2] * c8[e + c]
+								    : quant_f16_to_f32(h16[e + c]));
+			sco[r] = d * 0.0625 + (r < 200 ? 0 : 0.5);
+			mx = fmax(mx, sco[r]);
+		}
+		memset(ref + h * D, 0, sizeof(double) * D);
+		for (int r = 0; r < 260; r++)
+			z += exp(sco[r] - mx);
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			for (int c = 0; c < D; c++)
+				ref[h * D + c] += exp(sco[r] - mx) / z *
+						  (r < 200 ? (double)sc[r * KV + g2] * c8[e + c]
+							   : quant_f16_to_f32(h16[e + c]));
+		}
+		worst = fmax(worst, fabs(lse[h] - (mx + log(z))));
+	}
+	T_CHECKF(t, worst < 1e-4, "int8 mix lse: %g", worst);
+	T_CHECKF(t, max_rel(out, ref, (size_t)H * D, 1e-2) < 1e-4, "int8 mix: %g",
+		 max_rel(out, ref, (size_t)H * D, 1e-2));
+	blk[1][0].ks = NULL;
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == SEKV_EINVAL);
+
+	/* reconstruction into int8 rows */
+	for (int j = 0; j < D; j++)
+		kc[j] = 0.5f + fabsf(kc[j]);
+	for (int r = 0; r < RK; r++)
+		sv[r] = 4.0f / (1 + r);
+	T_CHECK(t, b->ops->buf_new(b, 2 * LEN * D, &dst) == 0);
+	T_CHECK(t, b->ops->buf_new(b, sizeof(float) * 2 * LEN, &dsc) == 0);
+	struct backend_recon rc[2] = {
+		{ .len = LEN, .d = D, .rank = SEKV_RANK_RAW, .u = x, .dst = dst, .dst_type = BACKEND_ROW_I8,
+		  .dst_s = dsc, .kc = kc },
+		{ .len = LEN, .d = D, .rank = RK, .r = RK, .u = u, .s = sv, .v = v, .dst = dst,
+		  .off = (size_t)LEN * D, .dst_type = BACKEND_ROW_I8, .dst_s = dsc, .soff = LEN, .kc = kc },
+	};
+	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 2) == 0);
+	const int8_t *got = dst->host;
+	const float *gs = dsc->host;
+	int bad = 0;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < LEN; i++) {
+			double y[D], top = 0;
+			for (int j = 0; j < D; j++) {
+				double xv = 0;
+				if (k == 0)
+					xv = x[(size_t)i * D + j];
+				for (int r = 0; k == 1 && r < RK; r++)
+					xv += (double)u[i * RK + r] * sv[r] * v[j * RK + r];
+				y[j] = xv / kc[j];
+				top = fmax(top, fabs(y[j]));
+			}
+			float s8 = gs[k * LEN + i];
+			bad += fabs(s8 - top / 127) > 1e-5 * top;
+			for (int j = 0; j < D; j++)
+				bad += fabs(got[((size_t)k * LEN + i) * D + j] - y[j] / (top / 127)) > 0.5 + 1e-3;
+		}
+	T_CHECKF(t, bad == 0, "int8 reconstruction: %d codes or scales off", bad);
+	rc[0].dst_s = NULL;
+	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 1) == SEKV_EINVAL);
+	b->ops->buf_free(b, b8);
+	b->ops->buf_free(b, bs);
+	b->ops->buf_free(b, b16);
+	b->ops->buf_free(b, dst);
+	b->ops->buf_free(b, dsc);
+	b->ops->ws_free(ws);
+	free(q), free(x), free(out), free(sc), free(kc), free(u), free(v), free(c8), free(h16), free(ref);
+}
+
 /* rows = sum_{t<r} s_t u_t v_t^T for fp32 and fp16 factors, r < rank and
  * r = rank, into fp32 and fp16 rows. */
 static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf *g)
@@ -581,7 +698,7 @@ static void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf
 	for (int k = 0; k < 4; k++)
 		rc[k] = (struct backend_recon){ LEN, D, RK, k % 2 ? RK : 10, k >= 2,
 			k >= 2 ? (const void *)u16 : u, s, k >= 2 ? (const void *)v16 : v,
-			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3, NULL, NULL, 0, 0 };
+			dst, (size_t)k * LEN * D * (k == 3 ? 2 : 1), k != 3, NULL, NULL, 0, 0, NULL, 0, NULL };
 	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 4) == 0);
 	for (int k = 0; k < 4; k++) {
 		for (int i = 0; i < LEN; i++)
@@ -686,7 +803,7 @@ static void check_reconstruct_wide_rank(struct test_ctx *t, struct backend *b, s
 			cs[i * HALF + j] = (float)cos((3.0 + i) * (j + 1) / 5.0);
 			sn[i * HALF + j] = (float)sin((3.0 + i) * (j + 1) / 5.0);
 		}
-	struct backend_recon rc = { LEN, DH, RK, RK, 0, u, s, v + (size_t)DH * RK, dst, 0, 1, cs, sn, ROT, 1 };
+	struct backend_recon rc = { LEN, DH, RK, RK, 0, u, s, v + (size_t)DH * RK, dst, 0, 1, cs, sn, ROT, 1, NULL, 0, NULL };
 	T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);
 	for (int i = 0; i < LEN; i++)
 		for (int j = 0; j < DH; j++) {
@@ -860,6 +977,7 @@ static const struct { const char *name; check_fn fn; } k_checks[] = {
 	{ "lse_fold", check_lse_fold },
 	{ "attention_mix", check_attention_mix },
 	{ "score_i8", check_score_i8 },
+	{ "rows_i8", check_rows_i8 },
 	{ "reconstruct", check_reconstruct },
 	{ "reconstruct_wide_rank", check_reconstruct_wide_rank },
 	{ "svd", check_svd },
@@ -933,9 +1051,9 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 		T_CHECK(t, ws);
 		T_CHECK(t, b->ops->buf_wrap(b, rows, sizeof(float) * ROWS * D, &src) == 0);
 		T_CHECK(t, b->ops->buf_new(b, sizeof(float) * LEN * D, &dst) == 0);
-		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0 };
+		struct backend_mix_block blk = { src, src, 0, D, ROWS, 1, 0.5f, 0, NULL, NULL, 0, 0 };
 		struct backend_mix a = { q, out[th], H, 1, D, 0.0625f, &blk, 1, NULL, NULL, NULL, NULL };
-		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0, 0 };
+		struct backend_recon rc = { LEN, D, RK, RK - 3, 0, u, s, v, dst, 0, 1, NULL, NULL, 0, 0, NULL, 0, NULL };
 		T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
 		T_CHECK(t, b->ops->reconstruct(b, ws, &rc, 1) == 0);
 		b->ops->buf_read(b, dst, 0, got[th], sizeof got[th]);

@@ -244,6 +244,96 @@ static void equiv_gqa_two_kv_heads(struct test_ctx *t)
 	check_equiv(t, 4, 2);
 }
 
+/* int8 device rows (sekv_params.dev_i8): every row zoomed at full rank
+ * stays within int8 rounding of exact attention, also with one key
+ * channel 40x the others (the per-channel key scales keep the small
+ * channels: with one scale per row they round to a few levels, and the
+ * output moved by 0.95 here against 0.09);
+ * the device tier takes 0.53x the fp16 bytes; tail rows come back and
+ * are evicted as int8. */
+static void dev_i8_rows_close_to_exact(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL, *m16 = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	double e, e_out;
+	uint16_t k16[2 * 64], v16[2 * 64];
+
+	T_CHECK(t, fx_doc_make(&d, 400, 2, 4, 2, 64, 31) == 0);
+	fx_exact_params(&p);
+	p.recon_f32 = 0;
+	p.dev_i8 = 1;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->dev_i8 == 1 && sekv_mem_dev_i8(m) && m->n_comp >= 10);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 99);
+	T_CHECKF(t, e >= 0 && e < 0.03, "int8 rows, all zoomed vs exact: max diff %g", e);
+	/* the stream's rows are int8: 64 codes + a 4-byte scale per head */
+	T_CHECKF(t, sekv_ctx_stats(c)->tail_bytes == 6u * 2 * 2 * 2 * (64 + 4),
+		 "tail bytes %zu", sekv_ctx_stats(c)->tail_bytes);
+	T_CHECK(t, sekv_ctx_tail_get(c, 1, d.n_tok + 2, 1, k16, v16) == 0);
+	T_CHECK(t, sekv_ctx_evict_tail(c, d.n_tok + 4) == 0 && sekv_ctx_tail_rows(c) == 2);
+	T_CHECKF(t, sekv_ctx_stats(c)->tail_bytes == 2u * 2 * 2 * 2 * (64 + 4),
+		 "tail bytes after eviction %zu", sekv_ctx_stats(c)->tail_bytes);
+	{
+		/* the evicted stream's rows moved with their scales: row 4 of
+		 * layer 1 reads back as the 5th token decode_vs_ref fed it */
+		uint16_t k4[2 * 64], v4[2 * 64];
+		float kk[2 * 64], vv[2 * 64], worst = 0;
+		fx_rng_seed(99);
+		for (int s2 = 0; s2 <= 4; s2++)
+			for (int l = 0; l < 2; l++) {
+				for (int i = 0; i < 4 * 64; i++)
+					(void)fx_rng_n();   /* the step's query */
+				for (int i = 0; i < 2 * 64; i++) {
+					kk[i] = fx_f16r((float)fx_rng_n());
+					vv[i] = fx_f16r((float)fx_rng_n());
+				}
+			}
+		T_CHECK(t, sekv_ctx_tail_get(c, 1, d.n_tok + 4, 1, k4, v4) == 0);
+		for (int i = 0; i < 2 * 64; i++) {
+			worst = fmaxf(worst, fabsf(quant_f16_to_f32(k4[i]) - kk[i]));
+			worst = fmaxf(worst, fabsf(quant_f16_to_f32(v4[i]) - vv[i]));
+		}
+		T_CHECKF(t, worst > 0 && worst < 0.05f, "tail row back from int8: max diff %g", worst);
+	}
+	sekv_ctx_free(c);
+	c = NULL;
+	/* static bytes against the same memory with fp16 rows */
+	p.dev_i8 = 0;
+	T_CHECKF(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m16->n_exact == m->n_exact && m16->n_comp == m->n_comp);
+	{
+		struct sekv_tier_parts a8, a16;
+		sekv_mem_tier_parts(m, p.n_sink, &a8);
+		sekv_mem_tier_parts(m16, p.n_sink, &a16);
+		T_CHECK(t, a8.landmark == a16.landmark);
+		T_CHECKF(t, (m->static_bytes - a8.landmark) * 64 == (m16->static_bytes - a16.landmark) * 34,
+			 "static %zu vs fp16 %zu", m->static_bytes, m16->static_bytes);
+	}
+	sekv_mem_free(m16);
+	sekv_mem_free(m);
+	m = NULL;
+
+	/* one outlier channel per KV head */
+	for (int l = 0; l < d.n_layer; l++)
+		for (int i = 0; i < d.n_tok * d.n_head_kv; i++)
+			d.k[l][(size_t)i * 64 + 5] = quant_f32_to_f16(40.0f *
+				quant_f16_to_f32(d.k[l][(size_t)i * 64 + 5]));
+	p.dev_i8 = 1;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	e_out = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 98);
+	/* the attention is peaked by the outlier (one scale per row: 0.95) */
+	T_CHECKF(t, e_out >= 0 && e_out < 0.15, "outlier channel, int8 rows vs exact: max diff %g",
+		 e_out);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 /* ---- budget ------------------------------------------------------------ */
 
 /* Decodes n_step steps; returns zoom_total, or -1 when resident bytes ever
@@ -869,6 +959,7 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
 	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },
 	{ "sekv_equiv_gqa_two_kv_heads", equiv_gqa_two_kv_heads },
+	{ "sekv_dev_i8_rows_close_to_exact", dev_i8_rows_close_to_exact },
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
 	{ "sekv_zoom_changes_between_steps_match_reference", zoom_changes_between_steps_match_reference },
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },

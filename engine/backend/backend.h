@@ -95,19 +95,36 @@ struct backend_attn {
 	                         add up (H2O's accumulated attention) */
 };
 
+/* Stored types of KV rows in SeKV's buffers (backend_mix_block.type,
+ * backend_recon.dst_type). An int8 row i is d int8 codes and one fp32
+ * scale: x = scale_i * code (quant_f32_to_i8_row); a key row may also be
+ * divided by per-channel scales first (backend_recon.kc), in which case
+ * the query must be multiplied by them (SeKV does: engine/sekv/attend.c). */
+enum backend_row_type {
+	BACKEND_ROW_F16 = 0,
+	BACKEND_ROW_F32 = 1,
+	BACKEND_ROW_I8 = 2,
+};
+
 /* One block of rows of a mixed attention (SeKV paper; DESIGN.md section 3
  * step 4): rows i < n of KV head g start at element off + i * ld of k and
- * v (fp16 or fp32, d_head wide); every score of the block gets bias added;
- * a masked block is left out of the softmax. */
+ * v (d_head wide, of the block's type); every score of the block gets
+ * bias added; a masked block is left out of the softmax. int8 rows take
+ * their scales from element soff + i * sld of ks (keys) and vs (values),
+ * fp32 buffers. */
 struct backend_mix_block {
 	const struct backend_buf *k;
 	const struct backend_buf *v;
 	size_t off;           /* elements to row 0 */
 	size_t ld;            /* elements between rows */
 	int n;                /* rows (0: empty block) */
-	int f32;              /* 1: rows fp32, 0: fp16 */
+	int type;             /* enum backend_row_type */
 	float bias;           /* score bias, e.g. +log|S| of a coarse row */
 	int masked;           /* 1: not attended (a zoomed span's coarse row) */
+	const struct backend_buf *ks; /* int8: row scales of k, else unused */
+	const struct backend_buf *vs; /* int8: row scales of v */
+	size_t soff;          /* int8: elements of ks, vs to row 0's scale */
+	size_t sld;           /* int8: elements between rows' scales */
 };
 
 /* ONE softmax per query head over the rows of its KV head's blocks, in
@@ -159,7 +176,8 @@ struct backend_score {
 
 /* Low-rank reconstruction of a span's rows from its truncated SVD:
  * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
- * to dst at element off as rows of d (fp16 rounded to nearest, or fp32).
+ * to dst at element off as rows of d (fp16 rounded to nearest, fp32, or
+ * int8 with a scale per row), divided by kc first where given.
  * A raw factor (rank SEKV_RANK_RAW, engine/sekv/sekv.h) is copied: u holds
  * the rows [len][d]; r, s and v are unused. An int8 one (SEKV_RANK_RAW8)
  * is dequantised: u holds int8 codes [len][d], s the row scales [len]
@@ -177,13 +195,19 @@ struct backend_recon {
 	const void *v;        /* [d][rank] host memory */
 	struct backend_buf *dst;
 	size_t off;           /* elements to dst row 0 */
-	int dst_f32;          /* 1: fp32 rows, 0: fp16 */
+	int dst_type;         /* enum backend_row_type of the rows written */
 	const float *cs;      /* NULL, or [len][n_rot/2] cos and sin of NEOX RoPE */
 	const float *sn;      /*   angles applied to each rebuilt row before it is
 	                           stored (keys factored before RoPE; not raw) */
 	int n_rot;            /* rotated dims (even, <= d) when cs is set */
 	int rope_gptj;        /* with cs: 1 rotates the pairs (2j, 2j + 1) (GPT-J,
 	                         hparams.rope_neox = 0), 0 the NEOX pairs (j, j + n_rot/2) */
+	struct backend_buf *dst_s; /* int8 rows: their fp32 scales, row i's at
+	                         element soff + i (else unused) */
+	size_t soff;
+	const float *kc;      /* NULL, or [d] per-channel divisors (> 0) every
+	                         rebuilt row is divided by before it is stored
+	                         (SeKV's int8 key rows; any dst_type) */
 };
 
 /* Truncated SVD of one fp16 matrix X [rows][cols] (host memory):

@@ -246,6 +246,36 @@ cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t
 		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
 }
 
+/* o[h] += p[h * ldp] * scale * v for h < G: an int8 value row of one
+ * scale (backend_row_type BACKEND_ROW_I8), widened once for the G heads. */
+static inline __attribute__((always_inline)) void
+cpu_values_i8(float *o, int G, int d, const int8_t *v, float scale, const float *p,
+	      size_t ldp, float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % 16 == 0 && G <= 8) {
+		__m512 pv[8];
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+			pv[h] = _mm512_set1_ps(p[(size_t)h * ldp] * scale);
+		for (int e = 0; e < d; e += 16) {
+			__m512 vv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+				_mm_loadu_si128((const __m128i *)(v + e))));
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	for (int e = 0; e < d; e++)
+		vbuf[e] = (float)v[e];
+	for (int h = 0; h < G; h++)
+		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp] * scale, vbuf, d);
+}
+
 /* cpu_scores_row and cpu_values_f16 with G as a constant for every group
  * size up to 8 (GQA groups of 2, 3, 4, 6, 7, 8 are common: Qwen2.5 0.5B 7,
  * 1.5B 6, SmolLM2 3), so the accumulators stay in registers. */
@@ -268,6 +298,14 @@ static inline void cpu_values_f16_g(float *o, int G, int d, const uint16_t *v, c
 				    size_t ldp, float *vbuf)
 {
 #define CPU_VALUES(g) cpu_values_f16(o, g, d, v, p, ldp, vbuf)
+	CPU_GROUP_CASES(CPU_VALUES)
+#undef CPU_VALUES
+}
+
+static inline void cpu_values_i8_g(float *o, int G, int d, const int8_t *v, float scale,
+				   const float *p, size_t ldp, float *vbuf)
+{
+#define CPU_VALUES(g) cpu_values_i8(o, g, d, v, scale, p, ldp, vbuf)
 	CPU_GROUP_CASES(CPU_VALUES)
 #undef CPU_VALUES
 }

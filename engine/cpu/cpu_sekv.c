@@ -64,37 +64,53 @@ static int mix_cut(const struct backend_mix *a, struct mix_part *part)
 	return n;
 }
 
-/* Row i of block bk in buf: an fp16 or fp32 row. */
+/* Row i of block bk in buf: an fp16, fp32 or int8 row. */
 static const void *mix_row(const struct backend_mix_block *bk, const struct backend_buf *buf, int i)
 {
 	size_t e = bk->off + (size_t)i * bk->ld;
 
-	return bk->f32 ? (const void *)((const float *)buf->host + e)
-		       : (const void *)((const uint16_t *)buf->host + e);
+	switch (bk->type) {
+	case BACKEND_ROW_F32: return (const float *)buf->host + e;
+	case BACKEND_ROW_I8: return (const int8_t *)buf->host + e;
+	default: return (const uint16_t *)buf->host + e;
+	}
 }
 
-/* Scores of the G query heads of qg for one row into s[h * lds]. The
+/* Scale of an int8 row i of block bk (sc: its ks or vs). */
+static float mix_row_scale(const struct backend_mix_block *bk, const struct backend_buf *sc, int i)
+{
+	return ((const float *)sc->host)[bk->soff + (size_t)i * bk->sld];
+}
+
+/* Scores of the G query heads of qg for row i into s[h * lds]. The
  * constant group sizes keep the kernel's accumulators in registers. */
 static void mix_score_row(const float *qg, int G, int d, const struct backend_mix_block *bk,
-			  const void *k, float scale, float *s, size_t lds, float *tmp)
+			  int i, float scale, float *s, size_t lds, float *tmp)
 {
-	if (bk->f32) {
+	const void *k = mix_row(bk, bk->k, i);
+
+	if (bk->type == BACKEND_ROW_F32) {
 		for (int h = 0; h < G; h++)
 			s[(size_t)h * lds] = scale * cpu_dot_lanes(qg + (size_t)h * d, k, d);
 	} else {
-		cpu_scores_row_g(qg, G, d, k, 0, scale, s, lds, tmp);
+		float sc = bk->type == BACKEND_ROW_I8 ? scale * mix_row_scale(bk, bk->ks, i) : scale;
+		cpu_scores_row_g(qg, G, d, k, bk->type == BACKEND_ROW_I8, sc, s, lds, tmp);
 	}
 	for (int h = 0; bk->bias != 0.0f && h < G; h++)
 		s[(size_t)h * lds] += bk->bias;
 }
 
-/* og[h] += p[h * ldp] * v for the G heads. */
-static void mix_value_row(float *og, int G, int d, const struct backend_mix_block *bk,
-			  const void *v, const float *p, size_t ldp, float *tmp)
+/* og[h] += p[h * ldp] * v for the G heads, v row i of the block. */
+static void mix_value_row(float *og, int G, int d, const struct backend_mix_block *bk, int i,
+			  const float *p, size_t ldp, float *tmp)
 {
-	if (bk->f32) {
+	const void *v = mix_row(bk, bk->v, i);
+
+	if (bk->type == BACKEND_ROW_F32) {
 		for (int h = 0; h < G; h++)
 			cpu_axpy_lanes(og + (size_t)h * d, p[(size_t)h * ldp], v, d);
+	} else if (bk->type == BACKEND_ROW_I8) {
+		cpu_values_i8_g(og, G, d, v, mix_row_scale(bk, bk->vs, i), p, ldp, tmp);
 	} else {
 		cpu_values_f16_g(og, G, d, v, p, ldp, tmp);
 	}
@@ -119,8 +135,7 @@ static void mix_part_run(const struct mix_job *j, int p, float *tmp)
 
 	for (int b = pt->b, i = pt->i, t = 0; t < pt->n; b++, i = 0)
 		for (; !blk[b].masked && i < blk[b].n && t < pt->n; i++, t++)
-			mix_score_row(qg, G, d, &blk[b], mix_row(&blk[b], blk[b].k, i), a->scale,
-				      lg + t, ldl, tmp);
+			mix_score_row(qg, G, d, &blk[b], i, a->scale, lg + t, ldl, tmp);
 	for (int h = 0; h < G; h++) {
 		float *x = lg + (size_t)h * ldl, m = cpu_max_lanes(x, pt->n);
 		pm[h] = m;
@@ -129,7 +144,7 @@ static void mix_part_run(const struct mix_job *j, int p, float *tmp)
 	memset(po, 0, (size_t)G * d * sizeof(float));
 	for (int b = pt->b, i = pt->i, t = 0; t < pt->n; b++, i = 0)
 		for (; !blk[b].masked && i < blk[b].n && t < pt->n; i++, t++)
-			mix_value_row(po, G, d, &blk[b], mix_row(&blk[b], blk[b].v, i), lg + t, ldl, tmp);
+			mix_value_row(po, G, d, &blk[b], i, lg + t, ldl, tmp);
 }
 
 static void mix_parts(void *ctx, int i0, int i1, int tid)
@@ -208,6 +223,13 @@ int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct bac
 	for (int g = 0; g < a->n_head_kv; g++)
 		if (mix_rows_of(a, g) > ws->sz.mix_rows)
 			return SEKV_EINVAL;
+	for (int e = 0; e < a->n_head_kv * a->n_blk; e++) {
+		const struct backend_mix_block *bk = &a->blk[e];
+		if (bk->n > 0 && !bk->masked &&
+		    (bk->type < BACKEND_ROW_F16 || bk->type > BACKEND_ROW_I8 ||
+		     (bk->type == BACKEND_ROW_I8 && (!bk->ks || !bk->vs))))
+			return SEKV_EINVAL;
+	}
 	if (!cpu_probe_ok(a->probe, a->n_head))
 		return SEKV_EINVAL;
 	j.part = ws->mix_part;
@@ -272,38 +294,47 @@ struct recon_job {
 	struct backend_ws *ws;
 };
 
+/* Writes rebuilt row i (fp32 [d], clobbered; divided by kc first) at the
+ * job's type: fp16 rounded to nearest, fp32, or int8 with its scale. */
+static void recon_store(const struct backend_recon *rc, int i, float *row)
+{
+	size_t at = rc->off + (size_t)i * rc->d;
+
+	for (int e = 0; rc->kc && e < rc->d; e++)
+		row[e] /= rc->kc[e];
+	switch (rc->dst_type) {
+	case BACKEND_ROW_F32:
+		memcpy((float *)rc->dst->host + at, row, (size_t)rc->d * sizeof(float));
+		break;
+	case BACKEND_ROW_I8:
+		((float *)rc->dst_s->host)[rc->soff + (size_t)i] =
+			quant_f32_to_i8_row(row, (int8_t *)rc->dst->host + at, (size_t)rc->d);
+		break;
+	default:
+		quant_f32_to_f16_row(row, (uint16_t *)rc->dst->host + at, (size_t)rc->d);
+	}
+}
+
 /* Raw factor: the rows are copied (converted where the types differ);
  * int8 rows are scaled back (row is fp32 scratch [d]). */
 static void recon_raw(const struct backend_recon *rc, float *row)
 {
-	int d = rc->d, f16 = rc->f16;
-
-	if (rc->rank == SEKV_RANK_RAW8) {
-		for (int i = 0; i < rc->len; i++) {
-			size_t at = rc->off + (size_t)i * d;
-			float *y = rc->dst_f32 ? (float *)rc->dst->host + at : row;
-			quant_i8_to_f32_row((const int8_t *)rc->u + (size_t)i * d, rc->s[i], y,
-					    (size_t)d);
-			if (!rc->dst_f32)
-				quant_f32_to_f16_row(row, (uint16_t *)rc->dst->host + at, (size_t)d);
-		}
-		return;
-	}
+	int d = rc->d;
 
 	for (int i = 0; i < rc->len; i++) {
-		size_t at = rc->off + (size_t)i * d, from = (size_t)i * d;
-		if (f16 && rc->dst_f32)
-			quant_f16_to_f32_row((const uint16_t *)rc->u + from,
-					     (float *)rc->dst->host + at, (size_t)d);
-		else if (f16)
-			memcpy((uint16_t *)rc->dst->host + at, (const uint16_t *)rc->u + from,
-			       (size_t)d * 2);
-		else if (rc->dst_f32)
-			memcpy((float *)rc->dst->host + at, (const float *)rc->u + from,
-			       (size_t)d * 4);
-		else
-			quant_f32_to_f16_row((const float *)rc->u + from,
-					     (uint16_t *)rc->dst->host + at, (size_t)d);
+		size_t from = (size_t)i * d;
+		if (rc->rank == SEKV_RANK_RAW8)
+			quant_i8_to_f32_row((const int8_t *)rc->u + from, rc->s[i], row, (size_t)d);
+		else if (!rc->f16)
+			memcpy(row, (const float *)rc->u + from, (size_t)d * sizeof(float));
+		else if (rc->dst_type == BACKEND_ROW_F16 && !rc->kc) {
+			/* fp16 to fp16: the bits themselves */
+			memcpy((uint16_t *)rc->dst->host + rc->off + from,
+			       (const uint16_t *)rc->u + from, (size_t)d * 2);
+			continue;
+		} else
+			quant_f16_to_f32_row((const uint16_t *)rc->u + from, row, (size_t)d);
+		recon_store(rc, i, row);
 	}
 }
 
@@ -328,7 +359,6 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 			vt[(size_t)t * d + j] = us[t];
 	}
 	for (int i = 0; i < rc->len; i++) {
-		size_t at = rc->off + (size_t)i * d;
 		if (f16)
 			quant_f16_to_f32_row((const uint16_t *)rc->u + i * (size_t)rc->rank, us, (size_t)r);
 		else
@@ -339,10 +369,7 @@ static void recon_one(const struct backend_recon *rc, float *vt, float *us, floa
 		if (rc->cs)
 			cpu_rope_row(row, rc->n_rot / 2, !rc->rope_gptj, rc->cs + (size_t)i * (rc->n_rot / 2),
 				     rc->sn + (size_t)i * (rc->n_rot / 2));
-		if (rc->dst_f32)
-			memcpy((float *)rc->dst->host + at, row, (size_t)d * sizeof(float));
-		else
-			quant_f32_to_f16_row(row, (uint16_t *)rc->dst->host + at, (size_t)d);
+		recon_store(rc, i, row);
 	}
 }
 
@@ -365,14 +392,20 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		return SEKV_EINVAL;
 	for (int i = 0; i < n; i++) {
 		const struct backend_recon *x = &r[i];
-		size_t es = x->dst_f32 ? sizeof(float) : sizeof(uint16_t), need;
+		size_t es = x->dst_type == BACKEND_ROW_F32 ? sizeof(float) :
+			    x->dst_type == BACKEND_ROW_I8 ? 1 : sizeof(uint16_t), need;
 		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW8 ||
 		    (x->rank > x->d && (size_t)x->rank > cpu_recon_rank(ws)) || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
 		    (x->cs && (!x->sn || x->n_rot < 2 || x->n_rot % 2 || x->n_rot > x->d)) ||
-		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > x->dst->bytes / es)
+		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > x->dst->bytes / es ||
+		    x->dst_type < BACKEND_ROW_F16 || x->dst_type > BACKEND_ROW_I8)
 			return SEKV_EINVAL;
 		need = (size_t)x->len * x->d;
 		if (need > x->dst->bytes / es - x->off)
+			return SEKV_EINVAL;
+		if (x->dst_type == BACKEND_ROW_I8 &&
+		    (!x->dst_s || x->soff > x->dst_s->bytes / sizeof(float) ||
+		     (size_t)x->len > x->dst_s->bytes / sizeof(float) - x->soff))
 			return SEKV_EINVAL;
 	}
 	cpu_parallel_for(b->impl, n, 1, recon_items, &j);

@@ -283,7 +283,7 @@ int kv_quest_attend(void *ctx, int layer, int pos, const float *q,
 		if ((rc = choose_pages(s, l, g, q)))
 			return rc;
 		s->blk[2 * g] = (struct backend_mix_block){ s->dk, s->dv, slot_of(s, l, g) * s->slot * s->p.d_h,
-			(size_t)s->p.d_h, s->n_rows[slot_of(s, l, g)], 0, 0.0f, 0 };
+			(size_t)s->p.d_h, s->n_rows[slot_of(s, l, g)], BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 		s->blk[2 * g + 1] = kv_tail_block(&s->tail, l, g);
 	}
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = s->p.n_head,

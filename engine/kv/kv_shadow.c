@@ -578,9 +578,9 @@ int kv_shadow_attend(void *ctx, int layer, int pos, const float *q,
 	for (int g = 0; g < s->p.n_head_kv; g++) {
 		size_t sl = slot_of(s, l, g), d = (size_t)s->p.d_h;
 		s->blk[3 * g] = (struct backend_mix_block){ s->xk, s->xv, sl * s->n_exact * d, d,
-			s->n_exact, 0, 0.0f, 0 };
+			s->n_exact, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 		s->blk[3 * g + 1] = (struct backend_mix_block){ s->dk, s->dv, sl * s->slot * d, d,
-			s->n_rows[sl], 0, 0.0f, 0 };
+			s->n_rows[sl], BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 		s->blk[3 * g + 2] = kv_tail_block(&s->tail, l, g);
 	}
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = s->p.n_head,

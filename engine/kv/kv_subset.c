@@ -313,7 +313,7 @@ int kv_subset_attend(void *ctx, int layer, int pos, const float *q,
 	op = s->p.be->ops;
 	for (int g = 0; g < s->p.n_head_kv; g++) {
 		s->blk[2 * g] = (struct backend_mix_block){ s->keep_k, s->keep_v, keep_at(s, l, g, 0),
-			(size_t)s->p.d_h, s->n_keep, 0, 0.0f, 0 };
+			(size_t)s->p.d_h, s->n_keep, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 		s->blk[2 * g + 1] = kv_tail_block(&s->tail, l, g);
 	}
 	mx = (struct backend_mix){ .q = q, .out = out, .n_head = s->p.n_head,

@@ -92,5 +92,5 @@ struct backend_mix_block kv_tail_block(const struct kv_tail *t, int l, int g)
 {
 	return (struct backend_mix_block){ t->k, t->v,
 		(size_t)l * t->cap * t->row + (size_t)g * t->d_h, t->row,
-		t->n[l] - t->first, 0, 0.0f, 0 };
+		t->n[l] - t->first, BACKEND_ROW_F16, 0.0f, 0, NULL, NULL, 0, 0 };
 }

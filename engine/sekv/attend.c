@@ -54,7 +54,7 @@ static void init_kappa(struct sekv_ctx *c)
  * region: every compressed token of every KV head, at most what its share
  * of the largest zoom budget (one tail row held) holds. */
 static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, size_t budget,
-			 int comp_tok, size_t es, int l, float *share)
+			 int comp_tok, size_t rrow, int l, float *share)
 {
 	size_t rows = (size_t)m->n_head_kv * comp_tok, fixed, allow;
 	double w = 1.0 / m->n_layer, tot = 0;
@@ -69,15 +69,16 @@ static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, 
 		*share = (float)w;
 	if (!budget)
 		return rows;
-	fixed = m->static_bytes + model_kv_bytes(1, m->n_layer, m->n_head_kv, m->d_h);
+	fixed = m->static_bytes + sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_i8(m));
 	allow = budget > fixed ? (size_t)((double)(budget - fixed) * w) : 0;
-	return allow / (2 * es * m->d_h) < rows ? allow / (2 * es * m->d_h) : rows;
+	return allow / rrow < rows ? allow / rrow : rows;
 }
 
-/* Backend side of a ctx: its backend, workspace and buffers (n_rec:
- * elements of each reconstructed-row buffer). */
+/* Backend side of a ctx: its backend, workspace and buffers (n_tail
+ * elements of each tail buffer, n_rec rows of each reconstructed-row
+ * buffer). */
 static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n_tail,
-		       size_t n_rec, size_t es, char *err, size_t errlen)
+		       size_t n_rec, char *err, size_t errlen)
 {
 	const struct sekv_mem *m = c->m;
 	size_t row = (size_t)m->n_head_kv * m->d_h;
@@ -93,19 +94,21 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 		c->be = c->own_be;
 	}
 	op = c->be->ops;
+	size_t te = c->dev_i8 ? 1 : sizeof(uint16_t), ts = (size_t)m->n_layer * c->tail_cap *
+		    m->n_head_kv * sizeof(float), re = c->recon_type == BACKEND_ROW_F32 ? sizeof(float) :
+		    c->recon_type == BACKEND_ROW_I8 ? 1 : sizeof(uint16_t);
 	if ((rc = op->ws_new(c->be, &wsz, &c->ws)) ||
-	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_k)) ||
-	    (rc = op->buf_new(c->be, n_tail * sizeof(uint16_t), &c->tail_v)) ||
-	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_k)) ||
-	    (rc = op->buf_new(c->be, n_rec * es, &c->recon_v)) ||
-	    (rc = op->buf_wrap(c->be, m->exact_k, (size_t)m->n_layer * m->n_exact * row *
-			       sizeof(uint16_t), &c->exact_k)) ||
-	    (rc = op->buf_wrap(c->be, m->exact_v, (size_t)m->n_layer * m->n_exact * row *
-			       sizeof(uint16_t), &c->exact_v)) ||
-	    (rc = op->buf_wrap(c->be, m->k_bar, (size_t)m->n_layer * m->n_comp * row *
-			       sizeof(uint16_t), &c->bar_k)) ||
-	    (rc = op->buf_wrap(c->be, m->v_bar, (size_t)m->n_layer * m->n_comp * row *
-			       sizeof(uint16_t), &c->bar_v)) ||
+	    (rc = op->buf_new(c->be, n_tail * te, &c->tail_k)) ||
+	    (rc = op->buf_new(c->be, n_tail * te, &c->tail_v)) ||
+	    (rc = op->buf_new(c->be, n_rec * m->d_h * re, &c->recon_k)) ||
+	    (rc = op->buf_new(c->be, n_rec * m->d_h * re, &c->recon_v)) ||
+	    (c->dev_i8 &&
+	     ((rc = op->buf_new(c->be, ts, &c->tail_ks)) ||
+	      (rc = op->buf_new(c->be, ts, &c->tail_vs)))) ||
+	    (c->recon_type == BACKEND_ROW_I8 &&
+	     ((rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_ks)) ||
+	      (rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_vs)))) ||
+	    (rc = sekv_dev_open(c)) ||
 	    (m->n_lm > 0 &&
 	     ((rc = op->buf_wrap(c->be, m->lm_k, (size_t)m->n_layer * m->n_lm * row, &c->lm_kb)) ||
 	      (rc = op->buf_wrap(c->be, m->lm_s, (size_t)m->n_layer * m->n_lm * m->n_head_kv *
@@ -122,8 +125,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct sekv_ctx *c;
 	struct arena ar = {0};
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
-	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, es, budget,
-	       n_comp;
+	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
+	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -137,12 +140,15 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	for (int i = 0; i < m->n_comp; i++)
 		comp_tok += m->span[m->comp_span[i]].len;
 	n_comp = (size_t)m->n_comp;
-	es = p->recon_f32 ? sizeof(float) : sizeof(uint16_t);
+	int recon_type = p->recon_f32 ? BACKEND_ROW_F32 : sekv_mem_dev_i8(m) ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
+	rrow = 2 * (recon_type == BACKEND_ROW_F32 ? (size_t)m->d_h * sizeof(float) :
+		    recon_type == BACKEND_ROW_I8 ? (size_t)m->d_h + sizeof(float) :
+		    (size_t)m->d_h * sizeof(uint16_t));
 	n_tail = (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h;
 	budget = p->budget > 0 && p->budget < 1 ? (size_t)(p->budget * (double)m->full_kv_bytes) : 0;
 	n_rec = 0;
 	for (int l = 0; l < m->n_layer; l++) {
-		size_t r = layer_rows(m, p, budget, comp_tok, es, l, NULL);
+		size_t r = layer_rows(m, p, budget, comp_tok, rrow, l, NULL);
 		n_rec += r;
 		max_rows = r > max_rows ? r : max_rows;
 	}
@@ -186,6 +192,11 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_sh = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
 	o_rb = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
 	o_rcp = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
+	o_kc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * m->d_h, sizeof(float));
+	o_qk = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
+	o_t8 = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * m->d_h, 1);
+	o_t8s = arena_reserve(&ar, 2 * (size_t)m->n_head_kv, sizeof(float));
+	o_t8f = arena_reserve(&ar, (size_t)m->n_head_kv * m->d_h, sizeof(float));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
 				 rc == SEKV_ENOMEM ? "out of memory" : "size overflows", ar.bytes);
@@ -196,11 +207,20 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->q_scale = q_scale;
 	c->r_use = p->r_use;
 	c->recon_f32 = p->recon_f32 != 0;
+	c->dev_i8 = sekv_mem_dev_i8(m);
+	c->row_type = c->dev_i8 ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
+	c->recon_type = recon_type;
+	c->recon_row_bytes = rrow;
+	c->kc = (float *)((char *)a + o_kc);
+	c->qk = (float *)((char *)a + o_qk);
+	c->tail8 = (int8_t *)((char *)a + o_t8);
+	c->tail8_s = (float *)((char *)a + o_t8s);
+	c->tail8_f = (float *)((char *)a + o_t8f);
 	c->group = m->n_head / m->n_head_kv;
 	c->comp_tok = comp_tok;
 	c->n_row = m->n_exact + tail_cap + m->n_comp + comp_tok;
 	c->n_blk = 2 + 2 * m->n_comp;
-	c->row_bytes = model_kv_bytes(1, 1, m->n_head_kv, m->d_h);
+	c->row_bytes = sekv_dev_rows_bytes(1, 1, m->n_head_kv, m->d_h, c->dev_i8);
 	c->kappa = (float *)((char *)a + o_kap);
 	c->n_tail = (int *)((char *)a + o_nt);
 	c->recon_layer = (size_t *)((char *)a + o_rl);
@@ -225,7 +245,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->rec_base = (int32_t *)((char *)a + o_rb);
 	c->rec_cap = (int32_t *)((char *)a + o_rcp);
 	for (int l = 0, at = 0; l < m->n_layer; l++) {
-		c->rec_cap[l] = (int32_t)layer_rows(m, p, budget, comp_tok, es, l, &c->share[l]);
+		c->rec_cap[l] = (int32_t)layer_rows(m, p, budget, comp_tok, rrow, l, &c->share[l]);
 		c->rec_base[l] = at;
 		at += c->rec_cap[l];
 	}
@@ -250,7 +270,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
 	c->st.budget_bytes = budget;
-	if ((rc = ctx_backend(c, p, n_tail, n_rec * m->d_h, es, err, errlen))) {
+	if ((rc = ctx_backend(c, p, n_tail, n_rec, err, errlen))) {
 		sekv_ctx_free(c);
 		return rc;
 	}
@@ -268,13 +288,16 @@ void sekv_ctx_free(struct sekv_ctx *c)
 		const struct backend_ops *op = c->be->ops;
 		struct backend_buf *bufs[] = { c->tail_k, c->tail_v, c->recon_k, c->recon_v,
 					       c->exact_k, c->exact_v, c->bar_k, c->bar_v,
-					       c->lm_kb, c->lm_sb };
+					       c->lm_kb, c->lm_sb, c->tail_ks, c->tail_vs,
+					       c->exact_ks, c->exact_vs, c->bar_ks, c->bar_vs,
+					       c->recon_ks, c->recon_vs };
 		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 			op->buf_free(c->be, bufs[i]);
 		if (c->ws)
 			op->ws_free(c->ws);
 	}
 	backend_close(c->own_be);
+	free(c->dev_host);
 	free(c->arena);
 }
 
@@ -337,8 +360,8 @@ void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k)
  * (at most r_use of them) or the raw rows; a pre-RoPE key factor (is_key)
  * gets its positions' RoPE angles in rows' part of the layer's tables. */
 static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
-				      int start, int r0, int len, int is_key,
-				      struct backend_buf *buf, size_t base, size_t rows)
+				      int start, int r0, int len, int l, int kv, int is_key,
+				      size_t base, size_t rows)
 {
 	const struct sekv_mem *m = c->m;
 	int rows_form = sekv_rank_is_rows(f->rank), r = rows_form ? 0 : f->rank;
@@ -354,7 +377,10 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 		.len = len, .d = m->d_h, .rank = f->rank, .r = r,
 		.f16 = m->factor_f16, .u = (const char *)f->u + (size_t)r0 * u_row,
 		.s = f->rank == SEKV_RANK_RAW8 ? f->s + r0 : f->s,
-		.v = f->v, .dst = buf, .off = (base + rows) * m->d_h, .dst_f32 = c->recon_f32,
+		.v = f->v, .dst = is_key ? c->recon_k : c->recon_v, .off = (base + rows) * m->d_h,
+		.dst_type = c->recon_type, .dst_s = is_key ? c->recon_ks : c->recon_vs,
+		.soff = base + rows,
+		.kc = is_key && c->dev_i8 ? c->kc + ((size_t)l * m->n_head_kv + kv) * m->d_h : NULL,
 	};
 	if (is_key && c->rope_freq && !rows_form) {
 		size_t half = (size_t)m->n_rot / 2;
@@ -445,7 +471,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
-	size_t es = c->recon_f32 ? sizeof(float) : sizeof(uint16_t);
+	size_t rrow = c->recon_row_bytes;
 	size_t allow = (size_t)-1, used = 0, base = (size_t)c->rec_base[l];
 	int distinct = 0, n_job = 0, n_z;
 
@@ -473,7 +499,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	 * whole spans, as without windows) */
 	for (int i = 0; i < n_cand; i++) {
 		struct cand *cd = &c->cand[i];
-		size_t cost = (size_t)cd->n * m->d_h * 2 * es;
+		size_t cost = (size_t)cd->n * rrow;
 		if (cost > allow - used) {
 			cd->n = 0;   /* a long span must not block shorter ones */
 			continue;
@@ -483,7 +509,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	for (int i = 0; i < n_cand; i++) {
 		struct cand *cd = &c->cand[i];
 		int len = m->span[m->comp_span[cd->comp]].len;
-		size_t more = (size_t)(len - cd->n) * m->d_h * 2 * es;
+		size_t more = (size_t)(len - cd->n) * rrow;
 		if (cd->n > 0 && cd->n < len && more <= allow - used) {
 			used += more;
 			cd->r0 = 0;
@@ -501,10 +527,10 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 		k++;
 		if (z->row < 0) {   /* rebuilt this step */
 			z->row = -z->row - 1;
-			c->rj[n_job++] = recon_job(c, &m->fac[fi], m->span[s].start, z->r0, z->n, 1,
-						   c->recon_k, base, (size_t)z->row);
-			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], m->span[s].start, z->r0, z->n, 0,
-						   c->recon_v, base, (size_t)z->row);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi], m->span[s].start, z->r0, z->n, l,
+						   cd->kv, 1, base, (size_t)z->row);
+			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], m->span[s].start, z->r0, z->n, l,
+						   cd->kv, 0, base, (size_t)z->row);
 			for (int kv2 = 0; kv2 < 2; kv2++) {
 				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
 				size_t sb, ub, vb;
@@ -555,20 +581,25 @@ static void mix_blocks(struct sekv_ctx *c, int l, int second)
 		const int32_t *zw = c->zoom_win + (size_t)kv * m->n_comp * 2;
 		if (!second) {
 			c->blk[2 * kv] = (struct backend_mix_block){ c->exact_k, c->exact_v,
-				(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, 0, 0.0f, 0 };
+				(size_t)l * m->n_exact * row + (size_t)kv * d, row, m->n_exact, c->row_type,
+				0.0f, 0, c->exact_ks, c->exact_vs,
+				(size_t)l * m->n_exact * m->n_head_kv + (size_t)kv, (size_t)m->n_head_kv };
 			c->blk[2 * kv + 1] = (struct backend_mix_block){ c->tail_k, c->tail_v,
-				(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, 0, 0.0f, 0 };
+				(size_t)l * c->tail_cap * row + (size_t)kv * d, row, nt, c->row_type, 0.0f, 0,
+				c->tail_ks, c->tail_vs,
+				(size_t)l * c->tail_cap * m->n_head_kv + (size_t)kv, (size_t)m->n_head_kv };
 			continue;
 		}
 		for (int s = 0; s < m->n_comp; s++) {
 			/* a span zoomed in part keeps its coarse row for the rest */
 			int len = m->span[m->comp_span[s]].len, nz = zr[s] >= 0 ? zw[2 * s + 1] : 0;
+			size_t at = (size_t)c->rec_base[l] + (size_t)(zr[s] >= 0 ? zr[s] : 0);
 			blk[2 * s] = (struct backend_mix_block){ c->bar_k, c->bar_v,
-				((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, 0,
-				logf((float)(nz < len ? len - nz : len)), nz == len };
-			blk[2 * s + 1] = (struct backend_mix_block){ c->recon_k, c->recon_v,
-				((size_t)c->rec_base[l] + (size_t)(zr[s] >= 0 ? zr[s] : 0)) * d, (size_t)d,
-				nz, c->recon_f32, 0.0f, 0 };
+				((size_t)l * m->n_comp + s) * row + (size_t)kv * d, row, 1, c->row_type,
+				logf((float)(nz < len ? len - nz : len)), nz == len, c->bar_ks, c->bar_vs,
+				((size_t)l * m->n_comp + s) * m->n_head_kv + (size_t)kv, 0 };
+			blk[2 * s + 1] = (struct backend_mix_block){ c->recon_k, c->recon_v, at * d,
+				(size_t)d, nz, c->recon_type, 0.0f, 0, c->recon_ks, c->recon_vs, at, 1 };
 		}
 	}
 }
@@ -661,6 +692,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	const struct sekv_mem *m;
 	struct sekv_stats *st;
 	size_t tail = 0, recon = 0;
+	const float *qm;
 	int l = -1, idx, n_cand = 0, rc;
 
 	if (!c || !q || !k || !v || !out)
@@ -677,8 +709,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		return SEKV_EINVAL;   /* rows must be appended in order */
 	if (pos != c->last_pos)
 		new_step(c, pos, idx);
-	c->be->ops->kv_store(c->be, c->tail_k, c->tail_v, m->n_layer * c->tail_cap,
-			     m->n_head_kv * m->d_h, k, v, l * c->tail_cap + (idx - c->tail_first), 1);
+	sekv_dev_put_tail(c, l, idx - c->tail_first, k, v);
 	c->n_tail[l] = idx + 1;
 	c->pr.n = 0;
 	if (c->probe)
@@ -688,14 +719,15 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if (c->xk[l])
 		sekv_exact_mass(c, l, q);
 	mix_blocks(c, l, 0);
-	if ((rc = mix_call(c, layer, 0, q, out)) ||
+	qm = sekv_dev_query(c, l, q);
+	if ((rc = mix_call(c, layer, 0, qm, out)) ||
 	    (c->router != SEKV_ROUTER_NONE && (rc = sekv_route(c, l, q, &n_cand))) ||
 	    (rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])
 		sekv_add_mass_recall(c, l);
 	mix_blocks(c, l, 1);
-	if ((rc = mix_call(c, layer, 1, q, out)))
+	if ((rc = mix_call(c, layer, 1, qm, out)))
 		return rc;
 
 	for (int i = 0; i < m->n_layer; i++) {
@@ -723,12 +755,18 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 	if (first < c->tail_first || first > lo)
 		return SEKV_EINVAL;
 	int drop = first - c->tail_first;
+	size_t es = c->dev_i8 ? 1 : sizeof(uint16_t), sr = (size_t)m->n_head_kv * sizeof(float);
 	for (int l = 0; l < m->n_layer && drop > 0; l++) {
-		size_t keep = (size_t)(c->n_tail[l] - first) * row * sizeof(uint16_t);
-		size_t at = (size_t)l * c->tail_cap * row * sizeof(uint16_t);
-		size_t from = at + (size_t)drop * row * sizeof(uint16_t);
-		c->be->ops->buf_copy(c->be, c->tail_k, at, c->tail_k, from, keep);
-		c->be->ops->buf_copy(c->be, c->tail_v, at, c->tail_v, from, keep);
+		size_t n = (size_t)(c->n_tail[l] - first), at = (size_t)l * c->tail_cap;
+		size_t from = at + (size_t)drop;
+		c->be->ops->buf_copy(c->be, c->tail_k, at * row * es, c->tail_k, from * row * es,
+				     n * row * es);
+		c->be->ops->buf_copy(c->be, c->tail_v, at * row * es, c->tail_v, from * row * es,
+				     n * row * es);
+		if (c->dev_i8) {
+			c->be->ops->buf_copy(c->be, c->tail_ks, at * sr, c->tail_ks, from * sr, n * sr);
+			c->be->ops->buf_copy(c->be, c->tail_vs, at * sr, c->tail_vs, from * sr, n * sr);
+		}
 	}
 	c->tail_first = first;
 	c->st.tail_bytes = 0;
@@ -750,17 +788,12 @@ int sekv_ctx_tail_get(const struct sekv_ctx *c, int layer, int pos0, int n, uint
 		      uint16_t *v)
 {
 	const struct sekv_mem *m = c->m;
-	size_t row = (size_t)m->n_head_kv * m->d_h * sizeof(uint16_t);
 	int first = pos0 - m->n_tok;
 
 	if (layer < 0 || layer >= m->n_layer || n < 0 || first < c->tail_first ||
 	    first + n > c->n_tail[layer])
 		return SEKV_EINVAL;
-	size_t at = ((size_t)layer * c->tail_cap + (size_t)(first - c->tail_first)) * row;
 	if (n == 0)
 		return SEKV_OK;
-	if (c->be->ops->buf_read(c->be, c->tail_k, at, k, (size_t)n * row) ||
-	    c->be->ops->buf_read(c->be, c->tail_v, at, v, (size_t)n * row))
-		return SEKV_EINVAL;
-	return SEKV_OK;
+	return sekv_dev_get_tail(c, layer, first - c->tail_first, n, k, v);
 }

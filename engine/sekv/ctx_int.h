@@ -30,13 +30,20 @@ struct sekv_ctx {
 	int tail_cap;               /* question + generated rows per layer */
 	float q_scale;
 	int r_use;                  /* <= 0: stored rank */
-	int recon_f32;              /* reconstructed rows fp32 (1) or fp16 (0) */
+	int recon_f32;              /* reconstructed rows fp32 (1) or the device type */
+	int dev_i8;                 /* device rows int8 (mem->dev_i8; devrows.c) */
+	int row_type;               /* enum backend_row_type of exact, summary and
+	                               tail rows */
+	int recon_type;             /* and of reconstructed rows */
+	size_t recon_row_bytes;     /* device bytes of one reconstructed K + V row
+	                               of one KV head */
 	int group;                  /* query heads per KV head */
 	int comp_tok;               /* tokens in compressed spans */
 	int n_row;                  /* rows per KV head at most: exact + tail +
 	                               coarse + comp_tok */
 	int n_blk;                  /* blocks per KV head: 2 + 2 * n_comp (two calls) */
-	size_t row_bytes;           /* one fp16 K+V row of one layer, all KV heads */
+	size_t row_bytes;           /* one K+V row of one layer, all KV heads, at
+	                               the device type (sekv_dev_rows_bytes) */
 	int last_pos;               /* position of the current step, -1 none */
 
 	float *kappa;               /* [n_layer][n_head][n_comp][SEKV_D_ROUTE] */
@@ -46,6 +53,23 @@ struct sekv_ctx {
 	struct backend_buf *bar_k, *bar_v;     /* mem->k_bar/v_bar, wrapped */
 	struct backend_buf *lm_kb, *lm_sb;     /* mem->lm_k/lm_s, wrapped (NULL: no
 	                                          landmarks) */
+	/* int8 device rows (dev_i8; devrows.c): row scales beside each buffer,
+	 * fp32, one per row and KV head in the rows' order */
+	struct backend_buf *tail_ks, *tail_vs;   /* [n_layer][tail_cap][n_head_kv] */
+	struct backend_buf *exact_ks, *exact_vs; /* [n_layer][n_exact][n_head_kv] */
+	struct backend_buf *bar_ks, *bar_vs;     /* [n_layer][n_comp][n_head_kv] */
+	struct backend_buf *recon_ks, *recon_vs; /* [sum of rec_cap] */
+	float *kc;                  /* [n_layer][n_head_kv][d_h] per-channel key
+	                               scales (> 0): every int8 key row holds
+	                               k / kc, so the mixed attention scores
+	                               q * kc against it */
+	float *qk;                  /* [n_head][d_h] this layer's q * kc */
+	void *dev_host;             /* int8 exact and summary rows and their
+	                               scales (wrapped by exact_k .. bar_vs);
+	                               NULL with fp16 rows */
+	int8_t *tail8;              /* [2][n_head_kv][d_h] one tail row in int8 */
+	float *tail8_s;             /* [2][n_head_kv] its scales */
+	float *tail8_f;             /* [n_head_kv][d_h] fp32 scratch */
 	int *n_tail;                /* [n_layer] tail index after the last row */
 	int tail_first;             /* tail index of the first row still held
 	                               (earlier rows were evicted); row of tail
@@ -108,6 +132,20 @@ struct sekv_ctx {
 	struct sekv_stats st;       /* zoom_count [n_layer][n_head], zoom [cap] */
 	void *arena;
 };
+
+/* Device-tier rows (devrows.c). sekv_dev_open: the channel scales, int8
+ * copies of the exact rows and summaries (dev_i8) or the memory's fp16
+ * rows, wrapped as c->exact_k .. bar_vs; 0 or the backend's code. */
+int sekv_dev_open(struct sekv_ctx *c);
+/* Stores this token's K, V [n_head_kv][d_h] fp32 as tail row `slot` of
+ * layer l at the device type. */
+void sekv_dev_put_tail(struct sekv_ctx *c, int l, int slot, const float *k, const float *v);
+/* Copies n tail rows of layer l from slot on into k, v [n][n_head_kv][d_h]
+ * fp16 (int8 rows scaled back). 0 or SEKV_EINVAL. */
+int sekv_dev_get_tail(const struct sekv_ctx *c, int l, int slot, int n, uint16_t *k, uint16_t *v);
+/* The query the mixed attention of layer l scores with: q itself for fp16
+ * rows, else c->qk = q * kc per query head (its KV head's scales). */
+const float *sekv_dev_query(struct sekv_ctx *c, int l, const float *q);
 
 /* Routes every query head of global layer l (route.c): the spans wanted
  * per KV head, best first, into c->cand; *n_out their count. 0 or the

@@ -76,18 +76,17 @@ int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 }
 
 /* Device-tier static bytes of a segmentation (DESIGN.md section 4): exact
- * rows fp16 + one fp16 (k_bar, v_bar) per compressed span, per layer/KV head,
- * + one int8 landmark key per lm_len-token block of a compressed span.
- * model_kv_bytes(n, 1, 1, 1) * row_elems is full KV of n positions with the
- * row_elems = n_layer * n_head_kv * d_h elements of a position as one;
- * landmarks: sekv_lm_bytes of ceil(len / lm_len) blocks per compressed span. */
+ * rows + one (k_bar, v_bar) per compressed span, per layer/KV head, at the
+ * device row type (sekv_dev_rows_bytes with row_elems / d_h = n_layer *
+ * n_head_kv heads as one layer), + one int8 landmark key per lm_len-token
+ * block of a compressed span (sekv_lm_bytes of ceil(len / lm_len) blocks). */
 size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h)
 {
 	return n_lm * (size_t)n_layer * n_head_kv * ((size_t)d_h + sizeof(float));
 }
 
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
-			     size_t row_elems, int d_h, int lm_len, int *n_exact_out,
+			     size_t row_elems, int d_h, int lm_len, int i8, int *n_exact_out,
 			     int *n_comp_out)
 {
 	int n_exact = n, n_comp = 0;
@@ -102,8 +101,8 @@ size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
 		}
 	*n_exact_out = n_exact;
 	*n_comp_out = n_comp;
-	return model_kv_bytes(n_exact, 1, 1, 1) * row_elems +
-	       (size_t)n_comp * row_elems * 2 * sizeof(uint16_t) +
+	return sekv_dev_rows_bytes((size_t)n_exact + (size_t)n_comp, 1, (int)(row_elems / (size_t)d_h),
+				   d_h, i8) +
 	       sekv_lm_bytes(n_lm, 1, (int)(row_elems / (size_t)d_h), d_h);
 }
 
@@ -157,7 +156,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	if (b <= 0 || b >= 1 || n == 0)
 		return SEKV_OK;
 	cap = (size_t)(p->static_share * b * (double)full);
-	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
+	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
 		return SEKV_OK;
 
 	/* grow alpha geometrically until it fits, then bisect to the smallest */
@@ -166,7 +165,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		hi = p->alpha + step;
 		sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
 			break;
 		lo = hi;
 	}
@@ -174,7 +173,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		a = 0.5f * (lo + hi);
 		sekv_seg_anchors(h, n, a, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
 			hi = a;
 		else
 			lo = a;
@@ -182,7 +181,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	*alpha_used = hi;
 	sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 	ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp);
+	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp);
 	if (bytes <= cap) {
 		int n_anchor = 0;
 		for (int t = 0; t < n; t++)
@@ -199,7 +198,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	 * merge neighbouring spans (and the anchors between them) */
 	while (ns > 1 && bytes > cap) {
 		ns = merge_pairs(is_anchor, span, ns, p->l_min);
-		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, &n_exact, &n_comp);
+		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp);
 	}
 	*n_span = ns;
 	snprintf(note, note_len, "%salpha raised %.2f -> %.2f and spans merged: "

@@ -62,7 +62,12 @@ struct sekv_params {
 	double static_share; /* share of the budget that exact rows + summaries
 	                        may take; alpha rises until they fit (0.7) */
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
-	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else fp16 */
+	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else
+	                        the device-tier row type */
+	int dev_i8;          /* 1: device-tier KV rows (exact, summaries, tail,
+	                        reconstructed) are int8 with an fp32 scale per
+	                        row and KV head, keys divided by per-channel
+	                        scales first (sekv_mem.dev_i8); 0: fp16 (1) */
 	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
 	                        fp32), halving host_bytes; 0: fp32 (tests) (1) */
 	int n_threads;       /* threads of the backend sekv_build opens when be
@@ -205,6 +210,14 @@ struct sekv_mem {
 	                         span's energy ||X||_F^2 the stored factor keeps
 	                         (raw: 1) */
 	int factor_f16;       /* 1: every factor's u, v are fp16, 0: fp32 */
+	int dev_i8;           /* device-tier row type wanted for a decode stream
+	                         over this memory and for static_bytes: 1 int8
+	                         rows with a scale per row and KV head (keys
+	                         scaled per channel first), 0 fp16
+	                         (sekv_params.dev_i8; not stored: a loaded memory
+	                         gets 1, a caller may change it, then
+	                         sekv_mem_update_counts); sekv_mem_dev_i8 says
+	                         what is used */
 	float alpha_used;     /* threshold multiplier actually used */
 	char note[256];       /* how alpha / merging was chosen to fit the budget,
 	                         e.g. "alpha raised 1.00 -> 2.35, ..." ("" = none) */
@@ -241,7 +254,8 @@ struct sekv_mem {
 	float *tau;               /* [n_layer][n_head] */
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
-	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier */
+	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier
+	                             at its types (dev_i8; sekv_dev_rows_bytes) */
 	size_t host_bytes;        /* all factors (row forms included) at their
 	                             stored types */
 	void *arena;              /* implementation-owned storage */
@@ -357,12 +371,27 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 		   int n_exact, const int32_t *ranks, int factor_f16, int lm_len);
 void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
 /* Recomputes n_comp/comp_span from span[], and the byte counters:
- * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows (fp16)
- * + k_bar/v_bar (fp16) + landmarks (int8 keys, fp32 scales); host_bytes = all factors (u, v at 2 bytes
+ * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows and
+ * k_bar/v_bar at the device row type (dev_i8, sekv_dev_rows_bytes) +
+ * landmarks (int8 keys, fp32 scales); host_bytes = all factors (u, v at 2 bytes
  * per element when factor_f16, else 4; s fp32). The span
  * array's full flags must not change the number of compressed spans the
  * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
+
+/* The device row type a memory's rows take: int8 (1) when m->dev_i8 asks
+ * for it and m has compressed spans; a memory kept exact (no spans, no
+ * budget pressure) keeps fp16 rows, exactly the document's. Pure. */
+static inline int sekv_mem_dev_i8(const struct sekv_mem *m)
+{
+	return m->dev_i8 && m->n_comp > 0;
+}
+
+/* Device-tier bytes of n_rows positions' K and V rows over n_layer layers
+ * and n_head_kv KV heads: 2 * d_h bytes per head and row (fp16), or with
+ * i8 d_h int8 codes + one fp32 scale (sekv_params.dev_i8). A summary
+ * (k_bar, v_bar) costs one row. Pure. */
+size_t sekv_dev_rows_bytes(size_t n_rows, int n_layer, int n_head_kv, int d_h, int i8);
 
 /* What the static device tier of a memory holds, in bytes at the stored
  * types (issue 19: the composition ask --json and sekv eval report). */

@@ -20,9 +20,11 @@ int sekv_seg_spans(const uint8_t *is_anchor, int n, int l_min, int n_sink,
  * and KV head. */
 size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h);
 /* Static device bytes of a segmentation with landmark blocks of lm_len
- * tokens (0: none); row_elems = n_layer*n_head_kv*d_h. */
+ * tokens (0: none); row_elems = n_layer*n_head_kv*d_h; rows at the device
+ * type i8 (sekv_dev_rows_bytes). */
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
-			     size_t row_elems, int d_h, int lm_len, int *n_exact, int *n_comp);
+			     size_t row_elems, int d_h, int lm_len, int i8, int *n_exact,
+			     int *n_comp);
 /* Segments with the smallest alpha >= p->alpha whose static bytes fit
  * (no spans at all when n < p->exact_below: the memory stays exact)
  * p->static_share * p->budget * full KV, merging spans when no alpha does;
