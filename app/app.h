@@ -19,6 +19,18 @@ struct sekv_mem;
 struct sekv_ctx;
 struct model_state;
 
+struct sekv_router_w;
+/* The trained router's weights file of o's model into buf [cap]:
+ * o->router_weights, else assets/router/MODEL.bin (MODEL: the model
+ * file's name without ".gguf"; app_asset_path). Pure. */
+void app_router_weights_path(const struct app_opts *o, char *buf, size_t cap);
+/* With router == SEKV_ROUTER_TRAINED, loads that file for model m into
+ * *out (malloc'ed; free()), refusing another model's (SEKV_EMISMATCH) or
+ * a damaged file (SEKV_EFORMAT, SEKV_EIO; err names it); other routers:
+ * *out = NULL, 0. */
+int app_router_load(const struct app_opts *o, const struct model *m, int router,
+		    struct sekv_router_w **out, char *err, size_t errlen);
+
 /* Opens the model (o->model) and its tokenizer (o->tokenizer when given,
  * else the GGUF vocabulary). Either out pointer may be NULL to skip it; the
  * model pointer is required when *tk is built from the GGUF. */
@@ -369,5 +381,6 @@ int cmd_export(int argc, char **argv);
 int cmd_ask(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 
 #endif

@@ -145,7 +145,8 @@ struct opt_row {
 #define SAMPLER_DEF(field) .def = DEF_SAMPLER, .def_off = offsetof(struct sampler_params, field)
 
 /* Sub-commands that load the model (app_load). */
-#define USES_MODEL (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_EVAL)
+#define USES_MODEL (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_EVAL | \
+		    APP_CMD_TRAIN)
 #define ANSWERS (APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_EVAL)
 #define MEMORY (APP_CMD_CHAT | APP_CMD_INGEST | APP_CMD_ASK)
 
@@ -203,10 +204,12 @@ static const struct opt_row opt_table[] = {
 		  "per step the chunks with the best landmarks rebuilt from low-rank keys (ShadowKV)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK },
 	{ .name = "--router", .kind = OPT_CHOICE, .off = F(router), .set_off = NO_SET,
-	  .choices = "landmark|summary|oracle",
-	  .help = "SeKV zoom choice: landmarks (mean keys of short blocks), the paper's router over "
-		  "span summaries, or the spans with the most exact attention (measurement: reads "
-		  "the exact KV; implies --mass-recall)",
+	  .choices = "landmark|summary|oracle|none|trained|untrained",
+	  .help = "SeKV zoom choice: landmarks (mean keys of short blocks; the untrained default, "
+		  "also named untrained), the paper's router over span summaries (untrained W), the "
+		  "spans with the most exact attention (measurement: reads the exact KV; implies "
+		  "--mass-recall), none (summaries only), or the trained router (the landmark scores "
+		  "recalibrated per layer and head by --router-weights, trained by sekv train)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--device-rows", .kind = OPT_CHOICE, .off = F(device_rows), .set_off = NO_SET,
 	  .choices = "int8|f16",
@@ -214,6 +217,24 @@ static const struct opt_row opt_table[] = {
 		  "with a scale per row, keys scaled per channel first (0.53x the bytes, so the "
 		  "budget holds nearly twice the rows), or fp16 as the model computed them",
 	  .cmds = MEMORY | APP_CMD_EVAL },
+	{ .name = "--router-weights", .arg = "FILE", .kind = OPT_TEXT, .off = F(router_weights),
+	  .set_off = NO_SET, .def_text = "assets/router/MODEL.bin, MODEL the model file's name without .gguf",
+	  .help = "weights of --router trained (refused unless trained for this model's fingerprint); "
+		  "sekv train writes them here unless --out says",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL | APP_CMD_TRAIN },
+	{ .name = "--steps", .arg = "N", .kind = OPT_INT, .off = F(train_steps), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = 600, .imin = 1, .imax = 1000000, .what = "a number of steps",
+	  .help = "optimiser steps of the router training", .cmds = APP_CMD_TRAIN },
+	{ .name = "--train-docs", .arg = "N", .kind = OPT_INT, .off = F(train_docs), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = 16, .imin = 1, .imax = 100000, .what = "a number of documents",
+	  .help = "training memories cut from the training files (a quarter as many held-out ones "
+		  "from the held-out files, at least 2)", .cmds = APP_CMD_TRAIN },
+	{ .name = "--doc-tokens", .arg = "N", .kind = OPT_INT, .off = F(train_tokens), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = 2048, .imin = 256, .imax = 1 << 20, .what = "a number of tokens",
+	  .help = "tokens of each training memory", .cmds = APP_CMD_TRAIN },
+	{ .name = "--train-w", .kind = OPT_CHOICE, .off = F(train_w), .set_off = NO_SET,
+	  .choices = "on|off", .help = "train the projection W (the paper's router term) beside the "
+		  "landmark recalibration", .cmds = APP_CMD_TRAIN },
 	{ .name = "--zoom-blocks", .arg = "N", .kind = OPT_INT, .off = F(zoom_blocks),
 	  .set_off = NO_SET, SEKV_DEF(zoom_blocks), .imin = 0, .imax = 1 << 16,
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
@@ -259,7 +280,8 @@ static const struct opt_row opt_table[] = {
 	  SAMPLER_DEF(temperature), .lo = 0, .hi = 100, .help = "sampling temperature, 0 = greedy",
 	  .cmds = ANSWERS },
 	{ .name = "--seed", .arg = "S", .kind = OPT_U64, .off = F(seed), .set_off = NO_SET,
-	  SAMPLER_DEF(seed), .imin = 0, .imax = LONG_MAX, .help = "sampling seed", .cmds = ANSWERS },
+	  SAMPLER_DEF(seed), .imin = 0, .imax = LONG_MAX, .help = "sampling seed (sekv train: the "
+	  "run's seed)", .cmds = ANSWERS | APP_CMD_TRAIN },
 	{ .name = "--repeat-penalty", .arg = "P", .kind = OPT_FLOAT, .off = F(repeat_penalty),
 	  .set_off = F(repeat_penalty_set), .def = DEF_VALUE, .def_value = APP_REPEAT_PENALTY_BASE,
 	  .lo = 1, .hi = 10, .what = "a factor",
@@ -381,12 +403,13 @@ static const struct opt_row opt_table[] = {
 	  .def_text = APP_EVAL_QA, .help = "questions of the qa task (JSONL of doc, question, answer)",
 	  .cmds = APP_CMD_EVAL },
 	{ .name = "--out", .arg = "DIR", .kind = OPT_TEXT, .off = F(eval_out), .set_off = NO_SET,
-	  .help = "directory for results.json, results.md, the plots and eval.db (created)",
-	  .cmds = APP_CMD_EVAL },
+	  .help = "eval: directory for results.json, results.md, the plots and eval.db (created); "
+		  "train: the weights file written (FILE.ckpt, FILE.data, FILE.png beside it)",
+	  .cmds = APP_CMD_EVAL | APP_CMD_TRAIN },
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
 	  .help = "no progress output",
 	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL |
-		  APP_CMD_CHECK | APP_CMD_COUNT },
+		  APP_CMD_CHECK | APP_CMD_COUNT | APP_CMD_TRAIN },
 	{ .name = "-h", .alias = "--help", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
 	  .help = "this help", .cmds = APP_CMD_ALL },
 };
@@ -605,6 +628,9 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 		if (opt_store(o, r, argv[++i]))
 			return opt_bad(r, a, argv[i], err, errlen);
 	}
+	/* --router untrained names the untrained default, the landmark router */
+	if (o->router == SEKV_ROUTER_TRAINED + 1)
+		o->router = SEKV_ROUTER_LANDMARK;
 	/* the list's form now; whether its layers are global, once the model is open */
 	if (o->evidence_heads) {
 		struct evidence_head h[EVIDENCE_MAX_HEADS];

@@ -32,7 +32,8 @@ enum {
 	APP_CMD_EVAL = 1 << 10,
 	APP_CMD_CHECK = 1 << 11,
 	APP_CMD_COUNT = 1 << 12,
-	APP_CMD_ALL = (1 << 13) - 1,
+	APP_CMD_TRAIN = 1 << 13,
+	APP_CMD_ALL = (1 << 14) - 1,
 };
 
 /* The memory an answer is decoded from (--kv): SeKV, the reference, and
@@ -120,6 +121,13 @@ struct app_opts {
 	int router;            /* --router landmark|summary|oracle: enum sekv_router
 	                          (the choices' order is the enum's) */
 	int mass_recall;       /* --mass-recall: load exact keys, report mass_recall */
+	const char *router_weights; /* --router-weights FILE: --router trained's weights
+	                          (NULL: app_router_weights_path) */
+	/* sekv train (app/cmd_train.c) */
+	int train_steps;       /* --steps N: optimiser steps (600) */
+	int train_docs;        /* --train-docs N: training memories collected (16) */
+	int train_tokens;      /* --doc-tokens N: tokens of each memory (2048) */
+	int train_w;           /* --train-w on|off: 0 = on (W trained), 1 = off */
 	/* sekv eval (app/cmd_eval.c parses the lists; NULL: its defaults) */
 	const char *eval_methods;  /* --methods LIST: --kv names and "summary" */
 	const char *eval_budgets;  /* --budgets LIST: fractions of the full KV cache */

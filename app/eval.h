@@ -484,4 +484,11 @@ void eval_ramp(double t, double rgb[3]);
  * pixel values among at most 4096 sampled (1: blank). 0 or SEKV_EFORMAT. */
 int eval_png_info(const char *path, int *w, int *h, int *n_colors, char *err, size_t errlen);
 
+/* A line plot of n_series curves y[k] [n] over x [n] (non-finite values
+ * skipped), linear axes from 0, a legend of name [n_series], written as a
+ * PNG to path (sekv train's loss curves). 0 or SEKV_EIO. */
+int eval_plot_curves(const char *path, const char *title, const char *xlabel, int n_series,
+		     const char *const *name, const double *x, const double *const *y, int n,
+		     char *err, size_t errlen);
+
 #endif

@@ -496,3 +496,70 @@ int eval_png_info(const char *path, int *w, int *h, int *n_colors, char *err, si
 	cairo_surface_destroy(s);
 	return 0;
 }
+
+/* ---- curves (sekv train's losses) -------------------------------------- */
+
+int eval_plot_curves(const char *path, const char *title, const char *xlabel, int n_series,
+		     const char *const *name, const double *x, const double *const *y, int n,
+		     char *err, size_t errlen)
+{
+	const double W = 820, H = 480, x0 = 70, y0 = 60, w = 560, h = 340;
+	double xmax = 0, ymax = 0;
+	char buf[96];
+	cairo_surface_t *s;
+	cairo_t *cr;
+	int rc = 0;
+
+	for (int i = 0; i < n; i++) {
+		xmax = x[i] > xmax ? x[i] : xmax;
+		for (int k = 0; k < n_series; k++)
+			ymax = isfinite(y[k][i]) && y[k][i] > ymax ? y[k][i] : ymax;
+	}
+	xmax = xmax > 0 ? xmax : 1;
+	ymax = ymax > 0 ? ymax * 1.05 : 1;
+	s = cairo_image_surface_create(CAIRO_FORMAT_RGB24, (int)W, (int)H);
+	cr = cairo_create(s);
+	cairo_set_source_rgb(cr, 1, 1, 1);
+	cairo_paint(cr);
+	cairo_select_font_face(cr, "sans-serif", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+	cairo_set_source_rgb(cr, 0, 0, 0);
+	text_at(cr, x0 + w / 2, 30, title, 16, 1);
+	cairo_set_line_width(cr, 1);
+	cairo_move_to(cr, x0, y0);
+	cairo_line_to(cr, x0, y0 + h);
+	cairo_line_to(cr, x0 + w, y0 + h);
+	cairo_stroke(cr);
+	for (int t = 0; t <= 4; t++) {
+		snprintf(buf, sizeof buf, "%.3g", ymax * t / 4.0);
+		text_at(cr, x0 - 8 - 7 * strlen(buf), y0 + h - h * t / 4.0 + 4, buf, 12, 0);
+		snprintf(buf, sizeof buf, "%.0f", xmax * t / 4.0);
+		text_at(cr, x0 + w * t / 4.0, y0 + h + 18, buf, 12, 1);
+	}
+	text_at(cr, x0 + w / 2, y0 + h + 48, xlabel, 13, 1);
+	for (int k = 0; k < n_series; k++) {
+		const double *c = PALETTE[k % (int)(sizeof PALETTE / sizeof *PALETTE)];
+		int started = 0;
+		cairo_set_source_rgb(cr, c[0], c[1], c[2]);
+		cairo_set_line_width(cr, 2);
+		for (int i = 0; i < n; i++) {
+			double px = x0 + w * x[i] / xmax, py = y0 + h - h * y[k][i] / ymax;
+			if (!isfinite(y[k][i]))
+				continue;
+			if (started)
+				cairo_line_to(cr, px, py);
+			else
+				cairo_move_to(cr, px, py);
+			started = 1;
+		}
+		cairo_stroke(cr);
+		cairo_rectangle(cr, x0 + w + 15, y0 + 10 + 22 * k - 8, 14, 4);
+		cairo_fill(cr);
+		cairo_set_source_rgb(cr, 0, 0, 0);
+		text_at(cr, x0 + w + 35, y0 + 10 + 22 * k, name[k], 12, 0);
+	}
+	cairo_destroy(cr);
+	if (cairo_surface_write_to_png(s, path) != CAIRO_STATUS_SUCCESS)
+		rc = sekv_errf(err, errlen, SEKV_EIO, "plot: %s: cannot write the PNG", path);
+	cairo_surface_destroy(s);
+	return rc;
+}

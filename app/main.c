@@ -57,6 +57,11 @@ static const struct cmd cmds[] = {
 	  "measure SeKV against full KV and rival KV methods on needle haystacks built from this "
 	  "machine's text: results.json, results.md, PNG plots in DIR (answers of at most 32 tokens "
 	  "unless -n says; --seed also seeds the haystacks)" },
+	{ "train", cmd_train, APP_CMD_TRAIN, "[--steps N] [--out FILE] [--resume]",
+	  "train the SeKV router of the model (frozen) on this machine's text: teacher labels from "
+	  "exact attention, AdamW; prints step, losses, samples/s and ETA, checkpoints to FILE.ckpt "
+	  "(--resume goes on from it and the collected FILE.data), draws FILE.png, writes the "
+	  "weights (default assets/router/MODEL.bin) that --router trained loads" },
 	{ "generate", cmd_generate, APP_CMD_GENERATE, "-p TEXT",
 	  "plain generation, the prompt wrapped in the model's chat template" },
 	{ "tokenize", cmd_tokenize, APP_CMD_TOKENIZE, "-- TEXT", "print token ids separated by spaces" },

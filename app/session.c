@@ -232,6 +232,9 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 		snprintf(s->note, sizeof s->note,
 			 "document %lld was stored without landmarks: its spans are routed by their "
 			 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
+	if ((rc = app_router_load(&s->o, s->m, s->sp.router, &s->router_w, err, errlen)))
+		return rc;
+	s->sp.trained = s->router_w;
 	if ((rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen)))
 		return rc;
 	if (s->sp.router == SEKV_ROUTER_ORACLE || s->o.mass_recall)
@@ -459,6 +462,7 @@ void session_close(struct session *s)
 	kv_quest_free(s->quest);
 	kv_shadow_free(s->shadow);
 	sekv_mem_free(s->mem);
+	free(s->router_w);
 	store_session_kv_free(&s->sess_swa);
 	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
 		free(s->xk[i]);

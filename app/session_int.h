@@ -33,6 +33,7 @@ struct session {
 	struct sekv_mem *mem;      /* SeKV mode */
 	struct sekv_ctx *sc;       /* SeKV mode */
 	struct sekv_params sp;
+	struct sekv_router_w *router_w; /* --router trained's weights (sp.trained), NULL */
 	int32_t *tokens;           /* [n_tok] document tokens */
 	int n_tok;
 	char example[160];         /* worked example's answer (chat_example_of_text, whole words), "" none */

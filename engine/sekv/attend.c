@@ -32,7 +32,8 @@ static void init_kappa(struct sekv_ctx *c)
 
 	for (int l = 0; l < m->n_layer; l++)
 		for (int h = 0; h < m->n_head; h++) {
-			const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
+			const float *w = (c->trained && c->trained->w ? c->trained->w : m->route_w) +
+					 ((size_t)l * m->n_head + h) * D * d;
 			for (int s = 0; s < m->n_comp; s++) {
 				const uint16_t *kb = m->k_bar + (((size_t)l * m->n_comp + s) *
 								 m->n_head_kv + h / c->group) * d;
@@ -137,6 +138,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 				 !m || !p ? "memory or params: NULL" :
 				 tail_cap < 1 ? "tail_cap: must be >= 1" :
 				 "shape: bad q_scale or head counts");
+	if (p->router == SEKV_ROUTER_TRAINED &&
+	    (!p->trained || p->trained->n_layer != m->n_layer || p->trained->n_head != m->n_head ||
+	     p->trained->d_h != m->d_h || m->n_lm == 0))
+		return sekv_errf(err, errlen, SEKV_EINVAL, "sekv_ctx_new: trained router: %s",
+				 !p->trained ? "no weights" : m->n_lm == 0 ? "the memory has no landmarks" :
+				 "weights of another shape");
 	for (int i = 0; i < m->n_comp; i++)
 		comp_tok += m->span[m->comp_span[i]].len;
 	n_comp = (size_t)m->n_comp;
@@ -260,6 +267,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	/* a memory stored before landmarks routes by its summaries */
 	c->router = p->router == SEKV_ROUTER_LANDMARK && m->n_lm == 0 ? SEKV_ROUTER_SUMMARY
 								      : p->router;
+	c->trained = p->router == SEKV_ROUTER_TRAINED ? p->trained : NULL;
 	c->xk = (const uint16_t **)((char *)a + o_xk);
 	c->xrow = (float *)((char *)a + o_xr);
 	c->lrow = (float *)((char *)a + o_lr);

@@ -117,6 +117,8 @@ struct sekv_ctx {
 	                               per compressed span its coarse and rebuilt rows
 	                               (the second) */
 	int router;                 /* enum sekv_router */
+	const struct sekv_router_w *trained; /* SEKV_ROUTER_TRAINED's weights (borrowed) */
+	int routed_layer;           /* 1 + the global layer routed last (0: none) */
 	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
 	float *xrow;                /* [d_h] one exact key in fp32 */
 	float *lrow;                /* [d_h] one landmark key in fp32 */

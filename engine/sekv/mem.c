@@ -63,7 +63,7 @@ void sekv_default_params(struct sekv_params *p)
 
 const char *sekv_router_name(int router)
 {
-	static const char *const name[] = { "landmark", "summary", "oracle", "none" };
+	static const char *const name[] = { "landmark", "summary", "oracle", "none", "trained" };
 	return router >= 0 && router < (int)(sizeof name / sizeof *name) ? name[router] : "?";
 }
 

@@ -150,6 +150,42 @@ static int route_landmark(struct sekv_ctx *c, int l, const float *q)
 	return SEKV_OK;
 }
 
+/* The trained router (struct sekv_router_w) over the landmark logits
+ * route_landmark left in c->alpha: z = a x + b (+ <W q, kappa_S>/sqrt(d')
+ * with kappa from the trained W, sekv_ctx_new), in place. */
+static void route_trained(struct sekv_ctx *c, int l, const float *q)
+{
+	const struct sekv_mem *m = c->m;
+	const struct sekv_router_w *rw = c->trained;
+	int d = m->d_h, D = SEKV_D_ROUTE;
+	float inv = 1.0f / sqrtf((float)D);
+
+	for (int h = 0; h < m->n_head; h++) {
+		size_t lh = (size_t)l * m->n_head + h;
+		float *a = c->alpha + (size_t)h * m->n_comp;
+		const float *kp = c->kappa + lh * m->n_comp * D;
+		if (rw->w)
+			for (int i = 0; i < D; i++)
+				c->qr[i] = vec_dot8(rw->w + (lh * D + i) * d, q + (size_t)h * d, d);
+		for (int s = 0; s < m->n_comp; s++)
+			a[s] = rw->a[lh] * a[s] + rw->b[lh] +
+			       (rw->w ? vec_dot8(c->qr, kp + (size_t)s * D, D) * inv : 0.0f);
+	}
+}
+
+void sekv_ctx_route_view(const struct sekv_ctx *c, struct sekv_route_view *v)
+{
+	const struct sekv_mem *m = c->m;
+	int l = c->routed_layer - 1;
+
+	v->layer = l;
+	v->n_head = m->n_head;
+	v->n_comp = m->n_comp;
+	v->x = l >= 0 && c->router == SEKV_ROUTER_LANDMARK ? c->alpha : NULL;
+	v->mass = l >= 0 && c->xk[l] ? c->xmass : NULL;
+	v->total = v->mass ? c->xtotal : NULL;
+}
+
 /* The rows of candidate cd's span to rebuild: all of them, or with
  * zoom_blocks and landmarks the best block of the routing head and its
  * neighbours, grown one block at a time towards the higher-scoring side
@@ -164,7 +200,8 @@ static void zoom_window(const struct sekv_ctx *c, struct cand *cd)
 
 	cd->r0 = 0;
 	cd->n = len;
-	if (!c->zoom_blocks || c->router != SEKV_ROUTER_LANDMARK || m->lm_len < 1)
+	if (!c->zoom_blocks || (c->router != SEKV_ROUTER_LANDMARK && c->router != SEKV_ROUTER_TRAINED) ||
+	    m->lm_len < 1)
 		return;
 	b0 = m->lm_first[cd->comp];
 	b1 = m->lm_first[cd->comp + 1];
@@ -198,6 +235,7 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 	int d = m->d_h, D = SEKV_D_ROUTE, n_cand = 0;
 	float inv = 1.0f / sqrtf((float)D);
 
+	c->routed_layer = l + 1;
 	if (c->router == SEKV_ROUTER_ORACLE && c->xk[l]) {
 		for (int h = 0; h < m->n_head; h++)
 			for (int s = 0; s < m->n_comp; s++) {
@@ -220,12 +258,14 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 		*n_out = n_cand;
 		return SEKV_OK;
 	}
-	if (c->router == SEKV_ROUTER_LANDMARK) {
+	if (c->router == SEKV_ROUTER_LANDMARK || c->router == SEKV_ROUTER_TRAINED) {
 		int rc = route_landmark(c, l, q);
 		if (rc)
 			return rc;
 	}
-	for (int h = 0; c->router != SEKV_ROUTER_LANDMARK && h < m->n_head; h++) {
+	if (c->router == SEKV_ROUTER_TRAINED)
+		route_trained(c, l, q);
+	for (int h = 0; c->router == SEKV_ROUTER_SUMMARY && h < m->n_head; h++) {
 		const float *w = m->route_w + ((size_t)l * m->n_head + h) * D * d;
 		const float *kp = c->kappa + ((size_t)l * m->n_head + h) * m->n_comp * D;
 		for (int i = 0; i < D; i++)
@@ -236,12 +276,13 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 			c->alpha[(size_t)h * m->n_comp + s] = x;
 		}
 	}
+	const float *tau = c->router == SEKV_ROUTER_TRAINED ? c->trained->tau : m->tau;
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		for (int s = 0; s < m->n_comp; s++) {
 			struct cand best = { kv, s, -1, 0, 0, 0 };
 			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 				float a = c->alpha[(size_t)h * m->n_comp + s];
-				if (above_tau(a, m->tau[(size_t)l * m->n_head + h]) &&
+				if (above_tau(a, tau[(size_t)l * m->n_head + h]) &&
 				    (best.head < 0 || a > best.alpha)) {
 					best.head = h;
 					best.alpha = a;

@@ -96,6 +96,9 @@ struct sekv_params {
 	double lm_share;     /* landmarks may take this share of the static part
 	                        (static_share * budget); the block doubles until
 	                        they fit (0.5) */
+	const struct sekv_router_w *trained; /* weights of SEKV_ROUTER_TRAINED
+	                        (borrowed: must outlive every ctx opened with
+	                        these params; shape = the memory's); NULL */
 };
 
 /* How a decode stream picks the spans to zoom (the first three in the
@@ -117,10 +120,35 @@ enum sekv_router {
 	                            loss (issue 9) */
 	SEKV_ROUTER_NONE = 3,    /* never zoom: span summaries only (the summary-only
 	                            rival, a SentenceKV-style cache; issue 9 part 3) */
+	SEKV_ROUTER_TRAINED = 4, /* the landmark router's alpha_S recalibrated per layer
+	                            and head by trained weights (sekv_params.trained,
+	                            struct sekv_router_w; engine/train/train.h trains
+	                            them): needs landmarks */
+};
+
+/* Trained router weights (DESIGN.md section 3; issue 19 item 3), read by
+ * the SEKV_ROUTER_TRAINED router. Per global layer l and query head h the
+ * zoom logit of compressed span S is
+ *   z_S = a[l,h] * x_S + b[l,h] + <W[l,h] q, kappa_S> / sqrt(d')
+ * where x_S = logit(alpha_S) of the landmark router and kappa_S =
+ * normalize(W[l,h] k_bar_S) (the last term only when w is not NULL); the
+ * span is a candidate when sigmoid(z_S) > tau[l,h] and candidates zoom by
+ * descending z under the budget, as the other routers'. a = 1, b = 0, no
+ * w and tau = 0 is the landmark router. All arrays borrowed by whoever
+ * holds the struct. */
+struct sekv_router_w {
+	int n_layer;   /* global layers */
+	int n_head;    /* query heads */
+	int d_h;
+	float *a;      /* [n_layer][n_head] scale of x_S */
+	float *b;      /* [n_layer][n_head] bias (logit units) */
+	float *tau;    /* [n_layer][n_head] zoom threshold on sigmoid(z), 0..1 */
+	float *w;      /* [n_layer][n_head][SEKV_D_ROUTE][d_h] or NULL */
 };
 
 void sekv_default_params(struct sekv_params *p);
-/* "landmark", "summary", "oracle", "none" (static storage; "?" otherwise). */
+/* "landmark", "summary", "oracle", "none", "trained" (static storage; "?"
+ * otherwise). */
 const char *sekv_router_name(int router);
 
 /* A run of tokens between anchors. */
@@ -521,6 +549,24 @@ int sekv_ctx_tail_rows(const struct sekv_ctx *c);
  * the query against every document key (n_tok * d_h * n_head flops per
  * layer): a measurement aid, not the product's decode path. No allocation. */
 void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k);
+
+/* What the last sekv_attend call routed (training the router: engine/
+ * train/): its global layer's landmark logits and, with exact keys set,
+ * the exact attention mass per compressed span. */
+struct sekv_route_view {
+	int layer;             /* global layer of the last call, -1: none */
+	int n_head, n_comp;
+	const float *x;        /* [n_head][n_comp] logit(alpha_S) of the landmark
+	                          router (NULL unless the ctx's router is
+	                          SEKV_ROUTER_LANDMARK) */
+	const double *mass;    /* [n_head][n_comp] exact attention mass per span,
+	                          relative to the head's largest document score
+	                          (NULL without exact keys) */
+	const double *total;   /* [n_head] the same over the whole document */
+};
+/* Fills v with borrowed views valid until the next sekv_attend or
+ * sekv_ctx_free. Pure. */
+void sekv_ctx_route_view(const struct sekv_ctx *c, struct sekv_route_view *v);
 
 /* Live statistics (borrowed, valid until the next sekv_attend). */
 const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c);
