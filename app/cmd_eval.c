@@ -467,8 +467,9 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 	snprintf(header, sizeof header,
 		 "Model `%.200s`, %d threads, greedy answers of at most %d tokens, seed %llu. Grid: methods %s, "
 		 "budgets %s, tasks %s, lengths %s, depths %s, %d needles per cell; %d haystacks in %s. "
-		 "SeKV: router %s, --zoom-blocks %d, --rmax %d, --rank-energy %.2f, --factor-keys %s, "
-		 "--static-share %.2f, --recent %d, --zoom-shares %s.",
+		 "SeKV: router %s, --zoom-blocks %d, --rmax %d, --rank-energy %g, --rank-energy-v %g, "
+		 "--factor-keys %s, --static-share %.2f, --recent %d, --zoom-shares %s, "
+		 "--device-rows %s.",
 		 g->o.model, g->o.n_threads, g->o.n_predict, (unsigned long long)g->o.seed,
 		 g->o.eval_methods ? g->o.eval_methods : APP_EVAL_METHODS,
 		 g->o.eval_budgets ? g->o.eval_budgets : APP_EVAL_BUDGETS,
@@ -476,8 +477,9 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 g->o.eval_lengths ? g->o.eval_lengths : APP_EVAL_LENGTHS,
 		 g->o.eval_depths ? g->o.eval_depths : APP_EVAL_DEPTHS, g->o.eval_needles, g->n_job, w,
 		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.r_max, g->o.rank_energy,
-		 g->o.key_pre_rope ? "pre-rope" : "post-rope", g->o.static_share, g->o.n_recent,
-		 g->o.zoom_shares ? g->o.zoom_shares : "equal");
+		 g->o.rank_energy_v, g->o.key_pre_rope ? "pre-rope" : "post-rope", g->o.static_share,
+		 g->o.n_recent, g->o.zoom_shares ? g->o.zoom_shares : "equal",
+		 g->o.device_rows ? "f16" : "int8");
 	snprintf(header + strlen(header), sizeof header - strlen(header), "\n\n%s", g->pin_note);
 	snprintf(path, sizeof path, "%s/results.md", g->dir);
 	if (eval_write_md(v, path, header, (const char *const *)png, n_png, err, sizeof err))
