@@ -882,11 +882,55 @@ static void f16_rows_convert(struct test_ctx *t)
 	T_CHECK(t, h[0] == 0x3e00 && h[2] == 0x0001);
 }
 
+/* int8 rows (SeKV's device tier, landmarks): scale = max|x| / 127 and
+ * codes rounded to nearest, ties to even, against the arithmetic written
+ * out in double (rows of 16-multiples and odd tails take the vector path
+ * and the scalar one); a zero or non-finite row gives scale 0, codes 0. */
+static void f32_to_i8_row_rounds_to_nearest(struct test_ctx *t)
+{
+	static const size_t lens[] = { 1, 16, 37, 64, 256 };
+	float x[256], sc;
+	int8_t q[256];
+	int bad = 0;
+
+	for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+		size_t n = lens[k];
+		double amax = 0;
+		test_fill_random(x, n, 900 + k);
+		for (size_t i = 0; i < n; i++)
+			amax = fmax(amax, fabs(x[i]));
+		sc = quant_f32_to_i8_row(x, q, n);
+		bad += fabs(sc - amax / 127) > 1e-7 * amax;
+		for (size_t i = 0; i < n; i++) {
+			double y = x[i] * (double)(127.0f / (float)amax), r = floor(y + 0.5);
+			if (r - y == 0.5 && fmod(r, 2) != 0)
+				r -= 1;   /* a tie goes to the even code */
+			bad += q[i] != (int8_t)r;
+		}
+	}
+	T_CHECKF(t, bad == 0, "%d scales or codes off", bad);
+	/* exact ties: max 127 makes x * 127 / max = x */
+	for (int i = 0; i < 32; i++)
+		x[i] = i == 0 ? 127.0f : (float)(i % 8) - 3.5f;
+	quant_f32_to_i8_row(x, q, 32);
+	T_CHECKF(t, q[0] == 127 && q[1] == -2 && q[2] == -2 && q[3] == 0 && q[4] == 0 &&
+		 q[5] == 2 && q[6] == 2 && q[7] == 4 && q[9] == -2, "ties: %d %d %d %d %d %d %d", q[1],
+		 q[2], q[3], q[4], q[5], q[6], q[7]);
+	for (int k = 0; k < 2; k++) {
+		for (int i = 0; i < 64; i++)
+			x[i] = 1.0f + i;
+		x[k ? 63 : 20] = k ? INFINITY : NAN;
+		sc = quant_f32_to_i8_row(x, q, 64);
+		T_CHECK(t, sc == 0 && q[20] == 0 && q[10] == 0 && q[63] == 0);
+	}
+}
+
 const struct test_case test_quant[] = {
 	{"quant_block_sizes_match_ggml", quant_block_sizes_match_ggml},
 	{"f16_roundtrip_all_halves", f16_roundtrip_all_halves},
 	{"f32_to_f16_rounding", f32_to_f16_rounding},
 	{"f32_to_f16_is_nearest", f32_to_f16_is_nearest},
+	{"quant_f32_to_i8_row_rounds_to_nearest", f32_to_i8_row_rounds_to_nearest},
 	{"f16_rows_match_scalar", f16_rows_match_scalar},
 	{"f16_rows_convert", f16_rows_convert},
 	{"dequant_f32_vs_golden", dequant_f32_vs_golden},

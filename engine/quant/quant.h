@@ -54,9 +54,10 @@ float quant_f16_to_f32(uint16_t h);
 uint16_t quant_f32_to_f16(float f);
 void quant_f16_to_f32_row(const uint16_t *x, float *y, size_t n);
 void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
-/* Symmetric int8 of one row: q[i] = round(x[i] / scale) (to nearest), scale
- * = max|x| / 127, so |q| <= 127 and x ~= scale * q. Returns scale; an all-
- * zero or non-finite row gives scale 0 and q all 0. Thread-safe. */
+/* Symmetric int8 of one row: q[i] = round(x[i] / scale) (to nearest, ties
+ * to even), scale = max|x| / 127, so |q| <= 127 and x ~= scale * q.
+ * Returns scale; an all-zero row or one holding an infinity or a NaN gives
+ * scale 0 and q all 0. Thread-safe. */
 float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n);
 /* y[i] = scale * q[i]. */
 void quant_i8_to_f32_row(const int8_t *q, float scale, float *y, size_t n);
