@@ -251,14 +251,16 @@ static int probe_speed(struct grid *g, const struct eval_corpus *c, char *err, s
 	return rc;
 }
 
-/* The tasks job (kind, needle index) runs: kl on the first quarter of
- * the needle indices only (its forced pass costs a method a second
- * decoding of the question; a quarter of the default grid's haystacks
- * still compares ~180 answer positions per method and budget). */
+/* The tasks job (kind, needle index) runs: kl on the first --kl-needles
+ * needle indices only, by default a quarter of them (its forced pass
+ * costs a method a second decoding of the question; a quarter of the
+ * default grid's haystacks still compares ~180 answer positions per
+ * method and budget). */
 static unsigned job_tasks(const struct grid *g, enum eval_hay_kind kind, int index)
 {
 	unsigned t = g->tasks;
-	if (kind == EVAL_HAY_NEEDLE && index >= (g->o.eval_needles + 3) / 4)
+	int n_kl = g->o.eval_kl_needles > 0 ? g->o.eval_kl_needles : (g->o.eval_needles + 3) / 4;
+	if (kind == EVAL_HAY_NEEDLE && index >= n_kl)
 		t &= ~(1u << EVAL_KL);
 	return t;
 }

@@ -9,10 +9,14 @@
  * against the memory with the landmark router; at every step each global
  * layer's queries, landmark logits and exact attention mass per span
  * become samples (heads whose compressed share is under 2% are left out).
- * Then AdamW steps over random batches of one memory's samples, tau
- * calibrated, weights written. FILE.data / FILE.val cache the samples and
- * FILE.ckpt the state every 50 steps, so --resume goes on where a killed
- * run stopped; FILE.png draws the loss curves.
+ * The target (--train-target) is each span's share of its head's
+ * attention by default, or the paper's rho-cover labels. Then AdamW steps over random batches of one memory's samples; the
+ * weights kept are those of the step with the lowest held-out loss
+ * (early stopping: W overfits long before the last step), tau calibrated
+ * on them, weights written. FILE.data / FILE.val cache the samples,
+ * FILE.ckpt the state every 50 steps and FILE.best the best step's, so
+ * --resume goes on where a killed run stopped; FILE.png draws the loss
+ * curves.
  */
 #include "app/app.h"
 #include "app/eval.h"
@@ -262,7 +266,7 @@ static int pick_batch(const struct train_set *t, const int32_t *first, uint64_t 
 static int plot(const struct train_ckpt *c, const char *path, char *err, size_t errlen)
 {
 	double *x = malloc(((size_t)c->n_hist + 1) * 4 * sizeof *x), *y[3];
-	const char *name[3] = { "training loss", "held-out loss", "held-out recall (z > 0)" };
+	const char *name[3] = { "training loss", "held-out loss", "held-out recall (top spans)" };
 	int rc;
 
 	if (!x)
@@ -282,6 +286,16 @@ static int plot(const struct train_ckpt *c, const char *path, char *err, size_t 
 	return rc;
 }
 
+/* The run's state c becomes the best so far: copied into best and
+ * written to path, so that a resumed run keeps it. 0 or the code. */
+static int keep_best(const struct train_ckpt *c, struct train_ckpt *best, const char *path, char *err,
+		     size_t errlen)
+{
+	if (train_ckpt_copy(best, c))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "train: out of memory");
+	return train_ckpt_save(best, path, err, errlen);
+}
+
 int cmd_train(int argc, char **argv)
 {
 	struct app_opts o;
@@ -289,9 +303,10 @@ int cmd_train(int argc, char **argv)
 	struct tok *tk = NULL;
 	struct chat_template ct;
 	struct train_set tr, va;
-	struct train_ckpt ck = { 0 };
+	struct train_ckpt ck = { 0 }, best = { 0 };
+	double best_val = INFINITY;
 	struct train_hyper hy;
-	char err[1024], out[4096], p_ck[4200], p_tr[4200], p_va[4200], p_png[4200];
+	char err[1024], out[4096], p_ck[4200], p_tr[4200], p_va[4200], p_png[4200], p_best[4200];
 	char *args[256];
 	int32_t *first = NULL, *idx = NULL, *vidx = NULL;
 	int resume = 0, n_args = 0, rc = 1, n_val, nv = 0;
@@ -320,6 +335,7 @@ int cmd_train(int argc, char **argv)
 	snprintf(p_tr, sizeof p_tr, "%s.data", out);
 	snprintf(p_va, sizeof p_va, "%s.val", out);
 	snprintf(p_png, sizeof p_png, "%s.png", out);
+	snprintf(p_best, sizeof p_best, "%s.best", out);
 	train_set_init(&tr, hp->n_global, hp->n_head, hp->n_head_kv, hp->d_head);
 	train_set_init(&va, hp->n_global, hp->n_head, hp->n_head_kv, hp->d_head);
 	if (resume && access(p_tr, R_OK) == 0 && train_set_load(&tr, p_tr, err, sizeof err))
@@ -342,8 +358,13 @@ int cmd_train(int argc, char **argv)
 	}
 	train_default_hyper(&hy);
 	hy.train_w = o.train_w == 0;
+	hy.target = o.train_target == 0 ? TRAIN_TARGET_SHARE : TRAIN_TARGET_COVER;
+	if (hy.target == TRAIN_TARGET_SHARE)
+		hy.lambda_budget = 0;   /* the share already prices a zoom: no push towards fewer */
 	if (train_params_new(&ck.p, hp->n_global, hp->n_head, hp->d_head, NULL, 0.0f, 1) ||
-	    train_adam_new(&ck.adam, ck.p.n, TRAIN_LR, o.train_steps / 20 + 1, o.train_steps))
+	    train_adam_new(&ck.adam, ck.p.n, TRAIN_LR, o.train_steps / 20 + 1, o.train_steps) ||
+	    train_params_new(&best.p, hp->n_global, hp->n_head, hp->d_head, NULL, 0.0f, 1) ||
+	    train_adam_new(&best.adam, ck.p.n, TRAIN_LR, o.train_steps / 20 + 1, o.train_steps))
 		goto nomem;
 	ck.rng = o.seed;
 	/* W starts small and random: its term is ~0, z = the landmark logit */
@@ -359,6 +380,12 @@ int cmd_train(int argc, char **argv)
 		if (train_ckpt_load(&ck, p_ck, err, sizeof err))
 			goto fail;
 		printf("resumed at step %ld of %d\n", ck.adam.step, o.train_steps);
+		if (access(p_best, R_OK) == 0) {
+			if (train_ckpt_load(&best, p_best, err, sizeof err))
+				goto fail;
+			if (best.n_hist > 0)
+				best_val = best.hist[best.n_hist - 1].val;
+		}
 	}
 	first = malloc(((size_t)tr.n_doc + 1) * sizeof *first);
 	idx = malloc(TRAIN_BATCH * sizeof *idx);
@@ -398,6 +425,9 @@ int cmd_train(int argc, char **argv)
 							 lv.pos_recall };
 				if (train_hist_push(&ck, &h) || train_ckpt_save(&ck, p_ck, err, sizeof err))
 					goto fail;
+				if (lv.total < best_val && keep_best(&ck, &best, p_best, err, sizeof err))
+					goto fail;
+				best_val = lv.total < best_val ? lv.total : best_val;
 				printf("step %ld/%d  loss %.4f (bce %.4f, budget %.4f)  held-out %.4f  recall %.3f  "
 				       "lr %.2e  %.0f samples/s  ETA %.0fs\n", ck.adam.step, o.train_steps, lo.total,
 				       lo.bce, lo.budget, lv.total, lv.pos_recall, h.lr, sps,
@@ -405,6 +435,13 @@ int cmd_train(int argc, char **argv)
 				fflush(stdout);
 			}
 		}
+	}
+	if (best.n_hist > 0) {
+		/* early stopping: the step of the lowest held-out loss */
+		memcpy(ck.p.v, best.p.v, ck.p.n * sizeof *ck.p.v);
+		printf("kept step %.0f of %ld: held-out loss %.4f (last %.4f)\n",
+		       best.hist[best.n_hist - 1].step, ck.adam.step, best_val,
+		       ck.n_hist ? ck.hist[ck.n_hist - 1].val : NAN);
 	}
 	if (train_calibrate_tau(&tr, &ck.p, 0.99))
 		goto nomem;
@@ -425,8 +462,11 @@ done:
 	free(vidx);
 	free(grad);
 	free(ck.hist);
+	free(best.hist);
 	train_params_free(&ck.p);
 	train_adam_free(&ck.adam);
+	train_params_free(&best.p);
+	train_adam_free(&best.adam);
 	train_set_free(&tr);
 	train_set_free(&va);
 	tok_close(tk);

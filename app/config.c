@@ -235,6 +235,12 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--train-w", .kind = OPT_CHOICE, .off = F(train_w), .set_off = NO_SET,
 	  .choices = "on|off", .help = "train the projection W (the paper's router term) beside the "
 		  "landmark recalibration", .cmds = APP_CMD_TRAIN },
+	{ .name = "--train-target", .kind = OPT_CHOICE, .off = F(train_target), .set_off = NO_SET,
+	  .choices = "share|cover", .help = "what the router learns: each span's share of the head's "
+		  "attention (soft labels: a score the budget can compare across heads), or the smallest "
+		  "span set holding 0.9 of each head's attention over compressed spans (the paper's cover "
+		  "labels, positive weight 10, and a budget loss)",
+	  .cmds = APP_CMD_TRAIN },
 	{ .name = "--zoom-blocks", .arg = "N", .kind = OPT_INT, .off = F(zoom_blocks),
 	  .set_off = NO_SET, SEKV_DEF(zoom_blocks), .imin = 0, .imax = 1 << 16,
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
@@ -374,7 +380,9 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--methods", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_methods), .set_off = NO_SET,
 	  .def_text = APP_EVAL_METHODS,
 	  .help = "KV methods to compare: full (the reference), sekv, and the rivals streaming, "
-		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed), shadowkv", .cmds = APP_CMD_EVAL },
+		  "snapkv, h2o, quest, summary (SeKV summaries, never zoomed), shadowkv; sekv-landmark, "
+		  "sekv-trained, sekv-oracle: SeKV with that router whatever --router says (routers "
+		  "compared on the same haystacks)", .cmds = APP_CMD_EVAL },
 	{ .name = "--budgets", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_budgets), .set_off = NO_SET,
 	  .def_text = APP_EVAL_BUDGETS, .help = "device budgets of every method but full, fractions of "
 		  "the full KV cache", .cmds = APP_CMD_EVAL },
@@ -393,6 +401,10 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--needles", .arg = "N", .kind = OPT_INT, .off = F(eval_needles), .set_off = NO_SET,
 	  .def = DEF_VALUE, .def_value = APP_EVAL_NEEDLES, .imin = 1, .imax = 10000, .what = "a number of needles",
 	  .help = "needles (haystacks) per length x depth cell", .cmds = APP_CMD_EVAL },
+	{ .name = "--kl-needles", .arg = "N", .kind = OPT_INT, .off = F(eval_kl_needles), .set_off = NO_SET,
+	  .def = DEF_VALUE, .def_value = 0, .imin = 0, .imax = 10000, .what = "a number of needles",
+	  .help = "the kl task runs on the first N needle haystacks of a cell (its forced pass decodes "
+		  "the question again per method); 0: a quarter of --needles", .cmds = APP_CMD_EVAL },
 	{ .name = "--corpus", .arg = "FILE", .kind = OPT_TEXT, .off = F(eval_corpus), .set_off = NO_SET,
 	  .def_text = APP_EVAL_CORPUS, .help = "the corpus list: the background files with their SHA-256 "
 		  "(a changed or missing file is reported and left out)", .cmds = APP_CMD_EVAL },

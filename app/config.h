@@ -128,6 +128,7 @@ struct app_opts {
 	int train_docs;        /* --train-docs N: training memories collected (16) */
 	int train_tokens;      /* --doc-tokens N: tokens of each memory (2048) */
 	int train_w;           /* --train-w on|off: 0 = on (W trained), 1 = off */
+	int train_target;      /* --train-target share|cover: 0 = share, 1 = cover */
 	/* sekv eval (app/cmd_eval.c parses the lists; NULL: its defaults) */
 	const char *eval_methods;  /* --methods LIST: --kv names and "summary" */
 	const char *eval_budgets;  /* --budgets LIST: fractions of the full KV cache */
@@ -136,6 +137,7 @@ struct app_opts {
 	const char *eval_lengths;  /* --lengths LIST: haystack tokens */
 	const char *eval_depths;   /* --depths LIST: needle positions, fractions */
 	int eval_needles;          /* --needles N: needles per length x depth cell (8) */
+	int eval_kl_needles;       /* --kl-needles N: kl on the first N of them (0: a quarter) */
 	const char *eval_out;      /* --out DIR: where results go */
 	const char *eval_corpus;   /* --corpus FILE: the corpus list (APP_EVAL_CORPUS) */
 	int eval_corpus_pin;       /* --corpus-pin: write this machine's text to that list */

@@ -41,6 +41,11 @@ static const struct eval_method eval_methods[] = {
 	{ "quest", APP_KV_QUEST, EVAL_ROUTER_OPT, 1, 0 },
 	{ "summary", APP_KV_SEKV, SEKV_ROUTER_NONE, 1, 1 },
 	{ "shadowkv", APP_KV_SHADOWKV, EVAL_ROUTER_OPT, 1, 0 },
+	/* SeKV with a fixed router beside --router's, on the same haystacks
+	 * and memories: routers compared cell by cell in one run */
+	{ "sekv-landmark", APP_KV_SEKV, SEKV_ROUTER_LANDMARK, 1, 1 },
+	{ "sekv-trained", APP_KV_SEKV, SEKV_ROUTER_TRAINED, 1, 1 },
+	{ "sekv-oracle", APP_KV_SEKV, SEKV_ROUTER_ORACLE, 1, 1 },
 };
 #define N_METHOD ((int)(sizeof eval_methods / sizeof eval_methods[0]))
 

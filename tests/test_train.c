@@ -85,7 +85,9 @@ static int make_set(struct train_set *s, int L, int H, int K, int dh, int n_doc,
 	return 0;
 }
 
-static void train_grad_vs_finite_differences(struct test_ctx *t)
+/* The gradient of target tgt at a random point against central finite
+ * differences. */
+static void grad_vs_fd(struct test_ctx *t, int tgt)
 {
 	struct train_set s;
 	struct train_params p;
@@ -103,6 +105,7 @@ static void train_grad_vs_finite_differences(struct test_ctx *t)
 		p.v[i] = (float)(i < 4 ? 1.0 + 0.3 * fx_rng_n() : i < 8 ? 0.5 * fx_rng_n() : i < 12 ? 0 :
 				 0.4 * fx_rng_n());
 	train_default_hyper(&hy);
+	hy.target = tgt;
 	hy.lambda_budget = 0.5f;   /* the budget term's gradient must show */
 	g = malloc(p.n * sizeof *g);
 	T_CHECK(t, g != NULL);
@@ -129,6 +132,59 @@ static void train_grad_vs_finite_differences(struct test_ctx *t)
 	hy.train_w = 0;
 	T_CHECK(t, train_loss_eval(&s, &p, &hy, idx, n, g, &lo) == 0);
 	T_CHECK(t, g[12] == 0 && g[p.n - 1] == 0 && fabsf(g[0] - ga) < 1e-6f);
+	free(g);
+	train_params_free(&p);
+	train_set_free(&s);
+}
+
+static void train_grad_vs_finite_differences(struct test_ctx *t)
+{
+	grad_vs_fd(t, TRAIN_TARGET_COVER);
+}
+
+static void train_share_grad_vs_finite_differences(struct test_ctx *t)
+{
+	grad_vs_fd(t, TRAIN_TARGET_SHARE);
+}
+
+/* The share target's loss is 0, with a zero gradient, where sigmoid(z_S)
+ * is each span's share of its head's attention, and grows when a head's
+ * bias moves away; the recall of the student's top spans is then 1. */
+static void train_share_loss_zero_at_exact_shares(struct test_ctx *t)
+{
+	struct train_set s;
+	struct train_params p;
+	struct train_hyper hy;
+	struct train_loss lo, l1;
+	int32_t idx[64];
+	float *g;
+	int n = 0;
+
+	T_CHECK(t, make_set(&s, 2, 2, 1, 8, 2, 6, 4, 17) == 0);
+	for (int i = 0; i < s.n_sample; i++) {
+		s.s[i].w = 0.5f + 0.2f * (float)(i % 3);   /* a share: at most 1 */
+		for (int c = 0; c < s.s[i].n_comp; c++) {
+			double pt = s.s[i].w * s.mass[s.s[i].off + c];
+			s.x[s.s[i].off + c] = (float)log(pt / (1.0 - pt));
+		}
+	}
+	T_CHECK(t, train_params_new(&p, 2, 2, 8, NULL, 0, 0) == 0);
+	train_default_hyper(&hy);
+	hy.target = TRAIN_TARGET_SHARE;
+	hy.lambda_budget = 0;
+	hy.train_w = 0;
+	g = malloc(p.n * sizeof *g);
+	T_CHECK(t, g != NULL);
+	for (int i = 0; i < s.n_sample && n < 64; i++)
+		idx[n++] = i;
+	T_CHECK(t, train_loss_eval(&s, &p, &hy, idx, n, g, &lo) == 0);
+	T_CHECKF(t, fabs(lo.bce) < 1e-5 && fabs(lo.total) < 1e-5, "loss %g at the exact shares", lo.total);
+	for (int i = 0; i < 8; i++)
+		T_CHECKF(t, fabsf(g[i]) < 1e-4f, "param %d: gradient %g at the optimum", i, g[i]);
+	T_CHECKF(t, fabs(lo.pos_recall - 1.0) < 1e-5, "top-k recall %g", lo.pos_recall);
+	p.rw.b[1] = 1.0f;
+	T_CHECK(t, train_loss_eval(&s, &p, &hy, idx, n, g, &l1) == 0);
+	T_CHECKF(t, l1.total > 1e-3 && g[4 + 1] > 0, "loss %g, dL/db %g with b = 1", l1.total, g[5]);
 	free(g);
 	train_params_free(&p);
 	train_set_free(&s);
@@ -300,6 +356,47 @@ static void train_checkpoint_round_trip(struct test_ctx *t)
 	train_adam_free(&b.adam);
 }
 
+/* Early stopping's copy of the best step: parameters, moments, step and
+ * history equal the source's and survive a save and load; a state of
+ * another size is refused. */
+static void train_ckpt_copy_keeps_best(struct test_ctx *t)
+{
+	struct train_ckpt a = { 0 }, b = { 0 }, c = { 0 }, o = { 0 };
+	struct train_hist h = { 50, 1e-3, 0.5, 0.7, 0.4, 0.1, 0.9, 0.8 };
+	struct train_ckpt *all[4] = { &a, &b, &c, &o };
+	char path[512], err[256];
+
+	for (int k = 0; k < 4; k++)
+		T_CHECK(t, train_params_new(&all[k]->p, k == 3 ? 1 : 2, 2, 8, NULL, 0, 1) == 0 &&
+			   train_adam_new(&all[k]->adam, all[k]->p.n, 0.01f, 2, 10) == 0);
+	for (size_t i = 0; i < a.p.n; i++) {
+		a.p.v[i] = (float)i * 0.25f - 3.0f;
+		a.adam.m[i] = (float)i;
+		a.adam.v[i] = (float)(2 * i);
+	}
+	a.adam.step = 50;
+	a.rng = 1234;
+	T_CHECK(t, train_hist_push(&a, &h) == 0 && train_hist_push(&a, &h) == 0);
+	T_CHECK(t, train_ckpt_copy(&b, &a) == 0);
+	T_CHECK(t, !memcmp(b.p.v, a.p.v, a.p.n * sizeof *a.p.v) &&
+		   !memcmp(b.adam.m, a.adam.m, a.p.n * sizeof *a.adam.m) &&
+		   !memcmp(b.adam.v, a.adam.v, a.p.n * sizeof *a.adam.v));
+	T_CHECK(t, b.adam.step == 50 && b.rng == 1234 && b.n_hist == 2 && b.hist[1].val == 0.7);
+	/* later steps of the run do not touch the copy */
+	a.p.v[0] = 99.0f;
+	T_CHECK(t, b.p.v[0] == -3.0f);
+	snprintf(path, sizeof path, "%s/best.ckpt", test_tmpdir());
+	T_CHECK(t, train_ckpt_save(&b, path, err, sizeof err) == 0);
+	T_CHECK(t, train_ckpt_load(&c, path, err, sizeof err) == 0);
+	T_CHECK(t, !memcmp(c.p.v, b.p.v, b.p.n * sizeof *b.p.v) && c.adam.step == 50 && c.n_hist == 2);
+	T_CHECK(t, train_ckpt_copy(&o, &a) == SEKV_EINVAL);
+	for (int k = 0; k < 4; k++) {
+		free(all[k]->hist);
+		train_params_free(&all[k]->p);
+		train_adam_free(&all[k]->adam);
+	}
+}
+
 static void train_data_cache_round_trip(struct test_ctx *t)
 {
 	struct train_set s, r;
@@ -425,8 +522,11 @@ static void train_router_identity_is_landmark(struct test_ctx *t)
 const struct test_case test_train[] = {
 	{ "train_label_smallest_cover", train_label_smallest_cover },
 	{ "train_grad_vs_finite_differences", train_grad_vs_finite_differences },
+	{ "train_share_grad_vs_finite_differences", train_share_grad_vs_finite_differences },
+	{ "train_share_loss_zero_at_exact_shares", train_share_loss_zero_at_exact_shares },
 	{ "train_adamw_reproducible_by_seed", train_adamw_reproducible_by_seed },
 	{ "train_checkpoint_round_trip", train_checkpoint_round_trip },
+	{ "train_ckpt_copy_keeps_best", train_ckpt_copy_keeps_best },
 	{ "train_data_cache_round_trip", train_data_cache_round_trip },
 	{ "train_weights_refused_foreign_or_damaged", train_weights_refused_foreign_or_damaged },
 	{ "train_router_identity_is_landmark", train_router_identity_is_landmark },

@@ -1,5 +1,6 @@
 /* train.c - the router student's data, loss, gradients and optimiser
- * (train.h): teacher cover labels, the zoom BCE and budget loss of z_S =
+ * (train.h): teacher cover labels, the zoom BCE against them or the soft
+ * BCE against each span's attention share, and the budget loss, of z_S =
  * a x_S + b + <W q, kappa_S>/sqrt(d') with its hand-written gradient
  * (checked against finite differences in tests/test_train.c), AdamW with
  * warmup and cosine decay, and tau calibration.
@@ -193,6 +194,7 @@ out:
 
 void train_default_hyper(struct train_hyper *h)
 {
+	h->target = TRAIN_TARGET_COVER;
 	h->pos_weight = 10.0f;
 	h->lambda_budget = 0.05f;
 	h->train_w = 1;
@@ -230,6 +232,27 @@ void train_params_free(struct train_params *p)
 static double log_sig(double z)
 {
 	return z >= 0 ? -log1p(exp(-z)) : z - log1p(exp(z));
+}
+
+/* x log x, 0 at x = 0. */
+static double xlogx(double x)
+{
+	return x > 0 ? x * log(x) : 0.0;
+}
+
+/* Mass [n] on the k spans of largest z [n] (ties: lower index first);
+ * order [n] is scratch. */
+static double top_k_mass(const double *z, const float *mass, int n, int k, int32_t *order)
+{
+	double got = 0;
+
+	for (int i = 0; i < n; i++)
+		order[i] = i;
+	g_sort_mass = z;
+	qsort(order, (size_t)n, sizeof *order, by_mass);
+	for (int i = 0; i < k && i < n; i++)
+		got += mass[order[i]];
+	return got;
 }
 
 /* Per doc: kappa [L][H][n_comp][D] = W k_bar normalised, and the norms
@@ -271,9 +294,11 @@ int train_loss_eval(const struct train_set *t, const struct train_params *p,
 	int dh = t->d_h, use_w = p->rw.w != NULL, grp = t->n_head / t->n_head_kv;
 	const float *w = p->v + 3 * lh_n;
 	float *kap = NULL, *nrm = NULL, *gk = NULL;
+	double *zs = NULL;
+	int32_t *order = NULL;
 	size_t cap_doc = 0;
 	double inv = 1.0 / sqrt((double)D), w_sum = 0, l_bce = 0, l_bud = 0, rec = 0;
-	int rc = 0;
+	int rc = 0, share = hy->target == TRAIN_TARGET_SHARE, max_comp = 1;
 
 	memset(out, 0, sizeof *out);
 	for (int i = 0; i < n; i++) {
@@ -288,6 +313,13 @@ int train_loss_eval(const struct train_set *t, const struct train_params *p,
 	for (int i = 0; i < n; i++) {
 		size_t need = lh_n * (size_t)t->doc[t->s[idx[i]].doc].n_comp;
 		cap_doc = need > cap_doc ? need : cap_doc;
+		max_comp = t->s[idx[i]].n_comp > max_comp ? t->s[idx[i]].n_comp : max_comp;
+	}
+	zs = malloc((size_t)max_comp * sizeof *zs);
+	order = malloc((size_t)max_comp * sizeof *order);
+	if (!zs || !order) {
+		rc = SEKV_ENOMEM;
+		goto out;
 	}
 	if (use_w) {
 		kap = malloc((cap_doc * D + 1) * sizeof *kap);
@@ -315,8 +347,9 @@ int train_loss_eval(const struct train_set *t, const struct train_params *p,
 			const uint8_t *y = t->y + sm->off;
 			const float *m = t->mass + sm->off;
 			double u[D], gu[D], a = p->rw.a[lh], b = p->rw.b[lh], ga = 0, gb = 0, tot_len = 0;
-			double wt = sm->w / w_sum, bce = 0, bud = 0;
-			int ns = sm->n_comp;
+			/* share: the target carries the head's share, so samples weigh alike */
+			double wt = share ? 1.0 / n : sm->w / w_sum, bce = 0, bud = 0, cover = 0;
+			int ns = sm->n_comp, k_cover = 0;
 			for (int s = 0; s < ns; s++)
 				tot_len += d->len[s];
 			for (int k = 0; k < D; k++) {
@@ -329,16 +362,25 @@ int train_loss_eval(const struct train_set *t, const struct train_params *p,
 			for (int s = 0; s < ns; s++) {
 				const float *kp = use_w ? kap + (lh * d->n_comp + s) * D : NULL;
 				double f = 0, z, pz, g;
+				/* share: the span's share of the head's document attention */
+				double pt = share ? fmin(fmax((double)sm->w * m[s], 0.0), 1.0) : 0.0;
 				for (int k = 0; use_w && k < D; k++)
 					f += u[k] * kp[k];
 				z = a * x[s] + b + f * inv;
 				pz = 1.0 / (1.0 + exp(-z));
-				bce -= y[s] ? hy->pos_weight * log_sig(z) : log_sig(-z);
+				zs[s] = z;
+				k_cover += y[s];
+				if (share) {
+					/* KL of Bernoullis = cross-entropy - entropy of pt */
+					bce += xlogx(pt) + xlogx(1.0 - pt) - pt * log_sig(z) -
+					       (1.0 - pt) * log_sig(-z);
+				} else {
+					bce -= y[s] ? hy->pos_weight * log_sig(z) : log_sig(-z);
+				}
 				bud += pz * d->len[s] / tot_len;
-				rec += z > 0 ? wt * m[s] : 0;
-				/* dL/dz of this sample's mean BCE and budget term */
-				g = wt * ((y[s] ? hy->pos_weight * (pz - 1.0) : pz) / ns +
-					  hy->lambda_budget * pz * (1.0 - pz) * d->len[s] / tot_len);
+				/* dL/dz of this sample's target and budget terms */
+				g = share ? pz - pt : (y[s] ? hy->pos_weight * (pz - 1.0) : pz) / ns;
+				g = wt * (g + hy->lambda_budget * pz * (1.0 - pz) * d->len[s] / tot_len);
 				ga += g * x[s];
 				gb += g;
 				if (use_w && grad && hy->train_w) {
@@ -349,8 +391,12 @@ int train_loss_eval(const struct train_set *t, const struct train_params *p,
 					}
 				}
 			}
-			l_bce += wt * bce / ns;
+			l_bce += wt * (share ? bce : bce / ns);
 			l_bud += wt * hy->lambda_budget * bud;
+			for (int s = 0; s < ns; s++)
+				cover += y[s] ? m[s] : 0;
+			if (cover > 0)
+				rec += sm->w / w_sum * top_k_mass(zs, m, ns, k_cover, order) / cover;
 			if (!grad)
 				continue;
 			grad[lh] += (float)ga;
@@ -392,6 +438,8 @@ out:
 	free(kap);
 	free(nrm);
 	free(gk);
+	free(zs);
+	free(order);
 	return rc;
 }
 

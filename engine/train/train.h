@@ -73,9 +73,23 @@ int train_set_add_doc(struct train_set *t, const struct sekv_mem *m, int *doc);
 int train_set_add_step(struct train_set *t, int doc, const struct sekv_route_view *v,
 		       const float *q, double rho, double w_min);
 
+/* What the student's sigmoid(z_S) is trained towards. */
+enum train_target {
+	/* the rho-cover labels y (DESIGN.md section 3): weighted BCE, each
+	 * sample weighted by its head's compressed share w */
+	TRAIN_TARGET_COVER,
+	/* the span's share p_S = w * mass_S of the head's whole document
+	 * attention: soft-label BCE, every sample alike. Its optimum is
+	 * sigmoid(z_S) = p_S, a score comparable across heads, which is what
+	 * the budget compares when it keeps a layer's best candidates over all
+	 * its KV heads (attend.c); the cover labels are per head and are not. */
+	TRAIN_TARGET_SHARE,
+};
+
 /* Loss weights of the student. */
 struct train_hyper {
-	float pos_weight;   /* BCE weight of positive labels (10) */
+	int target;         /* enum train_target (TRAIN_TARGET_COVER) */
+	float pos_weight;   /* cover: BCE weight of positive labels (10) */
 	float lambda_budget;/* weight of the budget loss: expected share of the
 	                       compressed tokens zoomed (0.05) */
 	int train_w;        /* 1: W is trained (the <W q, kappa> term), 0: a, b only */
@@ -84,8 +98,14 @@ void train_default_hyper(struct train_hyper *h);
 
 /* Parts of a loss evaluation, weighted means over the samples. */
 struct train_loss {
-	double total, bce, budget;
-	double pos_recall;  /* weighted share of teacher mass on spans with z > 0 */
+	double total, bce, budget;  /* bce: the target's term (share: sum over
+	                               spans of KL(Bernoulli(p_S) || Bernoulli(
+	                               sigmoid(z_S))), 0 when exact) */
+	double pos_recall;  /* weighted mean over samples of the teacher mass on
+	                       the student's k best spans by z over the mass of
+	                       the head's rho cover, k the cover's size (1: the
+	                       student ranks as the teacher; comparable across
+	                       targets) */
 	double w_sum;       /* sum of sample weights */
 };
 
@@ -104,9 +124,11 @@ int train_params_new(struct train_params *p, int n_layer, int n_head, int d_h,
 		     const float *w_init, float w_scale, int with_w);
 void train_params_free(struct train_params *p);
 
-/* Loss of samples idx [n] of t under p (z_S as above; per sample
+/* Loss of samples idx [n] of t under p (z_S as above; cover: per sample
  * w * (mean_S BCE_S(pos_weight) + lambda_budget * sum_S sigmoid(z_S) |S| /
- * sum_S |S|), summed and divided by the weights' sum) into *out; with grad
+ * sum_S |S|), summed and divided by the weights' sum; share: per sample
+ * sum_S KL(Bernoulli(p_S) || Bernoulli(sigmoid(z_S))) + the same budget
+ * term, averaged over the samples) into *out; with grad
  * (same n as p, zeroed here) also its gradient with respect to p's vector
  * (hand-written; tau's part is 0; W's only with h->train_w). Returns 0,
  * SEKV_EINVAL (an index out of range) or SEKV_ENOMEM. */
@@ -165,6 +187,10 @@ int train_ckpt_save(const struct train_ckpt *c, const char *path, char *err, siz
  * a checksum that fails), SEKV_ENOMEM. */
 int train_ckpt_load(struct train_ckpt *c, const char *path, char *err, size_t errlen);
 int train_hist_push(struct train_ckpt *c, const struct train_hist *h);
+/* dst becomes a copy of src's state (parameters, moments, step, seed,
+ * history), as early stopping keeps the best step: both allocated with
+ * the same n, else SEKV_EINVAL; SEKV_ENOMEM (history). */
+int train_ckpt_copy(struct train_ckpt *dst, const struct train_ckpt *src);
 
 /* Data cache of collected samples (a resumed run does not decode again). */
 int train_set_save(const struct train_set *t, const char *path, char *err, size_t errlen);

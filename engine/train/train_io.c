@@ -173,6 +173,22 @@ int train_hist_push(struct train_ckpt *c, const struct train_hist *h)
 	return 0;
 }
 
+int train_ckpt_copy(struct train_ckpt *dst, const struct train_ckpt *src)
+{
+	if (dst->p.n != src->p.n || dst->adam.n != src->adam.n)
+		return SEKV_EINVAL;
+	memcpy(dst->p.v, src->p.v, src->p.n * sizeof *src->p.v);
+	memcpy(dst->adam.m, src->adam.m, src->adam.n * sizeof *src->adam.m);
+	memcpy(dst->adam.v, src->adam.v, src->adam.n * sizeof *src->adam.v);
+	dst->adam.step = src->adam.step;
+	dst->rng = src->rng;
+	dst->n_hist = 0;
+	for (int i = 0; i < src->n_hist; i++)
+		if (train_hist_push(dst, &src->hist[i]))
+			return SEKV_ENOMEM;
+	return 0;
+}
+
 int train_ckpt_load(struct train_ckpt *c, const char *path, char *err, size_t errlen)
 {
 	struct rd r;
