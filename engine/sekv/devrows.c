@@ -92,12 +92,16 @@ int sekv_dev_open(struct sekv_ctx *c)
 	float *s;
 	int rc;
 
+	if (!c->dev_i8) {
+		/* fp16: the memory's own rows */
+		if ((rc = op->buf_wrap(c->be, m->exact_k, ne * row * 2, &c->exact_k)) ||
+		    (rc = op->buf_wrap(c->be, m->exact_v, ne * row * 2, &c->exact_v)) ||
+		    (rc = op->buf_wrap(c->be, m->k_bar, nb * row * 2, &c->bar_k)) ||
+		    (rc = op->buf_wrap(c->be, m->v_bar, nb * row * 2, &c->bar_v)))
+			return rc;
+		return 0;
+	}
 	channel_scales(c);
-	if (!c->dev_i8)
-		return (rc = op->buf_wrap(c->be, m->exact_k, ne * row * 2, &c->exact_k)) ||
-		       (rc = op->buf_wrap(c->be, m->exact_v, ne * row * 2, &c->exact_v)) ||
-		       (rc = op->buf_wrap(c->be, m->k_bar, nb * row * 2, &c->bar_k)) ||
-		       (rc = op->buf_wrap(c->be, m->v_bar, nb * row * 2, &c->bar_v)) ? rc : 0;
 	/* codes, then scales: [exact k, exact v, bar k, bar v] */
 	at = 2 * (ne + nb) * row;
 	at = (at + sizeof(float) - 1) / sizeof(float) * sizeof(float);
