@@ -288,8 +288,10 @@ int cmd_ask(int argc, char **argv)
 			session_get_info(s, &in);
 			char zooms[48] = "";
 			if (in.mem)
-				snprintf(zooms, sizeof zooms, "%.1f zoomed spans/token, ", a.zoom_per_token);
-			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of full KV (%s), "
+				snprintf(zooms, sizeof zooms, "%.1f zooms/token (span, layer, KV head), ",
+					 a.zoom_per_token);
+			app_errorf("ask: %d answer tokens, %.1f tokens/s, resident %.1f%% of the document's "
+				   "full KV (%s), "
 				"%sresume %.3fs, session %lld\n",
 				a.n_gen, a.decode_tps,
 				100.0 * (double)a.peak_resident_bytes / (double)(in.full_kv_bytes ? in.full_kv_bytes : 1),

@@ -137,6 +137,10 @@ struct opt_row {
 	const char *def_text;/* the default in help when it is not a number */
 	const char *help;
 	unsigned cmds;       /* APP_CMD_* that use it */
+	unsigned help_cmds;  /* APP_CMD_* whose help shows this row (0: cmds) */
+	int help_only;       /* 1: a command's own wording of an option another
+	                        row parses (or the command parses itself); never
+	                        matched */
 };
 
 #define NO_SET ((size_t)-1)
@@ -415,9 +419,18 @@ static const struct opt_row opt_table[] = {
 	  .def_text = APP_EVAL_QA, .help = "questions of the qa task (JSONL of doc, question, answer)",
 	  .cmds = APP_CMD_EVAL },
 	{ .name = "--out", .arg = "DIR", .kind = OPT_TEXT, .off = F(eval_out), .set_off = NO_SET,
-	  .help = "eval: directory for results.json, results.md, the plots and eval.db (created); "
-		  "train: the weights file written (FILE.ckpt, FILE.data, FILE.png beside it)",
-	  .cmds = APP_CMD_EVAL | APP_CMD_TRAIN },
+	  .help = "directory for results.json, results.md, the plots and eval.db (created)",
+	  .cmds = APP_CMD_EVAL | APP_CMD_TRAIN, .help_cmds = APP_CMD_EVAL },
+	{ .name = "--out", .arg = "FILE", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
+	  .help = "the router weights written (default --router-weights' path); beside them: "
+		  "FILE.ckpt (checkpoint), FILE.data and FILE.val (the collected training and held-out "
+		  "samples, kept for --resume), FILE.best (the checkpoint of the step with the lowest "
+		  "held-out loss, whose weights FILE gets), FILE.png (loss curves)",
+	  .cmds = APP_CMD_TRAIN, .help_only = 1 },
+	{ .name = "--resume", .kind = OPT_FLAG, .off = F(help), .set_off = NO_SET,
+	  .help = "go on from FILE.ckpt and the collected FILE.data and FILE.val of a run that was "
+		  "stopped (same model and options); without them, start afresh",
+	  .cmds = APP_CMD_TRAIN, .help_only = 1 },
 	{ .name = "-q", .alias = "--quiet", .kind = OPT_FLAG, .off = F(quiet), .set_off = NO_SET,
 	  .help = "no progress output",
 	  .cmds = APP_CMD_INGEST | APP_CMD_ASK | APP_CMD_GENERATE | APP_CMD_LS | APP_CMD_RM | APP_CMD_EVAL |
@@ -431,7 +444,8 @@ static const struct opt_row opt_table[] = {
 static const struct opt_row *opt_find(const char *a)
 {
 	for (size_t i = 0; i < N_OPT; i++)
-		if (!strcmp(a, opt_table[i].name) || (opt_table[i].alias && !strcmp(a, opt_table[i].alias)))
+		if (!opt_table[i].help_only && (!strcmp(a, opt_table[i].name) ||
+		    (opt_table[i].alias && !strcmp(a, opt_table[i].alias))))
 			return &opt_table[i];
 	return NULL;
 }
@@ -609,7 +623,8 @@ int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t 
 
 	memset(o, 0, sizeof *o);
 	for (size_t i = 0; i < N_OPT; i++)
-		opt_default(o, &opt_table[i]);
+		if (!opt_table[i].help_only)
+			opt_default(o, &opt_table[i]);
 	/* a malformed environment value is ignored: the default stands */
 	for (size_t i = 0; i < N_OPT; i++)
 		if (opt_table[i].env && (e = getenv(opt_table[i].env)) && *e)
@@ -659,7 +674,7 @@ void app_opts_help(FILE *f, unsigned cmds)
 
 	for (size_t i = 0; i < N_OPT; i++) {
 		const struct opt_row *r = &opt_table[i];
-		if (!(r->cmds & cmds))
+		if (!((r->help_cmds ? r->help_cmds : r->cmds) & cmds))
 			continue;
 		const char *arg = r->kind == OPT_CHOICE ? r->choices : r->arg;
 		snprintf(names, sizeof names, "%s%s%s%s%s", r->name, r->alias ? ", " : "",

@@ -6,9 +6,12 @@
  */
 #include "app/app.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "engine/base/err.h"
 #include "engine/model/model.h"
 #include "engine/sekv/sekv.h"
 #include "engine/train/train.h"
@@ -41,6 +44,11 @@ int app_router_load(const struct app_opts *o, const struct model *m, int router,
 	if (router != SEKV_ROUTER_TRAINED)
 		return 0;
 	app_router_weights_path(o, path, sizeof path);
+	if (access(path, F_OK) && errno == ENOENT)
+		return sekv_errf(err, errlen, SEKV_EIO, "router weights: %s: no such file: 'sekv train -m %s%s%s' "
+				 "trains the router of this model (minutes on two cores), or ask with --router "
+				 "landmark (the untrained default)", path, o->model,
+				 o->router_weights ? " --out " : "", o->router_weights ? o->router_weights : "");
 	return train_weights_load(out, path, hp->fingerprint, hp->n_global, hp->n_head, hp->d_head, err,
 				  errlen);
 }

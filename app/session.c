@@ -113,7 +113,7 @@ static int parse_zoom_shares(struct session *s, char *err, size_t errlen)
  * smallest budget (4 decimals) whose bytes hold the fixed part. The budget
  * stored at ingest only earns a note. A memory without compressed spans is
  * exact anyway: the budget does not apply (a note says so). */
-static int check_budget(struct session *s, char *err, size_t errlen)
+static int check_budget(struct session *s, size_t static_i8, char *err, size_t errlen)
 {
 	const struct sekv_mem *mem = s->mem;
 	double full = (double)mem->full_kv_bytes, b = s->sp.budget;
@@ -130,6 +130,13 @@ static int check_budget(struct session *s, char *err, size_t errlen)
 	double fixed = (double)mem->static_bytes / full, fit = ceil(fixed * 1e4) / 1e4;
 	while ((size_t)(fit * full) < mem->static_bytes)
 		fit += 1e-4;
+	if (!mem->dev_i8 && static_i8 <= bytes)
+		return sekv_errf(err, errlen, SEKV_EINVAL,
+				 "--device-rows f16: document %lld's memory was fitted to the budget with int8 "
+				 "device rows; with fp16 rows its fixed part takes %.2f%% of its full KV, above "
+				 "the budget of %g, so no span could be zoomed: rebuild it with 'sekv ingest "
+				 "--rebuild %lld --device-rows f16', or ask with --budget %.4f or more",
+				 (long long)s->doc.id, 100 * fixed, b, (long long)s->doc.id, fit);
 	if (!s->o.budget_set && bytes > 0) {
 		snprintf(s->note, sizeof s->note,
 			 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
@@ -205,7 +212,11 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 				 "session: document %lld: stored memory shape does not match the model",
 				 (long long)s->doc.id);
 	sekv_default_params(&s->sp);
-	/* the device rows' type is the stream's choice, not the stored memory's */
+	/* the device rows' type is the stream's choice, not the stored memory's;
+	 * the fixed part with int8 rows says what the build fitted */
+	s->mem->dev_i8 = 1;
+	sekv_mem_update_counts(s->mem);
+	size_t static_i8 = s->mem->static_bytes;
 	s->sp.dev_i8 = s->o.device_rows == 0;
 	s->mem->dev_i8 = s->sp.dev_i8;
 	sekv_mem_update_counts(s->mem);
@@ -221,7 +232,7 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	}
 	s->sp.n_threads = s->o.n_threads;
 	s->sp.be = model_backend(s->m);
-	if ((rc = check_budget(s, err, errlen)))
+	if ((rc = check_budget(s, static_i8, err, errlen)))
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
 	s->sp.zoom_blocks = s->o.zoom_blocks;
@@ -234,6 +245,9 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 			 "summaries (ingest it again for landmark routing)", (long long)s->doc.id);
 	if ((rc = app_router_load(&s->o, s->m, s->sp.router, &s->router_w, err, errlen)))
 		return rc;
+	if (s->o.router_weights && s->sp.router != SEKV_ROUTER_TRAINED && !s->note[0])
+		snprintf(s->note, sizeof s->note, "--router-weights applies to --router trained only: "
+			 "ignored with --router %s", sekv_router_name(s->sp.router));
 	s->sp.trained = s->router_w;
 	if ((rc = sekv_ctx_new(&s->sc, s->mem, &s->sp, CONV_TAIL_CAP, hp->q_scale, err, errlen)))
 		return rc;

@@ -458,6 +458,10 @@ static void train_weights_refused_foreign_or_damaged(struct test_ctx *t)
 	T_CHECK(t, write_cut(path, buf, n) == 0);
 	T_CHECK(t, train_weights_load(&w, path, fp, 2, 4, 8, err, sizeof err) == SEKV_EFORMAT && !w);
 	T_CHECK(t, train_weights_load(&w, "/nonexistent/router.bin", fp, 2, 4, 8, err, sizeof err) == SEKV_EIO);
+	T_CHECKF(t, strstr(err, "router weights: /nonexistent/router.bin: ") == err, "%s", err);
+	/* a directory opens with fopen on Linux: refused before its size is read */
+	T_CHECK(t, train_weights_load(&w, test_tmpdir(), fp, 2, 4, 8, err, sizeof err) == SEKV_EIO && !w);
+	T_CHECKF(t, strstr(err, "not a regular file") != NULL, "%s", err);
 	/* without W the file is a, b, tau only */
 	p.rw.w = NULL;
 	T_CHECK(t, train_weights_save(&p.rw, fp, path, err, sizeof err) == 0);

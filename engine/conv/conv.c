@@ -477,14 +477,17 @@ static void evict_turns(struct conv *c, int n_new, int n_answer, struct conv_ans
 			? (long long)((c->kv.budget_bytes - c->kv.fixed_bytes) / c->pos_bytes) : 0;
 		if (free_rows / 2 < cap)
 			cap = free_rows / 2;
-	}
-	if ((long long)n_new + n_answer > cap) {
-		snprintf(a->warn, sizeof a->warn,
-			 "this question (%d tokens) and an answer of up to %d tokens need more fast-tier rows "
-			 "than the budget leaves (%lld): the device tier goes over the budget for this answer",
-			 n_new, n_answer, cap);
-		if (c->warn)
-			c->warn(c->warn_ud, a->warn);
+		/* past half, the answer's rows take the zoom's share; only a
+		 * question longer than all of it must go over (conv_ask checks
+		 * the peak when the answer ends) */
+		if (n_new > free_rows) {
+			snprintf(a->warn, sizeof a->warn,
+				 "this question (%d tokens) needs more fast-tier rows than the budget leaves "
+				 "after the memory's fixed part (%lld): the device tier goes over the budget "
+				 "for this answer", n_new, free_rows);
+			if (c->warn)
+				c->warn(c->warn_ud, a->warn);
+		}
 	}
 	int k = 0;
 	while (k < c->n_turn_held && held_rows(c) + (long long)n_new + n_answer > cap) {
@@ -826,6 +829,12 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 		a->mass_recall_lh = NULL;
 	}
 	a->repeats_example = c->ct.example && a->text && chat_repeats_example(a->text, c->ct.example);
+	if (c->kv.budget_bytes && a->peak_resident_bytes > c->kv.budget_bytes && !a->warn[0])
+		snprintf(a->warn, sizeof a->warn,
+			 "the device tier went over the budget for this answer: its peak was %.1f%% of the "
+			 "budget (%d question and %d answer tokens held beside the memory's fixed part)",
+			 100.0 * (double)a->peak_resident_bytes / (double)c->kv.budget_bytes, a->n_question,
+			 a->n_gen);
 	c->n_turn++;
 	return a->stopped == CONV_STOP_USER ? SEKV_EINTR : 0;
 }

@@ -176,7 +176,8 @@ struct conv_answer {
 	                            (question and answer) and the rows rebuilt
 	                            from factors (sekv_stats); 0 otherwise */
 	size_t peak_recon_bytes;
-	double zoom_per_token;   /* mean distinct (layer, span) zooms per answer token */
+	double zoom_per_token;   /* mean zooms per answer token, one per (span,
+	                            global layer, KV head) rebuilt or reused */
 	float alpha_q[3];        /* 10th, 50th, 90th percentile of alpha_S over
 	                            every zoom of every answer step (log-spaced
 	                            bins of 1/20 decade from 1e-4; the spread

@@ -8,6 +8,7 @@
  */
 #include "engine/train/train.h"
 #include "engine/base/err.h"
+#include "engine/base/file.h"
 #include "engine/base/hash.h"
 #include "engine/quant/quant.h"
 
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CKPT_MAGIC "SEKVTCK1"
 #define DATA_MAGIC "SEKVTDS1"
@@ -76,38 +78,44 @@ struct rd {
 	int bad;
 };
 
-static int rd_open(struct rd *r, const char *path, const char *magic, char *err, size_t errlen)
+/* what names the file in errors ("router weights", "training checkpoint",
+ * "training data"): "WHAT: PATH: why". */
+static int rd_open(struct rd *r, const char *path, const char *what, const char *magic, char *err,
+		   size_t errlen)
 {
-	FILE *f = fopen(path, "rb");
-	long len;
+	int fd, rc;
+	off_t len;
+	FILE *f;
 	uint64_t h;
 
 	memset(r, 0, sizeof *r);
-	if (!f)
-		return sekv_errf(err, errlen, SEKV_EIO, "train: %s: %s", path, strerror(errno));
-	if (fseek(f, 0, SEEK_END) || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET)) {
-		fclose(f);
-		return sekv_errf(err, errlen, SEKV_EIO, "train: %s: cannot size", path);
+	if ((rc = file_open_regular(path, what, &fd, &len, err, errlen)))
+		return rc;
+	if (!(f = fdopen(fd, "rb"))) {
+		close(fd);
+		return sekv_errf(err, errlen, SEKV_EIO, "%s: %s: %s", what, path, strerror(errno));
 	}
 	if (!(r->buf = malloc((size_t)len + 1))) {
 		fclose(f);
-		return sekv_errf(err, errlen, SEKV_ENOMEM, "train: %s: out of memory", path);
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "%s: %s: out of memory (%lld bytes)", what,
+				 path, (long long)len);
 	}
 	r->n = (size_t)len;
 	if (fread(r->buf, 1, r->n, f) != r->n) {
 		fclose(f);
 		free(r->buf);
-		return sekv_errf(err, errlen, SEKV_EIO, "train: %s: short read", path);
+		return sekv_errf(err, errlen, SEKV_EIO, "%s: %s: short read", what, path);
 	}
 	fclose(f);
 	if (r->n < 16 || memcmp(r->buf, magic, 8)) {
 		free(r->buf);
-		return sekv_errf(err, errlen, SEKV_EFORMAT, "train: %s: not a %.8s file", path, magic);
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %s: not a %.8s file", what, path, magic);
 	}
 	memcpy(&h, r->buf + r->n - 8, 8);
 	if (hash_fnv1a64(HASH_FNV1A64_INIT, r->buf, r->n - 8) != h) {
 		free(r->buf);
-		return sekv_errf(err, errlen, SEKV_EFORMAT, "train: %s: checksum fails (damaged file)", path);
+		return sekv_errf(err, errlen, SEKV_EFORMAT, "%s: %s: checksum fails (damaged file)", what,
+				 path);
 	}
 	r->n -= 8;
 	r->at = 8;
@@ -193,7 +201,7 @@ int train_ckpt_load(struct train_ckpt *c, const char *path, char *err, size_t er
 {
 	struct rd r;
 	uint64_t n, step, rng, nh;
-	int rc = rd_open(&r, path, CKPT_MAGIC, err, errlen);
+	int rc = rd_open(&r, path, "training checkpoint", CKPT_MAGIC, err, errlen);
 
 	if (rc)
 		return rc;
@@ -264,7 +272,7 @@ int train_set_load(struct train_set *t, const char *path, char *err, size_t errl
 {
 	struct rd r;
 	uint64_t L, H, K, dh, nd, ns, nsp, off = 0;
-	int rc = rd_open(&r, path, DATA_MAGIC, err, errlen);
+	int rc = rd_open(&r, path, "training data", DATA_MAGIC, err, errlen);
 
 	if (rc)
 		return rc;
@@ -391,7 +399,7 @@ int train_weights_load(struct sekv_router_w **out, const char *path, const char 
 	char fp[16], want[16];
 	struct sekv_router_w *rw = NULL;
 	size_t lh, nw;
-	int rc = rd_open(&r, path, W_MAGIC, err, errlen);
+	int rc = rd_open(&r, path, "router weights", W_MAGIC, err, errlen);
 
 	*out = NULL;
 	if (rc)
