@@ -481,7 +481,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.r_max, g->o.rank_energy,
 		 g->o.rank_energy_v, g->o.key_pre_rope ? "pre-rope" : "post-rope", g->o.static_share,
 		 g->o.n_recent, g->o.zoom_shares ? g->o.zoom_shares : "equal",
-		 g->o.device_rows ? "f16" : "int8");
+		 app_dev_rows_name(&g->o));
 	snprintf(header + strlen(header), sizeof header - strlen(header), "\n\n%s", g->pin_note);
 	snprintf(path, sizeof path, "%s/results.md", g->dir);
 	if (eval_write_md(v, path, header, (const char *const *)png, n_png, err, sizeof err))

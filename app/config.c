@@ -216,10 +216,12 @@ static const struct opt_row opt_table[] = {
 		  "recalibrated per layer and head by --router-weights, trained by sekv train)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--device-rows", .kind = OPT_CHOICE, .off = F(device_rows), .set_off = NO_SET,
-	  .choices = "int8|f16",
+	  .choices = "int8|f16|k8v4",
 	  .help = "SeKV's device-tier rows (exact, summaries, question and answer, zoomed): int8 "
 		  "with a scale per row, keys scaled per channel first (0.53x the bytes, so the "
-		  "budget holds nearly twice the rows), or fp16 as the model computed them",
+		  "budget holds nearly twice the rows), fp16 as the model computed them, or int8 "
+		  "keys with int4 values (a scale per 32 values; 0.42x the bytes at d_h 64); a "
+		  "memory is fitted to the budget at the type it is ingested with",
 	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--router-weights", .arg = "FILE", .kind = OPT_TEXT, .off = F(router_weights),
 	  .set_off = NO_SET, .def_text = "assets/router/MODEL.bin, MODEL the model file's name without .gguf",
@@ -614,6 +616,20 @@ float app_repeat_penalty(const struct app_opts *o, int fmt)
 	if (o->repeat_penalty_set)
 		return o->repeat_penalty;
 	return fmt == CHAT_FORMAT_TEMPLATE ? 1.0f : APP_REPEAT_PENALTY_BASE;
+}
+
+int app_dev_rows(const struct app_opts *o)
+{
+	static const int type[] = { SEKV_DEV_I8, SEKV_DEV_F16, SEKV_DEV_K8V4 };
+
+	return type[o->device_rows >= 0 && o->device_rows < 3 ? o->device_rows : 0];
+}
+
+const char *app_dev_rows_name(const struct app_opts *o)
+{
+	static const char *name[] = { "int8", "f16", "k8v4" };
+
+	return name[o->device_rows >= 0 && o->device_rows < 3 ? o->device_rows : 0];
 }
 
 int app_opts_parse(struct app_opts *o, int argc, char **argv, char *err, size_t errlen)

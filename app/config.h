@@ -108,8 +108,8 @@ struct app_opts {
 	float rank_energy_v;   /* --rank-energy-v E: the V factors' (0: the K gate's) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	int zoom_blocks;       /* --zoom-blocks N: landmark blocks a zoom rebuilds */
-	int device_rows;       /* --device-rows int8|f16: SeKV's device-tier rows,
-	                          0 int8 with row scales (default), 1 fp16 */
+	int device_rows;       /* --device-rows int8|f16|k8v4: index of the choice
+	                          (app_dev_rows gives the enum sekv_dev_rows) */
 	const char *zoom_shares; /* --zoom-shares LIST: zoom budget per global layer */
 	double static_share;   /* --static-share F: budget share of exact rows,
 	                          summaries and landmarks (0.7) */
@@ -185,5 +185,9 @@ void app_asset_path(const char *rel, char *buf, size_t cap);
  * models loop without it. fmt: enum chat_format. */
 #define APP_REPEAT_PENALTY_BASE 1.1f
 float app_repeat_penalty(const struct app_opts *o, int fmt);
+/* --device-rows as an enum sekv_dev_rows, and its name ("int8", "f16",
+ * "k8v4"; static storage). */
+int app_dev_rows(const struct app_opts *o);
+const char *app_dev_rows_name(const struct app_opts *o);
 
 #endif

@@ -510,7 +510,7 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->rank_energy_v = o->rank_energy_v;
 	sp->key_pre_rope = o->key_pre_rope;
 	sp->static_share = o->static_share;
-	sp->dev_i8 = o->device_rows == 0;
+	sp->dev_rows = app_dev_rows(o);
 	sp->rope_base = model_hparams(m)->rope_base_global;
 	sp->n_rot = model_hparams(m)->n_rot;
 	sp->budget = budget;

@@ -113,7 +113,7 @@ static int parse_zoom_shares(struct session *s, char *err, size_t errlen)
  * smallest budget (4 decimals) whose bytes hold the fixed part. The budget
  * stored at ingest only earns a note. A memory without compressed spans is
  * exact anyway: the budget does not apply (a note says so). */
-static int check_budget(struct session *s, size_t static_i8, char *err, size_t errlen)
+static int check_budget(struct session *s, const size_t *static_at, char *err, size_t errlen)
 {
 	const struct sekv_mem *mem = s->mem;
 	double full = (double)mem->full_kv_bytes, b = s->sp.budget;
@@ -130,13 +130,20 @@ static int check_budget(struct session *s, size_t static_i8, char *err, size_t e
 	double fixed = (double)mem->static_bytes / full, fit = ceil(fixed * 1e4) / 1e4;
 	while ((size_t)(fit * full) < mem->static_bytes)
 		fit += 1e-4;
-	if (!mem->dev_i8 && static_i8 <= bytes)
+	/* the memory was fitted with smaller rows than these: say which fit */
+	const char *names[] = { "f16", "int8", "k8v4" }, *ask = app_dev_rows_name(&s->o);
+	int fits = -1;
+	for (int t = SEKV_DEV_F16; t <= SEKV_DEV_K8V4; t++)
+		if (fits < 0 && static_at[t] <= bytes)
+			fits = t;
+	if (fits >= 0)
 		return sekv_errf(err, errlen, SEKV_EINVAL,
-				 "--device-rows f16: document %lld's memory was fitted to the budget with int8 "
-				 "device rows; with fp16 rows its fixed part takes %.2f%% of its full KV, above "
-				 "the budget of %g, so no span could be zoomed: rebuild it with 'sekv ingest "
-				 "--rebuild %lld --device-rows f16', or ask with --budget %.4f or more",
-				 (long long)s->doc.id, 100 * fixed, b, (long long)s->doc.id, fit);
+				 "--device-rows %s: with these rows the fixed part of document %lld's memory "
+				 "takes %.2f%% of its full KV, above the budget of %g, so no span could be "
+				 "zoomed (the memory was fitted with smaller rows): ask with --device-rows %s, "
+				 "rebuild it with 'sekv ingest --rebuild %lld --device-rows %s', or ask with "
+				 "--budget %.4f or more", ask, (long long)s->doc.id, 100 * fixed, b, names[fits],
+				 (long long)s->doc.id, ask, fit);
 	if (!s->o.budget_set && bytes > 0) {
 		snprintf(s->note, sizeof s->note,
 			 "budget %.1f%% is below the fixed part of this memory (%.1f%%: anchors, short spans, "
@@ -214,11 +221,14 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	sekv_default_params(&s->sp);
 	/* the device rows' type is the stream's choice, not the stored memory's;
 	 * the fixed part with int8 rows says what the build fitted */
-	s->mem->dev_i8 = 1;
-	sekv_mem_update_counts(s->mem);
-	size_t static_i8 = s->mem->static_bytes;
-	s->sp.dev_i8 = s->o.device_rows == 0;
-	s->mem->dev_i8 = s->sp.dev_i8;
+	size_t static_at[3];
+	for (int t = SEKV_DEV_F16; t <= SEKV_DEV_K8V4; t++) {
+		s->mem->dev_rows = t;
+		sekv_mem_update_counts(s->mem);
+		static_at[t] = s->mem->static_bytes;
+	}
+	s->sp.dev_rows = app_dev_rows(&s->o);
+	s->mem->dev_rows = s->sp.dev_rows;
 	sekv_mem_update_counts(s->mem);
 	s->sp.budget = s->o.budget_set ? s->o.budget : s->doc.budget;
 	s->sp.r_max = s->mem->r_max;
@@ -232,7 +242,7 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 	}
 	s->sp.n_threads = s->o.n_threads;
 	s->sp.be = model_backend(s->m);
-	if ((rc = check_budget(s, static_i8, err, errlen)))
+	if ((rc = check_budget(s, static_at, err, errlen)))
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
 	s->sp.zoom_blocks = s->o.zoom_blocks;

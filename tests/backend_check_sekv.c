@@ -284,6 +284,129 @@ void check_rows_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
 	free(q), free(x), free(out), free(sc), free(kc), free(u), free(v), free(c8), free(h16), free(ref);
 }
 
+/* int8 keys with int4 values (BACKEND_ROW_K8V4, SeKV's k8v4 device rows):
+ * a mixed attention over a k8v4 block beside an fp16 block against double
+ * precision over the rows the codes stand for; a k8v4 block at an odd
+ * element offset is refused. Reconstruction into int4 rows from a raw
+ * fp32 factor and a low-rank one: each value within half a step of its
+ * group's scale, scales max|x| / 7 per 32 values. */
+void check_rows_k8v4(struct test_ctx *t, struct backend *b, struct gguf *g)
+{
+	enum { N = 300, H = 4, KV = 2, LEN = 20, RK = 6, NG = D / QUANT_I4_GROUP };
+	float *q = bk_randv((size_t)H * D, 91), *x = bk_randv((size_t)N * KV * D, 92);
+	float *xv = bk_randv((size_t)N * KV * D, 93), *out = malloc(sizeof(float) * H * D);
+	float *sk = malloc(sizeof(float) * N * KV), *svs = malloc(sizeof(float) * N * KV * NG);
+	float *u = bk_randv((size_t)LEN * RK, 94), *v = bk_randv((size_t)D * RK, 95), sv[RK];
+	float *dv = malloc(sizeof(float) * N * KV * D);
+	int8_t *c8 = malloc((size_t)N * KV * D);
+	uint8_t *c4 = malloc((size_t)N * KV * D / 2);
+	uint16_t *h16 = malloc(sizeof(uint16_t) * N * KV * D);
+	double *ref = malloc(sizeof(double) * H * D);
+	struct backend_buf *bk8 = NULL, *bv4 = NULL, *bks = NULL, *bvs = NULL, *b16 = NULL, *dst = NULL,
+			   *dsc = NULL;
+	struct backend_ws *ws = bk_ws_for(b, 1, 1, 2 * N);
+	struct backend_mix_block blk[KV][2];
+
+	(void)g;
+	T_CHECK(t, q && x && xv && out && sk && svs && u && v && dv && c8 && c4 && h16 && ref && ws);
+	for (int i = 0; i < N * KV; i++) {
+		sk[i] = quant_f32_to_i8_row(x + (size_t)i * D, c8 + (size_t)i * D, D);
+		quant_f32_to_i4_row(xv + (size_t)i * D, c4 + (size_t)i * D / 2, svs + (size_t)i * NG, D);
+	}
+	quant_i4_to_f32_row(c4, svs, dv, (size_t)N * KV * D);
+	for (int i = 0; i < N * KV * D; i++)
+		h16[i] = quant_f32_to_f16(x[i] * 0.5f);
+	T_CHECK(t, b->ops->buf_wrap(b, c8, (size_t)N * KV * D, &bk8) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, c4, (size_t)N * KV * D / 2, &bv4) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, sk, sizeof(float) * N * KV, &bks) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, svs, sizeof(float) * N * KV * NG, &bvs) == 0);
+	T_CHECK(t, b->ops->buf_wrap(b, h16, sizeof(uint16_t) * N * KV * D, &b16) == 0);
+	for (int g2 = 0; g2 < KV; g2++) {
+		size_t ld = (size_t)KV * D;
+		blk[g2][0] = (struct backend_mix_block){ bk8, bv4, (size_t)g2 * D, ld, 200,
+			BACKEND_ROW_K8V4, 0.0f, 0, bks, bvs, (size_t)g2, KV };
+		blk[g2][1] = (struct backend_mix_block){ b16, b16, 200 * ld + (size_t)g2 * D, ld, 60,
+			BACKEND_ROW_F16, 0.5f, 0, NULL, NULL, 0, 0 };
+	}
+	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], 2, NULL, NULL, NULL, NULL };
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
+	for (int h = 0; h < H; h++) {
+		int g2 = h / (H / KV);
+		double sco[260], mx = -INFINITY, z = 0;
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			double d = 0;
+			for (int c = 0; c < D; c++)
+				d += (double)q[h * D + c] * (r < 200 ? (double)sk[r * KV + g2] * c8[e + c]
+								    : quant_f16_to_f32(h16[e + c]));
+			sco[r] = d * 0.0625 + (r < 200 ? 0 : 0.5);
+			mx = fmax(mx, sco[r]);
+		}
+		memset(ref + h * D, 0, sizeof(double) * D);
+		for (int r = 0; r < 260; r++)
+			z += exp(sco[r] - mx);
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			for (int c = 0; c < D; c++)
+				ref[h * D + c] += exp(sco[r] - mx) / z *
+						  (r < 200 ? (double)dv[e + c] : quant_f16_to_f32(h16[e + c]));
+		}
+	}
+	T_CHECKF(t, bk_max_rel(out, ref, (size_t)H * D, 1e-2) < 1e-4, "k8v4 mix: %g",
+		 bk_max_rel(out, ref, (size_t)H * D, 1e-2));
+	blk[1][0].off += 1;
+	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == SEKV_EINVAL);
+
+	/* reconstruction into int4 rows */
+	for (int r = 0; r < RK; r++)
+		sv[r] = 4.0f / (1 + r);
+	T_CHECK(t, b->ops->buf_new(b, LEN * D, &dst) == 0);
+	T_CHECK(t, b->ops->buf_new(b, sizeof(float) * 2 * LEN * NG, &dsc) == 0);
+	struct backend_recon rc[2] = {
+		{ .len = LEN, .d = D, .rank = SEKV_RANK_RAW, .u = xv, .dst = dst, .dst_type = BACKEND_ROW_I4,
+		  .dst_s = dsc },
+		{ .len = LEN, .d = D, .rank = RK, .r = RK, .u = u, .s = sv, .v = v, .dst = dst,
+		  .off = (size_t)LEN * D, .dst_type = BACKEND_ROW_I4, .dst_s = dsc, .soff = LEN },
+	};
+	T_CHECK(t, b->ops->reconstruct(b, ws, rc, 2) == 0);
+	float *got = malloc(sizeof(float) * 2 * LEN * D);
+	T_CHECK(t, got != NULL);
+	quant_i4_to_f32_row(dst->host, dsc->host, got, (size_t)2 * LEN * D);
+	int bad = 0;
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < LEN; i++) {
+			double y[D];
+			for (int j = 0; j < D; j++) {
+				y[j] = k == 0 ? xv[(size_t)i * D + j] : 0;
+				for (int r = 0; k == 1 && r < RK; r++)
+					y[j] += (double)u[i * RK + r] * sv[r] * v[j * RK + r];
+			}
+			for (int gr = 0; gr < NG; gr++) {
+				double top = 0;
+				for (int j = gr * 32; j < gr * 32 + 32; j++)
+					top = fmax(top, fabs(y[j]));
+				float s4 = ((const float *)dsc->host)[((size_t)k * LEN + i) * NG + gr];
+				bad += fabs(s4 - top / 7) > 1e-5 * top;
+				for (int j = gr * 32; j < gr * 32 + 32; j++)
+					bad += fabs(got[((size_t)k * LEN + i) * D + j] - y[j]) > 0.5 * top / 7 + 1e-5;
+			}
+		}
+	T_CHECKF(t, bad == 0, "int4 reconstruction: %d values or scales off", bad);
+	rc[1].off += 1;
+	T_CHECK(t, b->ops->reconstruct(b, ws, rc + 1, 1) == SEKV_EINVAL);
+	free(got);
+	b->ops->buf_free(b, bk8);
+	b->ops->buf_free(b, bv4);
+	b->ops->buf_free(b, bks);
+	b->ops->buf_free(b, bvs);
+	b->ops->buf_free(b, b16);
+	b->ops->buf_free(b, dst);
+	b->ops->buf_free(b, dsc);
+	b->ops->ws_free(ws);
+	free(q), free(x), free(xv), free(out), free(sk), free(svs), free(u), free(v), free(dv), free(c8);
+	free(c4), free(h16), free(ref);
+}
+
 /* rows = sum_{t<r} s_t u_t v_t^T for fp32 and fp16 factors, r < rank and
  * r = rank, into fp32 and fp16 rows. */
 void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf *g)

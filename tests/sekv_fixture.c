@@ -136,7 +136,7 @@ void fx_default_params(struct sekv_params *p)
 	p->exact_below = 0;
 	/* fp16 device rows: the equivalences with exact attention hold to
 	 * rounding; the int8 rows have tests of their own */
-	p->dev_i8 = 0;
+	p->dev_rows = 0;
 }
 
 void fx_no_budget(struct sekv_params *p)

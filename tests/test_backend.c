@@ -407,6 +407,7 @@ static const struct { const char *name; check_fn fn; } k_checks[] = {
 	{ "attention_mix", check_attention_mix },
 	{ "score_i8", check_score_i8 },
 	{ "rows_i8", check_rows_i8 },
+	{ "rows_k8v4", check_rows_k8v4 },
 	{ "reconstruct", check_reconstruct },
 	{ "reconstruct_wide_rank", check_reconstruct_wide_rank },
 	{ "svd", check_svd },

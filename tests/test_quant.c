@@ -925,12 +925,65 @@ static void f32_to_i8_row_rounds_to_nearest(struct test_ctx *t)
 	}
 }
 
+/* int4 rows: per group of 32, scale max|x| / 7, codes round(x / scale)
+ * (ties to even) in [-7, 7], two a byte low nibble first, two's
+ * complement; a NaN or infinite group gives scale 0 and codes 0 while the
+ * others keep theirs; decoding gives scale * code. */
+static void f32_to_i4_row_rounds_to_nearest(struct test_ctx *t)
+{
+	float x[256], s[8], y[256];
+	uint8_t q[128];
+	int bad = 0;
+
+	for (int k = 0; k < 4; k++) {
+		size_t n = (size_t)32 << (k % 3);
+		test_fill_random(x, n, 940 + (unsigned)k);
+		quant_f32_to_i4_row(x, q, s, n);
+		for (size_t g = 0; g < n / 32; g++) {
+			double amax = 0;
+			for (size_t i = g * 32; i < g * 32 + 32; i++)
+				amax = fmax(amax, fabs(x[i]));
+			bad += fabs(s[g] - amax / 7) > 1e-6 * amax;
+			for (size_t i = g * 32; i < g * 32 + 32; i++) {
+				double v = x[i] * (double)(7.0f / (float)amax), r = floor(v + 0.5);
+				if (r - v == 0.5 && fmod(r, 2) != 0)
+					r -= 1;
+				int nib = (q[i / 2] >> (4 * (i % 2))) & 0x0f;
+				int code = nib >= 8 ? nib - 16 : nib;
+				bad += code != (int)r || code < -7 || code > 7;
+			}
+		}
+		quant_i4_to_f32_row(q, s, y, n);
+		for (size_t i = 0; i < n; i++) {
+			int nib = (q[i / 2] >> (4 * (i % 2))) & 0x0f;
+			bad += y[i] != s[i / 32] * (float)(nib >= 8 ? nib - 16 : nib);
+		}
+	}
+	T_CHECKF(t, bad == 0, "%d scales or codes off", bad);
+	/* exact ties: max 7 makes x * 7 / max = x */
+	for (int i = 0; i < 32; i++)
+		x[i] = i == 0 ? 7.0f : (float)(i % 4) - 1.5f;
+	quant_f32_to_i4_row(x, q, s, 32);
+	quant_i4_to_f32_row(q, s, y, 32);
+	/* -0.5, 0.5 -> 0; 1.5 -> 2; -1.5 -> -2 */
+	T_CHECKF(t, s[0] == 1.0f && y[0] == 7 && y[1] == 0 && y[2] == 0 && y[3] == 2 && y[4] == -2 &&
+		 y[7] == 2, "ties: %g %g %g %g %g", y[0], y[1], y[2], y[3], y[4]);
+	for (int i = 0; i < 64; i++)
+		x[i] = 1.0f + i;
+	x[40] = NAN;
+	quant_f32_to_i4_row(x, q, s, 64);
+	quant_i4_to_f32_row(q, s, y, 64);
+	T_CHECKF(t, s[1] == 0 && y[40] == 0 && y[63] == 0 && s[0] == 32.0f / 7 && fabsf(y[31] - 32) < 1e-5f,
+		 "NaN group: scales %g %g, y[31] %g", s[0], s[1], y[31]);
+}
+
 const struct test_case test_quant[] = {
 	{"quant_block_sizes_match_ggml", quant_block_sizes_match_ggml},
 	{"f16_roundtrip_all_halves", f16_roundtrip_all_halves},
 	{"f32_to_f16_rounding", f32_to_f16_rounding},
 	{"f32_to_f16_is_nearest", f32_to_f16_is_nearest},
 	{"quant_f32_to_i8_row_rounds_to_nearest", f32_to_i8_row_rounds_to_nearest},
+	{"quant_f32_to_i4_row_rounds_to_nearest", f32_to_i4_row_rounds_to_nearest},
 	{"f16_rows_match_scalar", f16_rows_match_scalar},
 	{"f16_rows_convert", f16_rows_convert},
 	{"dequant_f32_vs_golden", dequant_f32_vs_golden},

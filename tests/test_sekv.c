@@ -164,8 +164,8 @@ static void mem_alloc_shapes_and_counts(struct test_ctx *t)
 		T_CHECK(t, m->full_kv_bytes == 100u * 2 * 1 * 64 * 2 * 2);
 		/* int8 device rows by default: 64 codes + a 4-byte scale per
 		 * row, layer, KV head, for K and V; fp16 when asked */
-		T_CHECK(t, m->dev_i8 == 1 && m->static_bytes == 62u * 2 * 2 * (64 + 4));
-		m->dev_i8 = 0;
+		T_CHECK(t, m->dev_rows == 1 && m->static_bytes == 62u * 2 * 2 * (64 + 4));
+		m->dev_rows = 0;
 		sekv_mem_update_counts(m);
 		T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 2);
 		T_CHECK(t, m->r_max == 32 && m->layer_id[1] == 1);

@@ -244,7 +244,7 @@ static void equiv_gqa_two_kv_heads(struct test_ctx *t)
 	check_equiv(t, 4, 2);
 }
 
-/* int8 device rows (sekv_params.dev_i8): every row zoomed at full rank
+/* int8 device rows (sekv_params.dev_rows): every row zoomed at full rank
  * stays within int8 rounding of exact attention, also with one key
  * channel 40x the others (the per-channel key scales keep the small
  * channels: with one scale per row they round to a few levels, and the
@@ -264,9 +264,9 @@ static void dev_i8_rows_close_to_exact(struct test_ctx *t)
 	T_CHECK(t, fx_doc_make(&d, 400, 2, 4, 2, 64, 31) == 0);
 	fx_exact_params(&p);
 	p.recon_f32 = 0;
-	p.dev_i8 = 1;
+	p.dev_rows = 1;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
-	T_CHECK(t, m->dev_i8 == 1 && sekv_mem_dev_i8(m) && m->n_comp >= 10);
+	T_CHECK(t, m->dev_rows == 1 && sekv_mem_dev_rows(m) && m->n_comp >= 10);
 	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
 	e = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 99);
 	T_CHECKF(t, e >= 0 && e < 0.03, "int8 rows, all zoomed vs exact: max diff %g", e);
@@ -302,7 +302,7 @@ static void dev_i8_rows_close_to_exact(struct test_ctx *t)
 	sekv_ctx_free(c);
 	c = NULL;
 	/* static bytes against the same memory with fp16 rows */
-	p.dev_i8 = 0;
+	p.dev_rows = 0;
 	T_CHECKF(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECK(t, m16->n_exact == m->n_exact && m16->n_comp == m->n_comp);
 	{
@@ -322,7 +322,7 @@ static void dev_i8_rows_close_to_exact(struct test_ctx *t)
 		for (int i = 0; i < d.n_tok * d.n_head_kv; i++)
 			d.k[l][(size_t)i * 64 + 5] = quant_f32_to_f16(40.0f *
 				quant_f16_to_f32(d.k[l][(size_t)i * 64 + 5]));
-	p.dev_i8 = 1;
+	p.dev_rows = 1;
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
 	e_out = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 98);
@@ -330,6 +330,70 @@ static void dev_i8_rows_close_to_exact(struct test_ctx *t)
 	T_CHECKF(t, e_out >= 0 && e_out < 0.15, "outlier channel, int8 rows vs exact: max diff %g",
 		 e_out);
 	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+/* int8 keys with int4 values (SEKV_DEV_K8V4): every row zoomed at full
+ * rank stays within int4 rounding of exact attention (rebuilt rows
+ * included); a row takes (64 + 4) + (32 + 2 * 4) bytes per head, the tail's
+ * too; tail rows come back within half an int4 step and are evicted with
+ * their scales; static bytes 108/256 of fp16's, landmarks apart. */
+static void dev_k8v4_rows_close_to_exact(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL, *m16 = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+	uint16_t k16[2 * 64], v16[2 * 64];
+
+	T_CHECK(t, fx_doc_make(&d, 400, 2, 4, 2, 64, 31) == 0);
+	fx_exact_params(&p);
+	p.recon_f32 = 0;
+	p.dev_rows = SEKV_DEV_K8V4;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, sekv_mem_dev_rows(m) == SEKV_DEV_K8V4 && m->n_comp >= 10);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 6, 0.125f, err, sizeof err) == 0, "%s", err);
+	double e = decode_vs_ref(&d, m, c, 6, 0, 0.125f, 99);
+	T_CHECKF(t, e >= 0 && e < 0.1, "k8v4 rows, all zoomed vs exact: max diff %g", e);
+	T_CHECKF(t, sekv_ctx_stats(c)->tail_bytes == 6u * 2 * 2 * (64 + 4 + 32 + 8),
+		 "tail bytes %zu", sekv_ctx_stats(c)->tail_bytes);
+	T_CHECK(t, sekv_ctx_evict_tail(c, d.n_tok + 4) == 0 && sekv_ctx_tail_rows(c) == 2);
+	{
+		/* row 4 of layer 1, moved by the eviction, reads back as fed */
+		float kk[2 * 64], vv[2 * 64], wk = 0, wv = 0, vmax = 0;
+		fx_rng_seed(99);
+		for (int s2 = 0; s2 <= 4; s2++)
+			for (int l = 0; l < 2; l++) {
+				for (int i = 0; i < 4 * 64; i++)
+					(void)fx_rng_n();
+				for (int i = 0; i < 2 * 64; i++) {
+					kk[i] = fx_f16r((float)fx_rng_n());
+					vv[i] = fx_f16r((float)fx_rng_n());
+				}
+			}
+		T_CHECK(t, sekv_ctx_tail_get(c, 1, d.n_tok + 4, 1, k16, v16) == 0);
+		for (int i = 0; i < 2 * 64; i++) {
+			wk = fmaxf(wk, fabsf(quant_f16_to_f32(k16[i]) - kk[i]));
+			wv = fmaxf(wv, fabsf(quant_f16_to_f32(v16[i]) - vv[i]));
+			vmax = fmaxf(vmax, fabsf(vv[i]));
+		}
+		T_CHECKF(t, wk > 0 && wk < 0.05f && wv > 0 && wv <= 0.5f * vmax / 7 + 0.01f,
+			 "tail row back: keys %g, values %g (step %g)", wk, wv, vmax / 7);
+	}
+	sekv_ctx_free(c);
+	p.dev_rows = SEKV_DEV_F16;
+	T_CHECKF(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
+	{
+		struct sekv_tier_parts a4, a16;
+		sekv_mem_tier_parts(m, p.n_sink, &a4);
+		sekv_mem_tier_parts(m16, p.n_sink, &a16);
+		T_CHECKF(t, m16->n_exact == m->n_exact && m16->n_comp == m->n_comp &&
+			 (m->static_bytes - a4.landmark) * 256 == (m16->static_bytes - a16.landmark) * 108,
+			 "static %zu vs fp16 %zu", m->static_bytes, m16->static_bytes);
+	}
+	sekv_mem_free(m16);
 	sekv_mem_free(m);
 	fx_doc_free(&d);
 }
@@ -960,6 +1024,7 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_equiv_all_zoomed_full_rank_is_exact", equiv_all_zoomed_full_rank_is_exact },
 	{ "sekv_equiv_gqa_two_kv_heads", equiv_gqa_two_kv_heads },
 	{ "sekv_dev_i8_rows_close_to_exact", dev_i8_rows_close_to_exact },
+	{ "sekv_dev_k8v4_rows_close_to_exact", dev_k8v4_rows_close_to_exact },
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
 	{ "sekv_zoom_changes_between_steps_match_reference", zoom_changes_between_steps_match_reference },
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },

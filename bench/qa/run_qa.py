@@ -271,8 +271,10 @@ def main():
                 print(f"reuse {doc}: id {ids[doc]}, rebuilt in {dt:.1f} s, {npass} BM25 passages",
                       flush=True)
                 continue
+            # a new document's memory is built as --rebuild-args says for reused ones
             p, dt = run([args.bin, "ingest", files[doc], "-q", "--keep-full-kv"] + common +
-                        shlex.split(args.ingest_args), args.timeout)
+                        shlex.split(args.ingest_args) + shlex.split(args.rebuild_args or ""),
+                        args.timeout)
             if p.returncode != 0:
                 die(f"ingest {doc} failed ({p.returncode}): {p.stderr.strip()}")
             ids[doc] = p.stdout.strip().splitlines()[-1]

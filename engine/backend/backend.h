@@ -99,11 +99,17 @@ struct backend_attn {
  * backend_recon.dst_type). An int8 row i is d int8 codes and one fp32
  * scale: x = scale_i * code (quant_f32_to_i8_row); a key row may also be
  * divided by per-channel scales first (backend_recon.kc), in which case
- * the query must be multiplied by them (SeKV does: engine/sekv/attend.c). */
+ * the query must be multiplied by them (SeKV does: engine/sekv/attend.c).
+ * An int4 row is d / 2 bytes of packed codes and d / QUANT_I4_GROUP fp32
+ * scales (quant_f32_to_i4_row): element e of a buffer of int4 rows is the
+ * nibble of byte e / 2, and scale slot t holds the d / 32 group scales at
+ * elements t * d / 32 onwards. */
 enum backend_row_type {
 	BACKEND_ROW_F16 = 0,
 	BACKEND_ROW_F32 = 1,
 	BACKEND_ROW_I8 = 2,
+	BACKEND_ROW_K8V4 = 3, /* mix blocks: int8 keys, int4 values (d % 32 == 0) */
+	BACKEND_ROW_I4 = 4,   /* reconstructed rows: int4 (d % 32 == 0) */
 };
 
 /* One block of rows of a mixed attention (SeKV paper; DESIGN.md section 3
@@ -121,10 +127,11 @@ struct backend_mix_block {
 	int type;             /* enum backend_row_type */
 	float bias;           /* score bias, e.g. +log|S| of a coarse row */
 	int masked;           /* 1: not attended (a zoomed span's coarse row) */
-	const struct backend_buf *ks; /* int8: row scales of k, else unused */
-	const struct backend_buf *vs; /* int8: row scales of v */
-	size_t soff;          /* int8: elements of ks, vs to row 0's scale */
-	size_t sld;           /* int8: elements between rows' scales */
+	const struct backend_buf *ks; /* int8, k8v4: row scales of k, else unused */
+	const struct backend_buf *vs; /* int8: row scales of v; k8v4: the int4
+	                         rows' scale slots (d / 32 scales a slot) */
+	size_t soff;          /* int8, k8v4: slots of ks, vs to row 0's scale */
+	size_t sld;           /* int8, k8v4: slots between rows' scales */
 };
 
 /* ONE softmax per query head over the rows of its KV head's blocks, in
@@ -176,8 +183,9 @@ struct backend_score {
 
 /* Low-rank reconstruction of a span's rows from its truncated SVD:
  * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
- * to dst at element off as rows of d (fp16 rounded to nearest, fp32, or
- * int8 with a scale per row), divided by kc first where given.
+ * to dst at element off as rows of d (fp16 rounded to nearest, fp32,
+ * int8 with a scale per row or int4 with a scale per 32 values), divided
+ * by kc first where given.
  * A raw factor (rank SEKV_RANK_RAW, engine/sekv/sekv.h) is copied: u holds
  * the rows [len][d]; r, s and v are unused. An int8 one (SEKV_RANK_RAW8)
  * is dequantised: u holds int8 codes [len][d], s the row scales [len]
@@ -202,8 +210,8 @@ struct backend_recon {
 	int n_rot;            /* rotated dims (even, <= d) when cs is set */
 	int rope_gptj;        /* with cs: 1 rotates the pairs (2j, 2j + 1) (GPT-J,
 	                         hparams.rope_neox = 0), 0 the NEOX pairs (j, j + n_rot/2) */
-	struct backend_buf *dst_s; /* int8 rows: their fp32 scales, row i's at
-	                         element soff + i (else unused) */
+	struct backend_buf *dst_s; /* int8 and int4 rows: their fp32 scales, row
+	                         i's in slot soff + i (else unused) */
 	size_t soff;
 	const float *kc;      /* NULL, or [d] per-channel divisors (> 0) every
 	                         rebuilt row is divided by before it is stored

@@ -72,6 +72,9 @@ static const void *mix_row(const struct backend_mix_block *bk, const struct back
 	switch (bk->type) {
 	case BACKEND_ROW_F32: return (const float *)buf->host + e;
 	case BACKEND_ROW_I8: return (const int8_t *)buf->host + e;
+	case BACKEND_ROW_K8V4:
+		return buf == bk->k ? (const void *)((const int8_t *)buf->host + e)
+				    : (const void *)((const uint8_t *)buf->host + e / 2);
 	default: return (const uint16_t *)buf->host + e;
 	}
 }
@@ -89,12 +92,14 @@ static void mix_score_row(const float *qg, int G, int d, const struct backend_mi
 {
 	const void *k = mix_row(bk, bk->k, i);
 
+	int i8 = bk->type == BACKEND_ROW_I8 || bk->type == BACKEND_ROW_K8V4;
+
 	if (bk->type == BACKEND_ROW_F32) {
 		for (int h = 0; h < G; h++)
 			s[(size_t)h * lds] = scale * cpu_dot_lanes(qg + (size_t)h * d, k, d);
 	} else {
-		float sc = bk->type == BACKEND_ROW_I8 ? scale * mix_row_scale(bk, bk->ks, i) : scale;
-		cpu_scores_row_g(qg, G, d, k, bk->type == BACKEND_ROW_I8, sc, s, lds, tmp);
+		float sc = i8 ? scale * mix_row_scale(bk, bk->ks, i) : scale;
+		cpu_scores_row_g(qg, G, d, k, i8, sc, s, lds, tmp);
 	}
 	for (int h = 0; bk->bias != 0.0f && h < G; h++)
 		s[(size_t)h * lds] += bk->bias;
@@ -111,6 +116,12 @@ static void mix_value_row(float *og, int G, int d, const struct backend_mix_bloc
 			cpu_axpy_lanes(og + (size_t)h * d, p[(size_t)h * ldp], v, d);
 	} else if (bk->type == BACKEND_ROW_I8) {
 		cpu_values_i8_g(og, G, d, v, mix_row_scale(bk, bk->vs, i), p, ldp, tmp);
+	} else if (bk->type == BACKEND_ROW_K8V4) {
+		const float *sc = (const float *)bk->vs->host +
+				  (bk->soff + (size_t)i * bk->sld) * (size_t)(d / QUANT_I4_GROUP);
+		quant_i4_to_f32_row(v, sc, tmp, (size_t)d);
+		for (int h = 0; h < G; h++)
+			cpu_axpy_lanes(og + (size_t)h * d, p[(size_t)h * ldp], tmp, d);
 	} else {
 		cpu_values_f16_g(og, G, d, v, p, ldp, tmp);
 	}
@@ -226,8 +237,10 @@ int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct bac
 	for (int e = 0; e < a->n_head_kv * a->n_blk; e++) {
 		const struct backend_mix_block *bk = &a->blk[e];
 		if (bk->n > 0 && !bk->masked &&
-		    (bk->type < BACKEND_ROW_F16 || bk->type > BACKEND_ROW_I8 ||
-		     (bk->type == BACKEND_ROW_I8 && (!bk->ks || !bk->vs))))
+		    (bk->type < BACKEND_ROW_F16 || bk->type > BACKEND_ROW_K8V4 ||
+		     (bk->type >= BACKEND_ROW_I8 && (!bk->ks || !bk->vs)) ||
+		     (bk->type == BACKEND_ROW_K8V4 &&
+		      (a->d_head % QUANT_I4_GROUP || bk->off % 2 || bk->ld % 2))))
 			return SEKV_EINVAL;
 	}
 	if (!cpu_probe_ok(a->probe, a->n_head))
@@ -309,6 +322,11 @@ static void recon_store(const struct backend_recon *rc, int i, float *row)
 	case BACKEND_ROW_I8:
 		((float *)rc->dst_s->host)[rc->soff + (size_t)i] =
 			quant_f32_to_i8_row(row, (int8_t *)rc->dst->host + at, (size_t)rc->d);
+		break;
+	case BACKEND_ROW_I4:
+		quant_f32_to_i4_row(row, (uint8_t *)rc->dst->host + at / 2,
+				    (float *)rc->dst_s->host + (rc->soff + (size_t)i) *
+					    (size_t)(rc->d / QUANT_I4_GROUP), (size_t)rc->d);
 		break;
 	default:
 		quant_f32_to_f16_row(row, (uint16_t *)rc->dst->host + at, (size_t)rc->d);
@@ -392,20 +410,25 @@ int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		return SEKV_EINVAL;
 	for (int i = 0; i < n; i++) {
 		const struct backend_recon *x = &r[i];
-		size_t es = x->dst_type == BACKEND_ROW_F32 ? sizeof(float) :
-			    x->dst_type == BACKEND_ROW_I8 ? 1 : sizeof(uint16_t), need;
+		int i4 = x->dst_type == BACKEND_ROW_I4;
+		/* elements per byte of dst, doubled (int4: 4 a byte pair) */
+		size_t es2 = x->dst_type == BACKEND_ROW_F32 ? 2 * sizeof(float) :
+			     x->dst_type == BACKEND_ROW_I8 ? 2 : i4 ? 1 : 2 * sizeof(uint16_t), need;
+		size_t cap = x->dst ? x->dst->bytes * 2 / es2 : 0;
+		size_t spr = i4 ? (size_t)(x->d / QUANT_I4_GROUP) : 1; /* scales a row */
 		if (x->d < 1 || x->d > ws->sz.d_head || x->len < 0 || x->rank < SEKV_RANK_RAW8 ||
 		    (x->rank > x->d && (size_t)x->rank > cpu_recon_rank(ws)) || (x->rank >= 0 && (x->r < 0 || x->r > x->rank)) || !x->dst ||
 		    (x->cs && (!x->sn || x->n_rot < 2 || x->n_rot % 2 || x->n_rot > x->d)) ||
-		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > x->dst->bytes / es ||
-		    x->dst_type < BACKEND_ROW_F16 || x->dst_type > BACKEND_ROW_I8)
+		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->off > cap ||
+		    x->dst_type < BACKEND_ROW_F16 || x->dst_type > BACKEND_ROW_I4 ||
+		    x->dst_type == BACKEND_ROW_K8V4 || (i4 && (x->d % QUANT_I4_GROUP || x->off % 2)))
 			return SEKV_EINVAL;
 		need = (size_t)x->len * x->d;
-		if (need > x->dst->bytes / es - x->off)
+		if (need > cap - x->off)
 			return SEKV_EINVAL;
-		if (x->dst_type == BACKEND_ROW_I8 &&
-		    (!x->dst_s || x->soff > x->dst_s->bytes / sizeof(float) ||
-		     (size_t)x->len > x->dst_s->bytes / sizeof(float) - x->soff))
+		if ((x->dst_type == BACKEND_ROW_I8 || i4) &&
+		    (!x->dst_s || x->soff > x->dst_s->bytes / sizeof(float) / spr ||
+		     (size_t)x->len > x->dst_s->bytes / sizeof(float) / spr - x->soff))
 			return SEKV_EINVAL;
 	}
 	cpu_parallel_for(b->impl, n, 1, recon_items, &j);

@@ -234,7 +234,9 @@ void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n)
 		y[i] = quant_f32_to_f16(x[i]);
 }
 
-float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n)
+/* Symmetric rounding of n values to codes in [-levels, levels]: the scale
+ * (max|x| / levels) or 0 for a zero, infinite or NaN row (codes 0). */
+static float quant_levels_row(const float *x, int8_t *q, size_t n, float levels)
 {
 	float amax = 0.0f, inv;
 	size_t i = 0;
@@ -261,7 +263,7 @@ float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n)
 		memset(q, 0, n);
 		return 0.0f;
 	}
-	inv = 127.0f / amax;
+	inv = levels / amax;
 	i = 0;
 #if defined(__AVX512F__)
 	/* cvtps rounds to nearest even, as lrintf in the default mode */
@@ -271,7 +273,34 @@ float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n)
 #endif
 	for (; i < n; i++)
 		q[i] = (int8_t)lrintf(x[i] * inv);
-	return amax / 127.0f;
+	return amax / levels;
+}
+
+float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n)
+{
+	return quant_levels_row(x, q, n, 127.0f);
+}
+
+void quant_f32_to_i4_row(const float *x, uint8_t *q, float *s, size_t n)
+{
+	int8_t c[QUANT_I4_GROUP];
+
+	for (size_t g = 0; g < n / QUANT_I4_GROUP; g++) {
+		s[g] = quant_levels_row(x + g * QUANT_I4_GROUP, c, QUANT_I4_GROUP, 7.0f);
+		for (int j = 0; j < QUANT_I4_GROUP; j += 2)
+			q[(g * QUANT_I4_GROUP + (size_t)j) / 2] =
+				(uint8_t)((c[j] & 0x0f) | ((c[j + 1] & 0x0f) << 4));
+	}
+}
+
+void quant_i4_to_f32_row(const uint8_t *q, const float *s, float *y, size_t n)
+{
+	for (size_t i = 0; i < n; i += 2) {
+		float sc = s[i / QUANT_I4_GROUP];
+		/* sign-extend each nibble: (b ^ 8) - 8 */
+		y[i] = sc * (float)(((q[i / 2] & 0x0f) ^ 8) - 8);
+		y[i + 1] = sc * (float)(((q[i / 2] >> 4) ^ 8) - 8);
+	}
 }
 
 void quant_i8_to_f32_row(const int8_t *q, float scale, float *y, size_t n)

@@ -61,6 +61,17 @@ void quant_f32_to_f16_row(const float *x, uint16_t *y, size_t n);
 float quant_f32_to_i8_row(const float *x, int8_t *q, size_t n);
 /* y[i] = scale * q[i]. */
 void quant_i8_to_f32_row(const int8_t *q, float scale, float *y, size_t n);
+/* Symmetric int4 of one row in groups of QUANT_I4_GROUP values: per group
+ * g, s[g] = max|x| / 7 and codes round(x / s[g]) in [-7, 7] (to nearest,
+ * ties to even; a zero, infinite or NaN group gives s[g] = 0, codes 0),
+ * two to a byte: element 2j in the low nibble of q[j], 2j + 1 in the high
+ * one, two's complement. n a multiple of QUANT_I4_GROUP; q: n / 2 bytes,
+ * s: n / QUANT_I4_GROUP floats. SeKV's int4 value rows (issue 19: values
+ * lose no answer at int4 where keys do). Thread-safe. */
+#define QUANT_I4_GROUP 32
+void quant_f32_to_i4_row(const float *x, uint8_t *q, float *s, size_t n);
+/* y[i] = s[i / QUANT_I4_GROUP] * code i of q (n even). */
+void quant_i4_to_f32_row(const uint8_t *q, const float *s, float *y, size_t n);
 
 /* ---- kernel sets ------------------------------------------------------ */
 

@@ -70,7 +70,7 @@ static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, 
 		*share = (float)w;
 	if (!budget)
 		return rows;
-	fixed = m->static_bytes + sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_i8(m));
+	fixed = m->static_bytes + sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_rows(m));
 	allow = budget > fixed ? (size_t)((double)(budget - fixed) * w) : 0;
 	return allow / rrow < rows ? allow / rrow : rows;
 }
@@ -95,20 +95,23 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 		c->be = c->own_be;
 	}
 	op = c->be->ops;
-	size_t te = c->dev_i8 ? 1 : sizeof(uint16_t), ts = (size_t)m->n_layer * c->tail_cap *
+	/* int4 values: half a byte an element, d_h / 32 scales a row and head */
+	size_t te = c->dev_rows ? 1 : sizeof(uint16_t), ts = (size_t)m->n_layer * c->tail_cap *
 		    m->n_head_kv * sizeof(float), re = c->recon_type == BACKEND_ROW_F32 ? sizeof(float) :
 		    c->recon_type == BACKEND_ROW_I8 ? 1 : sizeof(uint16_t);
+	size_t tv = c->v4 ? n_tail / 2 : n_tail * te, rv = c->v4 ? n_rec * m->d_h / 2 : n_rec * m->d_h * re;
+	size_t vsc = c->v4 ? (size_t)m->d_h / QUANT_I4_GROUP : 1;
 	if ((rc = op->ws_new(c->be, &wsz, &c->ws)) ||
 	    (rc = op->buf_new(c->be, n_tail * te, &c->tail_k)) ||
-	    (rc = op->buf_new(c->be, n_tail * te, &c->tail_v)) ||
+	    (rc = op->buf_new(c->be, tv, &c->tail_v)) ||
 	    (rc = op->buf_new(c->be, n_rec * m->d_h * re, &c->recon_k)) ||
-	    (rc = op->buf_new(c->be, n_rec * m->d_h * re, &c->recon_v)) ||
-	    (c->dev_i8 &&
+	    (rc = op->buf_new(c->be, rv, &c->recon_v)) ||
+	    (c->dev_rows &&
 	     ((rc = op->buf_new(c->be, ts, &c->tail_ks)) ||
-	      (rc = op->buf_new(c->be, ts, &c->tail_vs)))) ||
+	      (rc = op->buf_new(c->be, ts * vsc, &c->tail_vs)))) ||
 	    (c->recon_type == BACKEND_ROW_I8 &&
 	     ((rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_ks)) ||
-	      (rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_vs)))) ||
+	      (rc = op->buf_new(c->be, n_rec * vsc * sizeof(float), &c->recon_vs)))) ||
 	    (rc = sekv_dev_open(c)) ||
 	    (m->n_lm > 0 &&
 	     ((rc = op->buf_wrap(c->be, m->lm_k, (size_t)m->n_layer * m->n_lm * row, &c->lm_kb)) ||
@@ -147,10 +150,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	for (int i = 0; i < m->n_comp; i++)
 		comp_tok += m->span[m->comp_span[i]].len;
 	n_comp = (size_t)m->n_comp;
-	int recon_type = p->recon_f32 ? BACKEND_ROW_F32 : sekv_mem_dev_i8(m) ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
-	rrow = 2 * (recon_type == BACKEND_ROW_F32 ? (size_t)m->d_h * sizeof(float) :
-		    recon_type == BACKEND_ROW_I8 ? (size_t)m->d_h + sizeof(float) :
-		    (size_t)m->d_h * sizeof(uint16_t));
+	int recon_type = p->recon_f32 ? BACKEND_ROW_F32 : sekv_mem_dev_rows(m) ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
+	rrow = recon_type == BACKEND_ROW_F32 ? 2 * (size_t)m->d_h * sizeof(float) :
+	       sekv_dev_rows_bytes(1, 1, 1, m->d_h, sekv_mem_dev_rows(m));
 	n_tail = (size_t)m->n_layer * tail_cap * m->n_head_kv * m->d_h;
 	budget = p->budget > 0 && p->budget < 1 ? (size_t)(p->budget * (double)m->full_kv_bytes) : 0;
 	n_rec = 0;
@@ -202,7 +204,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_kc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * m->d_h, sizeof(float));
 	o_qk = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
 	o_t8 = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * m->d_h, 1);
-	o_t8s = arena_reserve(&ar, 2 * (size_t)m->n_head_kv, sizeof(float));
+	o_t8s = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + (size_t)m->d_h / QUANT_I4_GROUP),
+			      sizeof(float));
 	o_t8f = arena_reserve(&ar, (size_t)m->n_head_kv * m->d_h, sizeof(float));
 	if ((rc = arena_alloc(&ar, &a)))
 		return sekv_errf(err, errlen, rc, "sekv_ctx_new: scratch: %s (%zu bytes)",
@@ -214,9 +217,11 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->q_scale = q_scale;
 	c->r_use = p->r_use;
 	c->recon_f32 = p->recon_f32 != 0;
-	c->dev_i8 = sekv_mem_dev_i8(m);
-	c->row_type = c->dev_i8 ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
+	c->dev_rows = sekv_mem_dev_rows(m);
+	c->v4 = c->dev_rows == SEKV_DEV_K8V4;
+	c->row_type = c->v4 ? BACKEND_ROW_K8V4 : c->dev_rows ? BACKEND_ROW_I8 : BACKEND_ROW_F16;
 	c->recon_type = recon_type;
+	c->recon_blk_type = c->v4 && recon_type == BACKEND_ROW_I8 ? BACKEND_ROW_K8V4 : recon_type;
 	c->recon_row_bytes = rrow;
 	c->kc = (float *)((char *)a + o_kc);
 	c->qk = (float *)((char *)a + o_qk);
@@ -227,7 +232,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->comp_tok = comp_tok;
 	c->n_row = m->n_exact + tail_cap + m->n_comp + comp_tok;
 	c->n_blk = 2 + 2 * m->n_comp;
-	c->row_bytes = sekv_dev_rows_bytes(1, 1, m->n_head_kv, m->d_h, c->dev_i8);
+	c->row_bytes = sekv_dev_rows_bytes(1, 1, m->n_head_kv, m->d_h, c->dev_rows);
 	c->kappa = (float *)((char *)a + o_kap);
 	c->n_tail = (int *)((char *)a + o_nt);
 	c->recon_layer = (size_t *)((char *)a + o_rl);
@@ -386,9 +391,10 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 		.f16 = m->factor_f16, .u = (const char *)f->u + (size_t)r0 * u_row,
 		.s = f->rank == SEKV_RANK_RAW8 ? f->s + r0 : f->s,
 		.v = f->v, .dst = is_key ? c->recon_k : c->recon_v, .off = (base + rows) * m->d_h,
-		.dst_type = c->recon_type, .dst_s = is_key ? c->recon_ks : c->recon_vs,
+		.dst_type = !is_key && c->recon_blk_type == BACKEND_ROW_K8V4 ? BACKEND_ROW_I4 : c->recon_type,
+		.dst_s = is_key ? c->recon_ks : c->recon_vs,
 		.soff = base + rows,
-		.kc = is_key && c->dev_i8 ? c->kc + ((size_t)l * m->n_head_kv + kv) * m->d_h : NULL,
+		.kc = is_key && c->dev_rows ? c->kc + ((size_t)l * m->n_head_kv + kv) * m->d_h : NULL,
 	};
 	if (is_key && c->rope_freq && !rows_form) {
 		size_t half = (size_t)m->n_rot / 2;
@@ -607,7 +613,7 @@ static void mix_blocks(struct sekv_ctx *c, int l, int second)
 				logf((float)(nz < len ? len - nz : len)), nz == len, c->bar_ks, c->bar_vs,
 				((size_t)l * m->n_comp + s) * m->n_head_kv + (size_t)kv, 0 };
 			blk[2 * s + 1] = (struct backend_mix_block){ c->recon_k, c->recon_v, at * d,
-				(size_t)d, nz, c->recon_type, 0.0f, 0, c->recon_ks, c->recon_vs, at, 1 };
+				(size_t)d, nz, c->recon_blk_type, 0.0f, 0, c->recon_ks, c->recon_vs, at, 1 };
 		}
 	}
 }
@@ -763,17 +769,18 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 	if (first < c->tail_first || first > lo)
 		return SEKV_EINVAL;
 	int drop = first - c->tail_first;
-	size_t es = c->dev_i8 ? 1 : sizeof(uint16_t), sr = (size_t)m->n_head_kv * sizeof(float);
+	size_t es = c->dev_rows ? 1 : sizeof(uint16_t), sr = (size_t)m->n_head_kv * sizeof(float);
+	/* int4 values: a row's bytes are half its elements, its scales d_h / 32 */
+	size_t vr = c->v4 ? row / 2 : row * es, vs = c->v4 ? sr * (size_t)(m->d_h / QUANT_I4_GROUP) : sr;
 	for (int l = 0; l < m->n_layer && drop > 0; l++) {
 		size_t n = (size_t)(c->n_tail[l] - first), at = (size_t)l * c->tail_cap;
 		size_t from = at + (size_t)drop;
 		c->be->ops->buf_copy(c->be, c->tail_k, at * row * es, c->tail_k, from * row * es,
 				     n * row * es);
-		c->be->ops->buf_copy(c->be, c->tail_v, at * row * es, c->tail_v, from * row * es,
-				     n * row * es);
-		if (c->dev_i8) {
+		c->be->ops->buf_copy(c->be, c->tail_v, at * vr, c->tail_v, from * vr, n * vr);
+		if (c->dev_rows) {
 			c->be->ops->buf_copy(c->be, c->tail_ks, at * sr, c->tail_ks, from * sr, n * sr);
-			c->be->ops->buf_copy(c->be, c->tail_vs, at * sr, c->tail_vs, from * sr, n * sr);
+			c->be->ops->buf_copy(c->be, c->tail_vs, at * vs, c->tail_vs, from * vs, n * vs);
 		}
 	}
 	c->tail_first = first;

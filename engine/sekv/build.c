@@ -505,7 +505,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 	}
 	sekv_seg_fit(surprisal, n_tok, p, row, d_h, anchor, span, &n_span, &alpha, &lm_len,
 		     note, sizeof note);
-	sekv_seg_static_bytes(n_tok, span, n_span, row, d_h, lm_len, p->dev_i8, &n_exact, &n_comp);
+	sekv_seg_static_bytes(n_tok, span, n_span, row, d_h, lm_len, p->dev_rows, &n_exact, &n_comp);
 	nf = (size_t)n_layer * n_comp * n_head_kv * 2;
 	ranks = malloc((nf + 1) * sizeof *ranks);
 	share = malloc((nf + 1) * sizeof *share);
@@ -546,7 +546,7 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 		goto out;
 	}
 	m->r_max = p->r_max < d_h ? p->r_max : d_h;
-	m->dev_i8 = p->dev_i8 != 0;
+	m->dev_rows = p->dev_rows;
 	m->rank_energy = gate_e[0] > 0 ? gate_e[0] : 0;
 	m->rank_energy_v = gate_e[1] > 0 ? gate_e[1] : 0;
 	if (p->key_pre_rope) {
@@ -694,7 +694,7 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 		sekv_seg_spans(anchor, n, p->l_min, lo, p->n_recent, span + old->n_span);
 	n_span = old->n_span + n_add;
 	sekv_seg_static_bytes(n, span, n_span, (size_t)L * per / 2 * old->d_h, old->d_h,
-			      old->lm_len, old->dev_i8, &n_exact, &n_comp);
+			      old->lm_len, old->dev_rows, &n_exact, &n_comp);
 	n_comp_new = n_comp - old->n_comp;
 	nf_new = (size_t)L * n_comp_new * per;
 	ranks = malloc(((size_t)L * n_comp * per + 1) * sizeof *ranks);
@@ -755,7 +755,7 @@ int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,
 		goto out;
 	}
 	m->r_max = old->r_max;
-	m->dev_i8 = old->dev_i8;
+	m->dev_rows = old->dev_rows;
 	m->rank_energy = old->rank_energy;
 	m->rank_energy_v = old->rank_energy_v;
 	m->rope_base = old->rope_base;

@@ -31,10 +31,14 @@ struct sekv_ctx {
 	float q_scale;
 	int r_use;                  /* <= 0: stored rank */
 	int recon_f32;              /* reconstructed rows fp32 (1) or the device type */
-	int dev_i8;                 /* device rows int8 (mem->dev_i8; devrows.c) */
+	int dev_rows;               /* enum sekv_dev_rows of the device rows
+	                               (sekv_mem_dev_rows; devrows.c) */
+	int v4;                     /* 1: values int4 (SEKV_DEV_K8V4) */
 	int row_type;               /* enum backend_row_type of exact, summary and
 	                               tail rows */
-	int recon_type;             /* and of reconstructed rows */
+	int recon_type;             /* of reconstructed key rows (and values but
+	                               with v4: int4) */
+	int recon_blk_type;         /* the reconstructed rows' mix blocks' type */
 	size_t recon_row_bytes;     /* device bytes of one reconstructed K + V row
 	                               of one KV head */
 	int group;                  /* query heads per KV head */
@@ -53,8 +57,10 @@ struct sekv_ctx {
 	struct backend_buf *bar_k, *bar_v;     /* mem->k_bar/v_bar, wrapped */
 	struct backend_buf *lm_kb, *lm_sb;     /* mem->lm_k/lm_s, wrapped (NULL: no
 	                                          landmarks) */
-	/* int8 device rows (dev_i8; devrows.c): row scales beside each buffer,
-	 * fp32, one per row and KV head in the rows' order */
+	/* int8 device rows (dev_rows; devrows.c): row scales beside each buffer,
+	 * fp32, one per row and KV head in the rows' order; with v4 the value
+	 * buffers hold int4 rows (half a byte an element) and their scales
+	 * d_h / 32 per row and KV head */
 	struct backend_buf *tail_ks, *tail_vs;   /* [n_layer][tail_cap][n_head_kv] */
 	struct backend_buf *exact_ks, *exact_vs; /* [n_layer][n_exact][n_head_kv] */
 	struct backend_buf *bar_ks, *bar_vs;     /* [n_layer][n_comp][n_head_kv] */
@@ -68,7 +74,9 @@ struct sekv_ctx {
 	                               scales (wrapped by exact_k .. bar_vs);
 	                               NULL with fp16 rows */
 	int8_t *tail8;              /* [2][n_head_kv][d_h] one tail row in int8 */
-	float *tail8_s;             /* [2][n_head_kv] its scales */
+	float *tail8_s;             /* [n_head_kv] key scales, then the values':
+	                               [n_head_kv] (int8) or [n_head_kv][d_h / 32]
+	                               (int4, v4) */
 	float *tail8_f;             /* [n_head_kv][d_h] fp32 scratch */
 	int *n_tail;                /* [n_layer] tail index after the last row */
 	int tail_first;             /* tail index of the first row still held
@@ -136,7 +144,7 @@ struct sekv_ctx {
 };
 
 /* Device-tier rows (devrows.c). sekv_dev_open: the channel scales, int8
- * copies of the exact rows and summaries (dev_i8) or the memory's fp16
+ * copies of the exact rows and summaries (dev_rows) or the memory's fp16
  * rows, wrapped as c->exact_k .. bar_vs; 0 or the backend's code. */
 int sekv_dev_open(struct sekv_ctx *c);
 /* Stores this token's K, V [n_head_kv][d_h] fp32 as tail row `slot` of

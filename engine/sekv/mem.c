@@ -48,7 +48,7 @@ void sekv_default_params(struct sekv_params *p)
 	 * per row 38 (keys lose: one outlier channel sets a row's scale);
 	 * int8 with keys divided by per-channel scales first 44, 64 of 69
 	 * answers unchanged, at 0.53x the bytes */
-	p->dev_i8 = 1;
+	p->dev_rows = SEKV_DEV_I8;
 	p->factor_f16 = 1;
 	p->n_threads = 0;
 	p->router = SEKV_ROUTER_LANDMARK;
@@ -219,7 +219,7 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->n_head_kv = n_head_kv;
 	m->d_h = d_h;
 	m->factor_f16 = factor_f16;
-	m->dev_i8 = 1;
+	m->dev_rows = SEKV_DEV_I8;
 	m->layer_id = (int32_t *)(a + o_lid);
 	for (int l = 0; l < n_layer; l++)
 		m->layer_id[l] = l;
@@ -279,16 +279,21 @@ void sekv_factor_bytes(int rank, int len, int d_h, int f16, size_t *s_bytes,
 	}
 }
 
-size_t sekv_dev_rows_bytes(size_t n_rows, int n_layer, int n_head_kv, int d_h, int i8)
+size_t sekv_dev_rows_bytes(size_t n_rows, int n_layer, int n_head_kv, int d_h, int type)
 {
-	size_t head = i8 ? (size_t)d_h + sizeof(float) : (size_t)d_h * sizeof(uint16_t);
+	size_t d = (size_t)d_h, head;
 
-	return n_rows * (size_t)n_layer * (size_t)n_head_kv * 2 * head;
+	switch (sekv_dev_rows_type(type, d_h)) {
+	case SEKV_DEV_F16: head = 2 * d * sizeof(uint16_t); break;
+	case SEKV_DEV_K8V4: head = d + sizeof(float) + d / 2 + d / 32 * sizeof(float); break;
+	default: head = 2 * (d + sizeof(float));
+	}
+	return n_rows * (size_t)n_layer * (size_t)n_head_kv * head;
 }
 
 void sekv_mem_tier_parts(const struct sekv_mem *m, int n_sink, struct sekv_tier_parts *out)
 {
-	size_t row = sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_i8(m));
+	size_t row = sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_rows(m));
 	int s = 0;
 
 	memset(out, 0, sizeof *out);
@@ -324,7 +329,7 @@ void sekv_mem_update_counts(struct sekv_mem *m)
 			m->comp_span[m->n_comp++] = i;
 	m->full_kv_bytes = model_kv_bytes(m->n_tok, m->n_layer, m->n_head_kv, m->d_h);
 	m->static_bytes = sekv_dev_rows_bytes((size_t)m->n_exact + (size_t)m->n_comp, m->n_layer,
-					      m->n_head_kv, m->d_h, sekv_mem_dev_i8(m)) +
+					      m->n_head_kv, m->d_h, sekv_mem_dev_rows(m)) +
 			  sekv_lm_bytes(m->n_lm, m->n_layer, m->n_head_kv, m->d_h);
 	for (int l = 0; l < m->n_layer; l++)
 		for (int c = 0; c < m->n_comp; c++)

@@ -155,7 +155,7 @@ static int assemble(struct sekv_mem **out, struct piece *pc, int n_pc)
 		goto out;
 	struct sekv_mem *m = *out;
 	m->r_max = r->r_max;
-	m->dev_i8 = r->dev_i8;
+	m->dev_rows = r->dev_rows;
 	m->rank_energy = r->rank_energy;
 	m->rank_energy_v = r->rank_energy_v;
 	m->rope_base = r->rope_base;

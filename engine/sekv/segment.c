@@ -156,7 +156,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	if (b <= 0 || b >= 1 || n == 0)
 		return SEKV_OK;
 	cap = (size_t)(p->static_share * b * (double)full);
-	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
+	if (sekv_seg_static_bytes(n, span, *n_span, row_elems, d_h, lm, p->dev_rows, &n_exact, &n_comp) <= cap)
 		return SEKV_OK;
 
 	/* grow alpha geometrically until it fits, then bisect to the smallest */
@@ -165,7 +165,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		hi = p->alpha + step;
 		sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_rows, &n_exact, &n_comp) <= cap)
 			break;
 		lo = hi;
 	}
@@ -173,7 +173,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 		a = 0.5f * (lo + hi);
 		sekv_seg_anchors(h, n, a, p->n_sink, is_anchor);
 		ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp) <= cap)
+		if (sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_rows, &n_exact, &n_comp) <= cap)
 			hi = a;
 		else
 			lo = a;
@@ -181,7 +181,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	*alpha_used = hi;
 	sekv_seg_anchors(h, n, hi, p->n_sink, is_anchor);
 	ns = sekv_seg_spans(is_anchor, n, p->l_min, p->n_sink, p->n_recent, span);
-	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp);
+	bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_rows, &n_exact, &n_comp);
 	if (bytes <= cap) {
 		int n_anchor = 0;
 		for (int t = 0; t < n; t++)
@@ -198,7 +198,7 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 	 * merge neighbouring spans (and the anchors between them) */
 	while (ns > 1 && bytes > cap) {
 		ns = merge_pairs(is_anchor, span, ns, p->l_min);
-		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_i8, &n_exact, &n_comp);
+		bytes = sekv_seg_static_bytes(n, span, ns, row_elems, d_h, lm, p->dev_rows, &n_exact, &n_comp);
 	}
 	*n_span = ns;
 	snprintf(note, note_len, "%salpha raised %.2f -> %.2f and spans merged: "

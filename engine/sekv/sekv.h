@@ -64,10 +64,9 @@ struct sekv_params {
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else
 	                        the device-tier row type */
-	int dev_i8;          /* 1: device-tier KV rows (exact, summaries, tail,
-	                        reconstructed) are int8 with an fp32 scale per
-	                        row and KV head, keys divided by per-channel
-	                        scales first (sekv_mem.dev_i8); 0: fp16 (1) */
+	int dev_rows;        /* enum sekv_dev_rows of the device-tier KV rows
+	                        (exact, summaries, tail, reconstructed):
+	                        sekv_mem.dev_rows (SEKV_DEV_I8) */
 	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
 	                        fp32), halving host_bytes; 0: fp32 (tests) (1) */
 	int n_threads;       /* threads of the backend sekv_build opens when be
@@ -238,13 +237,11 @@ struct sekv_mem {
 	                         span's energy ||X||_F^2 the stored factor keeps
 	                         (raw: 1) */
 	int factor_f16;       /* 1: every factor's u, v are fp16, 0: fp32 */
-	int dev_i8;           /* device-tier row type wanted for a decode stream
-	                         over this memory and for static_bytes: 1 int8
-	                         rows with a scale per row and KV head (keys
-	                         scaled per channel first), 0 fp16
-	                         (sekv_params.dev_i8; not stored: a loaded memory
-	                         gets 1, a caller may change it, then
-	                         sekv_mem_update_counts); sekv_mem_dev_i8 says
+	int dev_rows;         /* enum sekv_dev_rows wanted for a decode stream
+	                         over this memory and for static_bytes
+	                         (sekv_params.dev_rows; not stored: a loaded memory
+	                         gets SEKV_DEV_I8, a caller may change it, then
+	                         sekv_mem_update_counts); sekv_mem_dev_rows says
 	                         what is used */
 	float alpha_used;     /* threshold multiplier actually used */
 	char note[256];       /* how alpha / merging was chosen to fit the budget,
@@ -283,7 +280,7 @@ struct sekv_mem {
 
 	size_t full_kv_bytes;     /* n_tok * n_layer * n_head_kv * d_h * 2 * 2 */
 	size_t static_bytes;      /* exact rows + summaries + landmarks, device tier
-	                             at its types (dev_i8; sekv_dev_rows_bytes) */
+	                             at its types (dev_rows; sekv_dev_rows_bytes) */
 	size_t host_bytes;        /* all factors (row forms included) at their
 	                             stored types */
 	void *arena;              /* implementation-owned storage */
@@ -400,26 +397,49 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 void sekv_mem_free(struct sekv_mem *m); /* NULL is a no-op */
 /* Recomputes n_comp/comp_span from span[], and the byte counters:
  * full_kv_bytes as in DESIGN.md section 6; static_bytes = exact rows and
- * k_bar/v_bar at the device row type (dev_i8, sekv_dev_rows_bytes) +
+ * k_bar/v_bar at the device row type (dev_rows, sekv_dev_rows_bytes) +
  * landmarks (int8 keys, fp32 scales); host_bytes = all factors (u, v at 2 bytes
  * per element when factor_f16, else 4; s fp32). The span
  * array's full flags must not change the number of compressed spans the
  * factor arrays were sized for (store/ only calls this after filling). */
 void sekv_mem_update_counts(struct sekv_mem *m);
 
-/* The device row type a memory's rows take: int8 (1) when m->dev_i8 asks
- * for it and m has compressed spans; a memory kept exact (no spans, no
- * budget pressure) keeps fp16 rows, exactly the document's. Pure. */
-static inline int sekv_mem_dev_i8(const struct sekv_mem *m)
+/* What the device tier's KV rows are stored as (sekv_params.dev_rows):
+ * - SEKV_DEV_F16: fp16, as the model computed them;
+ * - SEKV_DEV_I8: keys and values int8 with an fp32 scale per row and KV
+ *   head, keys divided by per-channel scales first (devrows.c);
+ * - SEKV_DEV_K8V4: int8 keys as SEKV_DEV_I8, values int4 with an fp32
+ *   scale per 32 values (quant_f32_to_i4_row). Measured on bench-qa with
+ *   the full KV cache rounded so (issue 19): int4 values lose no answer,
+ *   int4 keys lose a quarter of them. Needs d_h % 32 == 0, else it is
+ *   SEKV_DEV_I8 (sekv_dev_rows_type). */
+enum sekv_dev_rows {
+	SEKV_DEV_F16 = 0,
+	SEKV_DEV_I8 = 1,
+	SEKV_DEV_K8V4 = 2,
+};
+
+/* The type rows of width d_h get when type is asked: SEKV_DEV_K8V4 falls
+ * back to SEKV_DEV_I8 where d_h is not a multiple of 32. Pure. */
+static inline int sekv_dev_rows_type(int type, int d_h)
 {
-	return m->dev_i8 && m->n_comp > 0;
+	return type == SEKV_DEV_K8V4 && d_h % 32 ? SEKV_DEV_I8 : type;
+}
+
+/* The device row type a memory's rows take: m->dev_rows (sekv_dev_rows_type)
+ * when m has compressed spans; a memory kept exact (no spans, no budget
+ * pressure) keeps fp16 rows, exactly the document's. Pure. */
+static inline int sekv_mem_dev_rows(const struct sekv_mem *m)
+{
+	return m->n_comp > 0 ? sekv_dev_rows_type(m->dev_rows, m->d_h) : SEKV_DEV_F16;
 }
 
 /* Device-tier bytes of n_rows positions' K and V rows over n_layer layers
- * and n_head_kv KV heads: 2 * d_h bytes per head and row (fp16), or with
- * i8 d_h int8 codes + one fp32 scale (sekv_params.dev_i8). A summary
+ * and n_head_kv KV heads, at type (enum sekv_dev_rows, sekv_dev_rows_type
+ * applied): per head and row, fp16 2 * d_h * 2; int8 2 * (d_h + 4) (codes,
+ * one fp32 scale); k8v4 (d_h + 4) + (d_h / 2 + 4 * d_h / 32). A summary
  * (k_bar, v_bar) costs one row. Pure. */
-size_t sekv_dev_rows_bytes(size_t n_rows, int n_layer, int n_head_kv, int d_h, int i8);
+size_t sekv_dev_rows_bytes(size_t n_rows, int n_layer, int n_head_kv, int d_h, int type);
 
 /* What the static device tier of a memory holds, in bytes at the stored
  * types (issue 19: the composition ask --json and sekv eval report). */

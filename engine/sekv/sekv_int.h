@@ -21,9 +21,9 @@ int sekv_seg_spans(const uint8_t *is_anchor, int n, int l_min, int n_sink,
 size_t sekv_lm_bytes(size_t n_lm, int n_layer, int n_head_kv, int d_h);
 /* Static device bytes of a segmentation with landmark blocks of lm_len
  * tokens (0: none); row_elems = n_layer*n_head_kv*d_h; rows at the device
- * type i8 (sekv_dev_rows_bytes). */
+ * type dev_rows (enum sekv_dev_rows, sekv_dev_rows_bytes). */
 size_t sekv_seg_static_bytes(int n, const struct sekv_span *span, int n_span,
-			     size_t row_elems, int d_h, int lm_len, int i8, int *n_exact,
+			     size_t row_elems, int d_h, int lm_len, int dev_rows, int *n_exact,
 			     int *n_comp);
 /* Segments with the smallest alpha >= p->alpha whose static bytes fit
  * (no spans at all when n < p->exact_below: the memory stays exact)
