@@ -216,12 +216,12 @@ static const struct opt_row opt_table[] = {
 		  "recalibrated per layer and head by --router-weights, trained by sekv train)",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--device-rows", .kind = OPT_CHOICE, .off = F(device_rows), .set_off = NO_SET,
-	  .choices = "int8|f16|k8v4",
+	  .choices = "k8v4|int8|f16",
 	  .help = "SeKV's device-tier rows (exact, summaries, question and answer, zoomed): int8 "
-		  "with a scale per row, keys scaled per channel first (0.53x the bytes, so the "
-		  "budget holds nearly twice the rows), fp16 as the model computed them, or int8 "
-		  "keys with int4 values (a scale per 32 values; 0.42x the bytes at d_h 64); a "
-		  "memory is fitted to the budget at the type it is ingested with",
+		  "keys (a scale per row, keys scaled per channel first) with int4 values (a scale "
+		  "per 32 values): 0.42x the fp16 bytes at d_h 64; int8 keys and values (0.53x); or "
+		  "fp16 as the model computed them. A memory is fitted to the budget at the type it "
+		  "is ingested with",
 	  .cmds = MEMORY | APP_CMD_EVAL },
 	{ .name = "--router-weights", .arg = "FILE", .kind = OPT_TEXT, .off = F(router_weights),
 	  .set_off = NO_SET, .def_text = "assets/router/MODEL.bin, MODEL the model file's name without .gguf",
@@ -620,14 +620,14 @@ float app_repeat_penalty(const struct app_opts *o, int fmt)
 
 int app_dev_rows(const struct app_opts *o)
 {
-	static const int type[] = { SEKV_DEV_I8, SEKV_DEV_F16, SEKV_DEV_K8V4 };
+	static const int type[] = { SEKV_DEV_K8V4, SEKV_DEV_I8, SEKV_DEV_F16 };
 
 	return type[o->device_rows >= 0 && o->device_rows < 3 ? o->device_rows : 0];
 }
 
 const char *app_dev_rows_name(const struct app_opts *o)
 {
-	static const char *name[] = { "int8", "f16", "k8v4" };
+	static const char *name[] = { "k8v4", "int8", "f16" };
 
 	return name[o->device_rows >= 0 && o->device_rows < 3 ? o->device_rows : 0];
 }

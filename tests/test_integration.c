@@ -445,10 +445,11 @@ static void cli_ask_quest_budget_below_metadata_refused(struct test_ctx *t)
 		 "resident %.0f (fixed %.0f) of %.0f at budget %.4f, warned %d", res, fixed, full, fit, warned);
 }
 
-/* A memory fitted with int8 device rows asked with --device-rows f16 at a
- * budget its int8 fixed part fits and its fp16 one does not: refused with
- * the rebuild that fits, never answered with nothing zoomable. */
-static void cli_ask_f16_rows_on_int8_memory_refused(struct test_ctx *t)
+/* A memory fitted with the default (k8v4) device rows asked with
+ * --device-rows f16 at a budget its fixed part fits and its fp16 one does
+ * not: refused naming the rows that fit and the rebuild, never answered
+ * with nothing zoomable. */
+static void cli_ask_f16_rows_on_smaller_rows_memory_refused(struct test_ctx *t)
 {
 	char cmd[2048], extra[64];
 	int status;
@@ -462,7 +463,7 @@ static void cli_ask_f16_rows_on_int8_memory_refused(struct test_ctx *t)
 	T_CHECKF(t, fixed > 0 && full > 0, "static %.0f, full %.0f", fixed, full);
 	if (fixed <= 0 || full <= 0)
 		return;
-	/* fp16 rows take 64/34 of int8's bytes: 1.2x the int8 part lies between */
+	/* fp16 rows take 256/108 of k8v4's bytes: 1.2x the k8v4 part lies between */
 	snprintf(extra, sizeof extra, "--budget %.5f", 1.2 * fixed / full);
 	j = ask_json_kv(t, "sekv", extra);
 	T_CHECK(t, j != NULL);
@@ -470,7 +471,8 @@ static void cli_ask_f16_rows_on_int8_memory_refused(struct test_ctx *t)
 	snprintf(cmd, sizeof cmd, "%s ask %lld 'Who may convey copies?' --db %s -m %s -n 4 -q --no-evidence "
 		 "--device-rows f16 %s 2>&1", test_sekv_bin(), (long long)g_doc, g_db, test_model_path(), extra);
 	char *out = test_run_cmd(cmd, &status);
-	T_CHECKF(t, out && status != 0 && strstr(out, "--rebuild") && strstr(out, "--device-rows f16"),
+	T_CHECKF(t, out && status != 0 && strstr(out, "--rebuild") && strstr(out, "--device-rows f16") &&
+		 strstr(out, "ask with --device-rows "),
 		 "exit %d: %s", status, out ? out : "");
 	free(out);
 }
@@ -814,7 +816,7 @@ const struct test_case test_integration[] = {
 	{ "integration_rival_h2o_scores_are_prefill_attention", integration_h2o_scores_are_prefill_attention },
 	{ "cli_ask_rival_h2o_without_scores_says_ingest_again", cli_ask_h2o_without_scores_says_ingest_again },
 	{ "cli_ask_rival_quest_budget_below_metadata_refused", cli_ask_quest_budget_below_metadata_refused },
-	{ "cli_ask_f16_rows_on_int8_memory_refused", cli_ask_f16_rows_on_int8_memory_refused },
+	{ "cli_ask_f16_rows_on_smaller_rows_memory_refused", cli_ask_f16_rows_on_smaller_rows_memory_refused },
 	{ "cli_ls_lists_document", cli_ls_lists_document },
 	{ "cli_ask_output_inert", cli_ask_output_inert },
 	{ NULL, NULL },

@@ -162,10 +162,14 @@ static void mem_alloc_shapes_and_counts(struct test_ctx *t)
 		T_CHECK(t, m->factor_f16 == f16);
 		T_CHECK(t, m->n_comp == 2 && m->comp_span[0] == 0 && m->comp_span[1] == 2);
 		T_CHECK(t, m->full_kv_bytes == 100u * 2 * 1 * 64 * 2 * 2);
-		/* int8 device rows by default: 64 codes + a 4-byte scale per
-		 * row, layer, KV head, for K and V; fp16 when asked */
-		T_CHECK(t, m->dev_rows == 1 && m->static_bytes == 62u * 2 * 2 * (64 + 4));
-		m->dev_rows = 0;
+		/* k8v4 device rows by default: 64 int8 key codes and a 4-byte
+		 * scale, 32 bytes of int4 value codes and two 4-byte scales per
+		 * row, layer, KV head; int8 and fp16 when asked */
+		T_CHECK(t, m->dev_rows == SEKV_DEV_K8V4 && m->static_bytes == 62u * 2 * (64 + 4 + 32 + 8));
+		m->dev_rows = SEKV_DEV_I8;
+		sekv_mem_update_counts(m);
+		T_CHECK(t, m->static_bytes == 62u * 2 * 2 * (64 + 4));
+		m->dev_rows = SEKV_DEV_F16;
 		sekv_mem_update_counts(m);
 		T_CHECK(t, m->static_bytes == 60u * 2 * 64 * 4 + 2u * 2 * 64 * 2 * 2);
 		T_CHECK(t, m->r_max == 32 && m->layer_id[1] == 1);

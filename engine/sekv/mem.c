@@ -48,7 +48,7 @@ void sekv_default_params(struct sekv_params *p)
 	 * per row 38 (keys lose: one outlier channel sets a row's scale);
 	 * int8 with keys divided by per-channel scales first 44, 64 of 69
 	 * answers unchanged, at 0.53x the bytes */
-	p->dev_rows = SEKV_DEV_I8;
+	p->dev_rows = SEKV_DEV_K8V4;
 	p->factor_f16 = 1;
 	p->n_threads = 0;
 	p->router = SEKV_ROUTER_LANDMARK;
@@ -219,7 +219,7 @@ int sekv_mem_alloc(struct sekv_mem **out, int n_tok, int n_layer, int n_head,
 	m->n_head_kv = n_head_kv;
 	m->d_h = d_h;
 	m->factor_f16 = factor_f16;
-	m->dev_rows = SEKV_DEV_I8;
+	m->dev_rows = SEKV_DEV_K8V4;
 	m->layer_id = (int32_t *)(a + o_lid);
 	for (int l = 0; l < n_layer; l++)
 		m->layer_id[l] = l;

@@ -66,7 +66,7 @@ struct sekv_params {
 	                        the device-tier row type */
 	int dev_rows;        /* enum sekv_dev_rows of the device-tier KV rows
 	                        (exact, summaries, tail, reconstructed):
-	                        sekv_mem.dev_rows (SEKV_DEV_I8) */
+	                        sekv_mem.dev_rows (SEKV_DEV_K8V4) */
 	int factor_f16;      /* 1: host-tier factors u, v stored fp16 (s stays
 	                        fp32), halving host_bytes; 0: fp32 (tests) (1) */
 	int n_threads;       /* threads of the backend sekv_build opens when be
@@ -240,7 +240,7 @@ struct sekv_mem {
 	int dev_rows;         /* enum sekv_dev_rows wanted for a decode stream
 	                         over this memory and for static_bytes
 	                         (sekv_params.dev_rows; not stored: a loaded memory
-	                         gets SEKV_DEV_I8, a caller may change it, then
+	                         gets SEKV_DEV_K8V4, a caller may change it, then
 	                         sekv_mem_update_counts); sekv_mem_dev_rows says
 	                         what is used */
 	float alpha_used;     /* threshold multiplier actually used */
