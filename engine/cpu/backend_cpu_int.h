@@ -276,6 +276,39 @@ cpu_values_i8(float *o, int G, int d, const int8_t *v, float scale, const float 
 		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp] * scale, vbuf, d);
 }
 
+/* o[h] += p[h * ldp] * v for h < G: an int4 value row (BACKEND_ROW_K8V4's
+ * values; quant_f32_to_i4_row's packing, sc its d / 32 group scales),
+ * widened once for the G heads. */
+static inline __attribute__((always_inline)) void
+cpu_values_i4(float *o, int G, int d, const uint8_t *v, const float *sc, const float *p,
+	      size_t ldp, float *vbuf)
+{
+#if defined(__AVX512F__)
+	if (d % QUANT_I4_GROUP == 0 && G <= 8) {
+		const __m128i lo4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+		for (int e = 0; e < d; e += 16) {
+			__m512 pv[8];
+			/* 8 bytes -> 16 nibbles in element order, sign-extended */
+			__m128i b = _mm_loadl_epi64((const __m128i *)(v + e / 2));
+			__m128i n = _mm_unpacklo_epi8(_mm_and_si128(b, lo4),
+						      _mm_and_si128(_mm_srli_epi16(b, 4), lo4));
+			n = _mm_sub_epi8(_mm_xor_si128(n, eight), eight);
+			__m512 vv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(n));
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				pv[h] = _mm512_set1_ps(p[(size_t)h * ldp] * sc[e / QUANT_I4_GROUP]);
+				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#endif
+	quant_i4_to_f32_row(v, sc, vbuf, (size_t)d);
+	for (int h = 0; h < G; h++)
+		cpu_axpy_lanes(o + (size_t)h * d, p[(size_t)h * ldp], vbuf, d);
+}
+
 /* cpu_scores_row and cpu_values_f16 with G as a constant for every group
  * size up to 8 (GQA groups of 2, 3, 4, 6, 7, 8 are common: Qwen2.5 0.5B 7,
  * 1.5B 6, SmolLM2 3), so the accumulators stay in registers. */
@@ -298,6 +331,14 @@ static inline void cpu_values_f16_g(float *o, int G, int d, const uint16_t *v, c
 				    size_t ldp, float *vbuf)
 {
 #define CPU_VALUES(g) cpu_values_f16(o, g, d, v, p, ldp, vbuf)
+	CPU_GROUP_CASES(CPU_VALUES)
+#undef CPU_VALUES
+}
+
+static inline void cpu_values_i4_g(float *o, int G, int d, const uint8_t *v, const float *sc,
+				   const float *p, size_t ldp, float *vbuf)
+{
+#define CPU_VALUES(g) cpu_values_i4(o, g, d, v, sc, p, ldp, vbuf)
 	CPU_GROUP_CASES(CPU_VALUES)
 #undef CPU_VALUES
 }

@@ -119,9 +119,7 @@ static void mix_value_row(float *og, int G, int d, const struct backend_mix_bloc
 	} else if (bk->type == BACKEND_ROW_K8V4) {
 		const float *sc = (const float *)bk->vs->host +
 				  (bk->soff + (size_t)i * bk->sld) * (size_t)(d / QUANT_I4_GROUP);
-		quant_i4_to_f32_row(v, sc, tmp, (size_t)d);
-		for (int h = 0; h < G; h++)
-			cpu_axpy_lanes(og + (size_t)h * d, p[(size_t)h * ldp], tmp, d);
+		cpu_values_i4_g(og, G, d, v, sc, p, ldp, tmp);
 	} else {
 		cpu_values_f16_g(og, G, d, v, p, ldp, tmp);
 	}
