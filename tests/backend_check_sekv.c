@@ -167,6 +167,39 @@ void check_score_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
 	free(q), free(ks), free(s), free(k);
 }
 
+/* Double-precision softmax over 200 rows of dequantised keys ka and values
+ * va (bias 0), then 60 fp16 rows of h16 from row 200 on (bias 0.5), the
+ * rows [row][KV][D], scale 1/16: ref [H][D] and lse [H] (NULL: not kept),
+ * query head h on KV head h / (H / KV). The int8 and k8v4 mix checks' one
+ * reference. */
+static void ref_mix_260(const float *q, const float *ka, const float *va, const uint16_t *h16,
+			int H, int KV, double *ref, double *lse)
+{
+	for (int h = 0; h < H; h++) {
+		int g2 = h / (H / KV);
+		double sco[260], mx = -INFINITY, z = 0;
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			double d = 0;
+			for (int c = 0; c < D; c++)
+				d += (double)q[h * D + c] * (r < 200 ? (double)ka[e + c] : quant_f16_to_f32(h16[e + c]));
+			sco[r] = d * 0.0625 + (r < 200 ? 0 : 0.5);
+			mx = fmax(mx, sco[r]);
+		}
+		memset(ref + h * D, 0, sizeof(double) * D);
+		for (int r = 0; r < 260; r++)
+			z += exp(sco[r] - mx);
+		for (int r = 0; r < 260; r++) {
+			size_t e = ((size_t)r * KV + g2) * D;
+			for (int c = 0; c < D; c++)
+				ref[h * D + c] += exp(sco[r] - mx) / z *
+						  (r < 200 ? (double)va[e + c] : quant_f16_to_f32(h16[e + c]));
+		}
+		if (lse)
+			lse[h] = mx + log(z);
+	}
+}
+
 /* int8 rows with a scale per row (SeKV's device rows; enum
  * backend_row_type): a mixed attention over an int8 block, an fp16 block
  * and a masked int8 block against double precision over the rows the
@@ -208,29 +241,17 @@ void check_rows_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
 	}
 	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], 3, NULL, NULL, NULL, lse };
 	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
-	for (int h = 0; h < H; h++) {
-		int g2 = h / (H / KV);
-		double sco[260], mx = -INFINITY, z = 0;
-		for (int r = 0; r < 260; r++) {
-			size_t e = ((size_t)r * KV + g2) * D;
-			double d = 0;
-			for (int c = 0; c < D; c++)
-				d += (double)q[h * D + c] * (r < 200 ? (double)sc[r * KV + g2] * c8[e + c]
-								    : quant_f16_to_f32(h16[e + c]));
-			sco[r] = d * 0.0625 + (r < 200 ? 0 : 0.5);
-			mx = fmax(mx, sco[r]);
-		}
-		memset(ref + h * D, 0, sizeof(double) * D);
-		for (int r = 0; r < 260; r++)
-			z += exp(sco[r] - mx);
-		for (int r = 0; r < 260; r++) {
-			size_t e = ((size_t)r * KV + g2) * D;
-			for (int c = 0; c < D; c++)
-				ref[h * D + c] += exp(sco[r] - mx) / z *
-						  (r < 200 ? (double)sc[r * KV + g2] * c8[e + c]
-							   : quant_f16_to_f32(h16[e + c]));
-		}
-		worst = fmax(worst, fabs(lse[h] - (mx + log(z))));
+	{
+		double rl[H];
+		float *dq = malloc(sizeof(float) * N * KV * D);
+		T_CHECK(t, dq != NULL);
+		for (int i = 0; dq && i < N * KV; i++)
+			quant_i8_to_f32_row(c8 + (size_t)i * D, sc[i], dq + (size_t)i * D, D);
+		if (dq)
+			ref_mix_260(q, dq, dq, h16, H, KV, ref, rl);
+		for (int h = 0; h < H; h++)
+			worst = fmax(worst, fabs(lse[h] - rl[h]));
+		free(dq);
 	}
 	T_CHECKF(t, worst < 1e-4, "int8 mix lse: %g", worst);
 	T_CHECKF(t, bk_max_rel(out, ref, (size_t)H * D, 1e-2) < 1e-4, "int8 mix: %g",
@@ -330,27 +351,14 @@ void check_rows_k8v4(struct test_ctx *t, struct backend *b, struct gguf *g)
 	}
 	struct backend_mix a = { q, out, H, KV, D, 0.0625f, &blk[0][0], 2, NULL, NULL, NULL, NULL };
 	T_CHECK(t, b->ops->attention_mix(b, ws, &a) == 0);
-	for (int h = 0; h < H; h++) {
-		int g2 = h / (H / KV);
-		double sco[260], mx = -INFINITY, z = 0;
-		for (int r = 0; r < 260; r++) {
-			size_t e = ((size_t)r * KV + g2) * D;
-			double d = 0;
-			for (int c = 0; c < D; c++)
-				d += (double)q[h * D + c] * (r < 200 ? (double)sk[r * KV + g2] * c8[e + c]
-								    : quant_f16_to_f32(h16[e + c]));
-			sco[r] = d * 0.0625 + (r < 200 ? 0 : 0.5);
-			mx = fmax(mx, sco[r]);
-		}
-		memset(ref + h * D, 0, sizeof(double) * D);
-		for (int r = 0; r < 260; r++)
-			z += exp(sco[r] - mx);
-		for (int r = 0; r < 260; r++) {
-			size_t e = ((size_t)r * KV + g2) * D;
-			for (int c = 0; c < D; c++)
-				ref[h * D + c] += exp(sco[r] - mx) / z *
-						  (r < 200 ? (double)dv[e + c] : quant_f16_to_f32(h16[e + c]));
-		}
+	{
+		float *dk = malloc(sizeof(float) * N * KV * D);
+		T_CHECK(t, dk != NULL);
+		for (int i = 0; dk && i < N * KV; i++)
+			quant_i8_to_f32_row(c8 + (size_t)i * D, sk[i], dk + (size_t)i * D, D);
+		if (dk)
+			ref_mix_260(q, dk, dv, h16, H, KV, ref, NULL);
+		free(dk);
 	}
 	T_CHECKF(t, bk_max_rel(out, ref, (size_t)H * D, 1e-2) < 1e-4, "k8v4 mix: %g",
 		 bk_max_rel(out, ref, (size_t)H * D, 1e-2));

@@ -244,6 +244,22 @@ static void equiv_gqa_two_kv_heads(struct test_ctx *t)
 	check_equiv(t, 4, 2);
 }
 
+/* The key and value rows (2 KV heads of 64) decode_vs_ref(seed) fed layer
+ * 1 at its step `step` (2 layers, 4 query heads: the query first). */
+static void fed_tail_row(unsigned seed, int step, float *kk, float *vv)
+{
+	fx_rng_seed(seed);
+	for (int s2 = 0; s2 <= step; s2++)
+		for (int l = 0; l < 2; l++) {
+			for (int i = 0; i < 4 * 64; i++)
+				(void)fx_rng_n();   /* the step's query */
+			for (int i = 0; i < 2 * 64; i++) {
+				kk[i] = fx_f16r((float)fx_rng_n());
+				vv[i] = fx_f16r((float)fx_rng_n());
+			}
+		}
+}
+
 /* int8 device rows (sekv_params.dev_rows): every row zoomed at full rank
  * stays within int8 rounding of exact attention, also with one key
  * channel 40x the others (the per-channel key scales keep the small
@@ -282,16 +298,7 @@ static void dev_i8_rows_close_to_exact(struct test_ctx *t)
 		 * layer 1 reads back as the 5th token decode_vs_ref fed it */
 		uint16_t k4[2 * 64], v4[2 * 64];
 		float kk[2 * 64], vv[2 * 64], worst = 0;
-		fx_rng_seed(99);
-		for (int s2 = 0; s2 <= 4; s2++)
-			for (int l = 0; l < 2; l++) {
-				for (int i = 0; i < 4 * 64; i++)
-					(void)fx_rng_n();   /* the step's query */
-				for (int i = 0; i < 2 * 64; i++) {
-					kk[i] = fx_f16r((float)fx_rng_n());
-					vv[i] = fx_f16r((float)fx_rng_n());
-				}
-			}
+		fed_tail_row(99, 4, kk, vv);
 		T_CHECK(t, sekv_ctx_tail_get(c, 1, d.n_tok + 4, 1, k4, v4) == 0);
 		for (int i = 0; i < 2 * 64; i++) {
 			worst = fmaxf(worst, fabsf(quant_f16_to_f32(k4[i]) - kk[i]));
@@ -363,16 +370,7 @@ static void dev_k8v4_rows_close_to_exact(struct test_ctx *t)
 	{
 		/* row 4 of layer 1, moved by the eviction, reads back as fed */
 		float kk[2 * 64], vv[2 * 64], wk = 0, wv = 0, vmax = 0;
-		fx_rng_seed(99);
-		for (int s2 = 0; s2 <= 4; s2++)
-			for (int l = 0; l < 2; l++) {
-				for (int i = 0; i < 4 * 64; i++)
-					(void)fx_rng_n();
-				for (int i = 0; i < 2 * 64; i++) {
-					kk[i] = fx_f16r((float)fx_rng_n());
-					vv[i] = fx_f16r((float)fx_rng_n());
-				}
-			}
+		fed_tail_row(99, 4, kk, vv);
 		T_CHECK(t, sekv_ctx_tail_get(c, 1, d.n_tok + 4, 1, k16, v16) == 0);
 		for (int i = 0; i < 2 * 64; i++) {
 			wk = fmaxf(wk, fabsf(quant_f16_to_f32(k16[i]) - kk[i]));
