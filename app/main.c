@@ -91,6 +91,56 @@ static void cmd_usage(FILE *f, const struct cmd *c)
 	app_opts_help(f, c->bit);
 }
 
+/* 1 when every character of a appears in b in order ("ls" in "list"). */
+static int is_subsequence(const char *a, const char *b)
+{
+	for (; *a && *b; b++)
+		a += *a == *b;
+	return !*a;
+}
+
+/* Edit distance of a and b (insertions, deletions, substitutions), names
+ * of up to 31 characters; longer ones count as far. */
+static int edit_distance(const char *a, const char *b)
+{
+	int la = (int)strlen(a), lb = (int)strlen(b), d[32][32];
+
+	if (la > 31 || lb > 31)
+		return 99;
+	for (int i = 0; i <= la; i++)
+		for (int j = 0; j <= lb; j++) {
+			if (!i || !j) {
+				d[i][j] = i + j;
+				continue;
+			}
+			int best = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			best = d[i - 1][j] + 1 < best ? d[i - 1][j] + 1 : best;
+			d[i][j] = d[i][j - 1] + 1 < best ? d[i][j - 1] + 1 : best;
+		}
+	return d[la][lb];
+}
+
+/* A mistyped command: one line naming the commands, the likely one first
+ * (within two edits, or one name inside the other as a subsequence with
+ * the same first letter), never the whole help. */
+static void unknown_command(const char *what, const char *name)
+{
+	const char *near = NULL;
+
+	for (size_t i = 0; i < N_CMD && !near; i++)
+		if (edit_distance(name, cmds[i].name) <= 2 ||
+		    (name[0] == cmds[i].name[0] &&
+		     (is_subsequence(name, cmds[i].name) || is_subsequence(cmds[i].name, name))))
+			near = cmds[i].name;
+	app_errorf("%s: unknown command '%s'", what, name);
+	if (near)
+		app_errorf(" (did you mean '%s'?)", near);
+	app_errorf("; commands:");
+	for (size_t i = 0; i < N_CMD; i++)
+		app_errorf(" %s", cmds[i].name);
+	app_errorf(" ('sekv help' describes them)\n");
+}
+
 static const struct cmd *cmd_find(const char *name)
 {
 	for (size_t i = 0; i < N_CMD; i++)
@@ -108,8 +158,7 @@ int main(int argc, char **argv)
 			cmd_usage(stdout, c);
 			return 0;
 		}
-		app_errorf("sekv help: unknown command '%s'\n\n", argv[2]);
-		usage(stderr);
+		unknown_command("sekv help", argv[2]);
 		return 2;
 	}
 	for (int a = 2; c && a < argc && strcmp(argv[a], "--"); a++)
@@ -127,7 +176,6 @@ int main(int argc, char **argv)
 	}
 	if (c)
 		return c->fn(argc - 2, argv + 2);
-	app_errorf("sekv: unknown command '%s'\n\n", argv[1]);
-	usage(stderr);
+	unknown_command("sekv", argv[1]);
 	return 2;
 }

@@ -288,6 +288,13 @@ static void cli_help_from_option_table(struct test_ctx *t)
 		 !strstr(h2, "--json") && s3 == 2 && strstr(h3, "unknown command 'nope'") && s4 == 2 &&
 		 strstr(h4, "unknown option --frobnicate");
 	T_CHECKF(t, ok, "%d %d %d %d\n%s\n%s", s1, s2, s3, s4, h1 ? h1 : "", h2 ? h2 : "");
+	/* a mistyped command gets one line naming the likely one, not the help */
+	int s5;
+	char *h5 = sekv_run("list", &s5);
+	T_CHECKF(t, h5 && s5 == 2 && strstr(h5, "unknown command 'list' (did you mean 'ls'?)") &&
+		 !strstr(h5, "usage:") && (!strchr(h5, '\n') || !strchr(h5, '\n')[1]), "%d: %s", s5,
+		 h5 ? h5 : "");
+	free(h5);
 	free(h1);
 	free(h2);
 	free(h3);
