@@ -804,7 +804,7 @@ static void quant_choose_impl(void)
 				       __builtin_cpu_supports("fma") && quant_cpu_has_f16c();
 	quant_avail[QUANT_IMPL_AVX512] = quant_avail[QUANT_IMPL_AVX2] &&
 		__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-		__builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+		__builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 #endif
 	if (off && *off && strcmp(off, "0"))
 		return;

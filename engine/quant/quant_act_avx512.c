@@ -10,7 +10,7 @@
 
 #if QUANT_HAVE_AVX2
 
-#define QA_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define QA_FN __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define QA_NAME(x) quant_act_avx512_##x
 #define QA_VNNI 1
 #include "engine/quant/quant_act_simd.h"
