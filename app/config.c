@@ -171,8 +171,6 @@ _Static_assert(_Generic(((struct sekv_params *)0)->static_share, double: 1, defa
 	       "--static-share is double");
 _Static_assert(_Generic(((struct sekv_params *)0)->zoom_blocks, int: 1, default: 0),
 	       "--zoom-blocks is int");
-_Static_assert(_Generic(((struct sekv_params *)0)->zoom_global, float: 1, default: 0),
-	       "--zoom-global is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -254,12 +252,6 @@ static const struct opt_row opt_table[] = {
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
 		  "(its best block and neighbours; the span's summary stands for the rest), grown "
 		  "to the whole span where the budget still allows; 0: whole spans",
-	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
-	{ .name = "--zoom-global", .arg = "F", .kind = OPT_FLOAT, .off = F(zoom_global),
-	  .set_off = NO_SET, SEKV_DEF(zoom_global), .lo = 0, .hi = 1, .what = "a weight",
-	  .help = "how far the zoom budget follows a ranking of the spans of every global layer "
-		  "together (by their estimated share of attention at the previous token) instead "
-		  "of fixed shares per layer: 0 fixed (--zoom-shares, else equal), 1 the ranking alone",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--zoom-shares", .arg = "LIST", .kind = OPT_TEXT, .off = F(zoom_shares),
 	  .set_off = NO_SET,

@@ -53,13 +53,12 @@ static void init_kappa(struct sekv_ctx *c)
 /* Share of the zoom budget of global layer l (params' zoom_share when it
  * names every layer, else equal) into *share; returns the rows of its
  * region: every compressed token of every KV head, at most what its share
- * (SEKV_ZOOM_CAP times it with zoom_global) of the largest zoom budget
- * (one tail row held) holds. */
+ * of the largest zoom budget (one tail row held) holds. */
 static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, size_t budget,
 			 int comp_tok, size_t rrow, int l, float *share)
 {
 	size_t rows = (size_t)m->n_head_kv * comp_tok, fixed, allow;
-	double w = 1.0 / m->n_layer, tot = 0, cap;
+	double w = 1.0 / m->n_layer, tot = 0;
 
 	if (p->n_zoom_share == m->n_layer) {
 		for (int i = 0; i < m->n_layer; i++)
@@ -71,10 +70,8 @@ static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, 
 		*share = (float)w;
 	if (!budget)
 		return rows;
-	/* a share moved by the global ranking may grow to SEKV_ZOOM_CAP times */
-	cap = p->zoom_global > 0 ? fmin(1.0, w * SEKV_ZOOM_CAP) : w;
 	fixed = m->static_bytes + sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_rows(m));
-	allow = budget > fixed ? (size_t)((double)(budget - fixed) * cap) : 0;
+	allow = budget > fixed ? (size_t)((double)(budget - fixed) * w) : 0;
 	return allow / rrow < rows ? allow / rrow : rows;
 }
 
@@ -133,7 +130,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct arena ar = {0};
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
-	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_sf, o_ga, o_gr, o_gn, o_lnm;
+	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -176,7 +173,6 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_zw = arena_reserve(&ar, (size_t)m->n_head_kv * n_comp * 2, sizeof(int32_t));
 	o_zlw = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp + 2, sizeof(struct zent));
 	o_lsc = arena_reserve(&ar, (size_t)m->n_head * m->n_lm + 1, sizeof(float));
-	o_lnm = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	o_mark = arena_reserve(&ar, n_comp, 1);
 	o_rj = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp, sizeof(struct backend_recon));
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
@@ -205,10 +201,6 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_sh = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
 	o_rb = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
 	o_rcp = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
-	o_sf = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
-	o_ga = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1, sizeof(float));
-	o_gr = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * n_comp + 1, sizeof(int32_t));
-	o_gn = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
 	o_kc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head_kv * m->d_h, sizeof(float));
 	o_qk = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
 	o_t8 = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * m->d_h, 1);
@@ -253,7 +245,6 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->znew = (struct zent *)((char *)a + o_zlw);
 	c->zocc = c->znew + m->n_head_kv * n_comp + 1;
 	c->lm_sc = (float *)((char *)a + o_lsc);
-	c->lm_norm = (float *)((char *)a + o_lnm);
 	c->zoom_blocks = p->zoom_blocks > 0 ? p->zoom_blocks : 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
@@ -265,13 +256,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->share = (float *)((char *)a + o_sh);
 	c->rec_base = (int32_t *)((char *)a + o_rb);
 	c->rec_cap = (int32_t *)((char *)a + o_rcp);
-	c->share_fix = (float *)((char *)a + o_sf);
-	c->glob_value = (float *)((char *)a + o_ga);
-	c->glob_rows = (int32_t *)((char *)a + o_gr);
-	c->glob_n = (int *)((char *)a + o_gn);
-	c->zoom_global = p->zoom_global > 0 ? fminf(p->zoom_global, 1.0f) : 0.0f;
 	for (int l = 0, at = 0; l < m->n_layer; l++) {
-		c->rec_cap[l] = (int32_t)layer_rows(m, p, budget, comp_tok, rrow, l, &c->share_fix[l]);
+		c->rec_cap[l] = (int32_t)layer_rows(m, p, budget, comp_tok, rrow, l, &c->share[l]);
 		c->rec_base[l] = at;
 		at += c->rec_cap[l];
 	}
@@ -335,10 +321,6 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 
 	c->last_pos = -1;
 	memset(c->n_tail, 0, (size_t)m->n_layer * sizeof *c->n_tail);
-	for (int l = 0; l < m->n_layer; l++) {
-		c->share[l] = c->share_fix[l];
-		c->glob_n[l] = -1;
-	}
 	c->tail_first = 0;
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
@@ -364,79 +346,11 @@ const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c)
 
 /* Starts step `pos`: forgets the previous step's zooms and the tail rows
  * at or past the new position (a rewound stream overwrites them). */
-/* Rows of the candidates recorded in glob_* whose value is at least x,
- * per layer into want (when not NULL); returns their sum. */
-static double rows_above(const struct sekv_ctx *c, float x, float *want)
-{
-	const struct sekv_mem *m = c->m;
-	size_t per = (size_t)m->n_head_kv * m->n_comp;
-	double tot = 0;
-
-	for (int l = 0; l < m->n_layer; l++) {
-		double w = 0;
-		for (int i = 0; i < c->glob_n[l]; i++)
-			if (c->glob_value[l * per + i] >= x)
-				w += c->glob_rows[l * per + i];
-		if (want)
-			want[l] = (float)w;
-		tot += w;
-	}
-	return tot;
-}
-
-/* This step's shares of the zoom budget (sekv_params.zoom_global): the
- * previous step's candidates of every layer ranked together by their
- * value (zoom_value in route.c); the threshold is the lowest value whose
- * candidates above it still fit the zoom rows the budget leaves
- * (bisection), and a layer's
- * global share is its rows above it. Fixed shares until every layer has
- * routed once. */
-static void global_shares(struct sekv_ctx *c, int idx)
-{
-	const struct sekv_mem *m = c->m;
-	size_t per = (size_t)m->n_head_kv * m->n_comp, budget = c->st.budget_bytes, fixed;
-	float lo = INFINITY, hi = -INFINITY;
-	double rows, tot;
-
-	for (int l = 0; l < m->n_layer; l++) {
-		if (c->glob_n[l] < 0)
-			return;
-		for (int i = 0; i < c->glob_n[l]; i++) {
-			lo = fminf(lo, c->glob_value[l * per + i]);
-			hi = fmaxf(hi, c->glob_value[l * per + i]);
-		}
-	}
-	fixed = m->static_bytes + (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
-	rows = budget > fixed ? (double)(budget - fixed) / (double)c->recon_row_bytes : 0;
-	if (!(lo <= hi) || rows <= 0)
-		return;
-	if (rows_above(c, lo, NULL) > rows) {
-		/* invariant: rows above hi fit (none may), rows above lo do not */
-		hi = nextafterf(hi, INFINITY);
-		for (int it = 0; it < 40 && lo < hi; it++) {
-			float mid = lo + (hi - lo) / 2;
-			if (mid <= lo || mid >= hi)
-				break;
-			if (rows_above(c, mid, NULL) > rows)
-				lo = mid;
-			else
-				hi = mid;
-		}
-		lo = hi;
-	}
-	tot = rows_above(c, lo, c->share);   /* each layer's rows, then its share */
-	for (int l = 0; l < m->n_layer; l++)
-		c->share[l] = (1.0f - c->zoom_global) * c->share_fix[l] +
-			      c->zoom_global * (tot > 0 ? (float)(c->share[l] / tot) : c->share_fix[l]);
-}
-
 static void new_step(struct sekv_ctx *c, int pos, int idx)
 {
 	const struct sekv_mem *m = c->m;
 
 	c->last_pos = pos;
-	if (c->zoom_global > 0 && c->st.budget_bytes)
-		global_shares(c, idx);
 	c->st.step++;
 	c->st.n_zoom = 0;
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
@@ -581,16 +495,6 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 			       (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
 		allow = st->budget_bytes > fixed ?
 			(size_t)((double)(st->budget_bytes - fixed) * c->share[l]) : 0;
-		if (allow > (size_t)c->rec_cap[l] * rrow)
-			allow = (size_t)c->rec_cap[l] * rrow;
-	}
-	if (c->zoom_global > 0) {
-		size_t per = (size_t)m->n_head_kv * m->n_comp;
-		for (int i = 0; i < n_cand; i++) {
-			c->glob_value[l * per + i] = c->cand[i].value;
-			c->glob_rows[l * per + i] = c->cand[i].n;
-		}
-		c->glob_n[l] = n_cand;
 	}
 	memset(c->mark, 0, (size_t)m->n_comp);
 	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)

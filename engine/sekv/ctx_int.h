@@ -20,8 +20,6 @@ struct cand {
 	int32_t kv, comp, head;
 	float alpha;
 	int32_t r0, n;              /* the zoom window: rows r0 .. r0 + n - 1 of the span */
-	float value;                /* what zooming the window is worth, comparable
-	                               across heads and layers (zoom_value) */
 };
 
 struct sekv_ctx {
@@ -95,9 +93,6 @@ struct sekv_ctx {
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
 	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] zoomed window of the span:
 	                               first row r0 and rows n (n = |S|: all of it) */
-	float *lm_norm;             /* [n_head] log of the head's estimated total
-	                               attention mass (exact, tail and every span's
-	                               blocks) at the last landmark routing */
 	float *lm_sc;               /* [n_head][n_lm] this layer's landmark block
 	                               scores q . lm * q_scale + log|b| */
 	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
@@ -116,15 +111,7 @@ struct sekv_ctx {
 	                               tail rows alone, carried into the second call */
 	float *rope_cs, *rope_sn;   /* [max rec_cap][n_rot/2] RoPE of the rows being
 	                               rebuilt in a layer's region (pre-RoPE keys) */
-	float *share;               /* [n_layer] share of the zoom budget per layer
-	                               (this step's) */
-	float *share_fix;           /* [n_layer] the fixed shares (zoom_share or
-	                               equal) */
-	float zoom_global;          /* sekv_params.zoom_global */
-	float *glob_value;          /* [n_layer][n_head_kv * n_comp] the value of each
-	                               layer's candidates at its last routing */
-	int32_t *glob_rows;         /* same: rows each candidate's window wants */
-	int *glob_n;                /* [n_layer] candidates recorded; -1: none yet */
+	float *share;               /* [n_layer] share of the zoom budget per layer */
 	int32_t *rec_base;          /* [n_layer] first row of each layer's region */
 	int32_t *rec_cap;           /* [n_layer] its rows: n_head_kv * comp_tok, at
 	                               most its share of the largest zoom budget */

@@ -142,7 +142,6 @@ static int route_landmark(struct sekv_ctx *c, int l, const float *q)
 		tot = exp(c->lse_exact[h] - mx);
 		for (int s = 0; s < m->n_comp; s++)
 			tot += exp(a[s] - mx);
-		c->lm_norm[h] = mx + (float)log(tot);
 		for (int s = 0; s < m->n_comp; s++) {
 			float ls = a[s] - (mx + (float)log(tot));   /* log alpha_S <= 0 */
 			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
@@ -193,37 +192,6 @@ void sekv_ctx_route_view(const struct sekv_ctx *c, struct sekv_route_view *v)
  * while that block holds at least 1/8 of the best block's estimated mass,
  * up to zoom_blocks blocks (issue 9: the zoom budget holds a few spans'
  * worth of rows; the answer lies in a block or two of a span). */
-/* What zooming rows r0 .. r0 + n - 1 of cd's span is worth to its routing
- * head, in shares of the head's attention (so comparable across heads and
- * layers): the span's coarse row spreads the span's mass M_S evenly, so
- * the window's rebuilt rows correct, block by block, the mass a block b
- * holds beyond its even part: sum over the window's blocks of
- * max(0, m_b - |b| / |S| M_S), m_b from the landmark scores. A head that
- * attends evenly over a span gains nothing from its rows; a needle's block
- * gains its whole mass. Without landmark scores: sigmoid(alpha_S) (the
- * oracle router's value is the span's exact share). */
-static float zoom_value(const struct sekv_ctx *c, const struct cand *cd)
-{
-	const struct sekv_mem *m = c->m;
-	int len = m->span[m->comp_span[cd->comp]].len, b0, b1;
-	const float *sc;
-	double ms = 0, val = 0;
-
-	if ((c->router != SEKV_ROUTER_LANDMARK && c->router != SEKV_ROUTER_TRAINED) || m->lm_len < 1)
-		return 1.0f / (1.0f + expf(-cd->alpha));
-	b0 = m->lm_first[cd->comp];
-	b1 = m->lm_first[cd->comp + 1];
-	sc = c->lm_sc + (size_t)cd->head * m->n_lm;
-	for (int b = b0; b < b1; b++)
-		ms += exp(sc[b] - c->lm_norm[cd->head]);
-	for (int b = b0 + cd->r0 / m->lm_len; b < b1 && (b - b0) * m->lm_len < cd->r0 + cd->n; b++) {
-		int nb = len - (b - b0) * m->lm_len < m->lm_len ? len - (b - b0) * m->lm_len : m->lm_len;
-		double ex = exp(sc[b] - c->lm_norm[cd->head]) - ms * nb / len;
-		val += ex > 0 ? ex : 0;
-	}
-	return (float)val;
-}
-
 static void zoom_window(const struct sekv_ctx *c, struct cand *cd)
 {
 	const struct sekv_mem *m = c->m;
@@ -278,13 +246,12 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 		for (int kv = 0; kv < m->n_head_kv; kv++)
 			for (int s = 0; s < m->n_comp; s++) {
 				struct cand best = { kv, s, kv * c->group, -INFINITY, 0,
-						     m->span[m->comp_span[s]].len, 0 };
+						     m->span[m->comp_span[s]].len };
 				for (int h = kv * c->group; h < (kv + 1) * c->group; h++)
 					if (c->alpha[(size_t)h * m->n_comp + s] > best.alpha) {
 						best.head = h;
 						best.alpha = c->alpha[(size_t)h * m->n_comp + s];
 					}
-				best.value = expf(best.alpha);   /* the span's exact share */
 				c->cand[n_cand++] = best;
 			}
 		qsort(c->cand, (size_t)n_cand, sizeof *c->cand, cand_cmp);
@@ -312,7 +279,7 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 	const float *tau = c->router == SEKV_ROUTER_TRAINED ? c->trained->tau : m->tau;
 	for (int kv = 0; kv < m->n_head_kv; kv++)
 		for (int s = 0; s < m->n_comp; s++) {
-			struct cand best = { kv, s, -1, 0, 0, 0, 0 };
+			struct cand best = { kv, s, -1, 0, 0, 0 };
 			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 				float a = c->alpha[(size_t)h * m->n_comp + s];
 				if (above_tau(a, tau[(size_t)l * m->n_head + h]) &&
@@ -323,7 +290,6 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 			}
 			if (best.head >= 0) {
 				zoom_window(c, &best);
-				best.value = zoom_value(c, &best);
 				c->cand[n_cand++] = best;
 			}
 		}

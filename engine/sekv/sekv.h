@@ -24,9 +24,6 @@ struct backend;          /* engine/backend/backend.h */
 struct model_probe;      /* engine/model/model.h */
 
 #define SEKV_MAX_ZOOM_SHARE 8
-/* sekv_params.zoom_global: a layer's region of rebuilt rows holds at most
- * this many times its fixed share of the zoom budget */
-#define SEKV_ZOOM_CAP 4
 
 struct sekv_params {
 	float alpha;         /* boundary threshold mu_t + alpha*sigma_t (1.0) */
@@ -93,18 +90,6 @@ struct sekv_params {
 	                        n_zoom_share == the memory's n_layer, else an
 	                        equal split */
 	int n_zoom_share;    /* entries of zoom_share (0) */
-	float zoom_global;   /* 0..1: weight of the global ranking in each
-	                        layer's share of the zoom budget (DESIGN.md
-	                        section 3 step 2 keeps the spans of largest
-	                        alpha_S over the whole budget, not per layer):
-	                        at every step the candidates of the previous
-	                        step, all layers together, are ranked by
-	                        alpha_S and a layer's share is the rows of
-	                        its candidates above the threshold the budget
-	                        sets; share = (1 - zoom_global) * fixed share
-	                        + zoom_global * that. A layer's region holds
-	                        at most SEKV_ZOOM_CAP times its fixed share
-	                        (0: fixed shares, zoom_share or equal) */
 	int lm_len;          /* landmark block of sekv_build: fewest tokens per
 	                        mean key kept for routing (16); 0: no landmarks */
 	double lm_share;     /* landmarks may take this share of the static part
