@@ -2,7 +2,9 @@
 """decode_speed.py - `make bench` case (issue 9 part 5): decode tokens/s of
 full KV and SeKV over the same stored document at about the longest context
 the model allows, beside the ideal speed-up from the bytes each decoded token
-reads, ending with `RATIO sekv_decode_vs_ideal X`.
+reads, ending with `RATIO sekv_decode_vs_ideal X`; and, from the ingest, the
+time building the memory takes against the prefill (`RATIO
+build_vs_prefill X`).
 
 The document is this machine's licence texts (/usr/share/common-licenses),
 repeated in a fixed order up to --tokens tokens, ingested once into a
@@ -26,6 +28,7 @@ import argparse
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -37,11 +40,27 @@ QUESTIONS = [
 ]
 
 
-def run(cmd):
+def run(cmd, stderr=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"decode_speed: {' '.join(cmd[:3])}: {p.stderr.strip()}")
+    if stderr is not None:
+        stderr.append(p.stderr)
     return p.stdout
+
+
+def build_share(log):
+    """Segmentation + summaries + factors against prefill time (issue 19's
+    target: at most 0.25), from ingest's summary line "ingest: prefill Xs
+    (...), chunks committed in Ys, memory built in Zs"."""
+    m = re.search(r"ingest: prefill ([0-9.]+)s .* memory built in ([0-9.]+)s", log)
+    if not m:
+        return None
+    prefill, build = float(m.group(1)), float(m.group(2))
+    print(f"ingest: prefill {prefill:.1f} s, memory built (segmentation, summaries, "
+          f"landmarks, factors) in {build:.1f} s")
+    print(f"RATIO build_vs_prefill {build / prefill:.3f}")
+    return build / prefill
 
 
 def build_doc(path, tokens):
@@ -88,8 +107,10 @@ def main():
         build_doc(doc, a.tokens)
         print(f"== decode speed: ingest {os.path.getsize(doc)} bytes (about {a.tokens} tokens) "
               f"into {db}", flush=True)
+        log = []
         doc_id = run([a.sekv, "ingest", doc, "--db", db, "-m", a.model, "-t", a.threads,
-                      "-q", "--keep-full-kv"]).split()[-1]
+                      "--keep-full-kv"], log).split()[-1]
+        build_share(log[0])
 
     tot = {"full": [0, 0.0], "sekv": [0, 0.0]}
     ques = {"full": [0, 0.0], "sekv": [0, 0.0]}
