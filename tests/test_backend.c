@@ -5,12 +5,16 @@
  * file and fixed-seed random data elsewhere. The checks are one table over
  * a struct backend *: a second backend runs the same table (add a row to
  * k_backends). The SeKV operations' checks are tests/backend_check_sekv.c.
+ * The CPU backend's decode kernels (engine/cpu/backend_cpu_int.h) are also
+ * checked directly over a table of group sizes and head sizes, since the
+ * operations above see only the default model's (G 2 and 4, d_head 256).
  */
 #include "tests/test.h"
 #include "tests/backend_check.h"
 
 #include "engine/backend/backend.h"
 #include "engine/base/err.h"
+#include "engine/cpu/backend_cpu_int.h"
 #include "engine/gguf/gguf.h"
 #include "engine/quant/quant.h"
 #include "engine/sekv/sekv.h"
@@ -497,6 +501,141 @@ static void backend_cpu_sekv_ops_same_bits_any_threads(struct test_ctx *t)
 	free(q), free(rows), free(u), free(v);
 }
 
+/* ---- the CPU decode kernels at every group size ---------------------- */
+
+enum { KT_T = 37, KT_LD = 5 }; /* value rows of a tile, weight stride */
+
+/* Inputs of one kernel case: G heads of d. */
+struct kern_in {
+	int G, d;
+	float q[9 * 256], o0[9 * 256], p[9 * (KT_T + 3)], sc[256 / 32];
+	uint16_t h16[KT_T * (256 + 8)]; /* KT_T fp16 rows, d + 8 apart */
+	int8_t c8[256];
+	uint8_t c4[128];
+};
+
+/* Element e of value kind k (0 fp16 row 0, 1 int8 codes times 0.01, 2
+ * int4 codes times their group's scale) as a double. */
+static double kern_v(const struct kern_in *in, int k, int e)
+{
+	int nib = (in->c4[e / 2] >> (4 * (e % 2))) & 0x0f;
+
+	if (k == 0)
+		return quant_f16_to_f32(in->h16[e]);
+	return k == 1 ? in->c8[e] * (double)0.01f : (nib >= 8 ? nib - 16 : nib) * (double)in->sc[e / 32];
+}
+
+/* Worst |got - ref| / mag over a kernel's G x d outputs (mag: the sum of
+ * the magnitudes of the terms, so fp32 rounding of any order passes and a
+ * lost or misplaced term does not). */
+static double kern_err(const float *got, const double *ref, const double *mag, int n)
+{
+	double e = 0;
+
+	for (int i = 0; i < n; i++)
+		e = fmax(e, fabs(got[i] - ref[i]) / (mag[i] + 1e-30));
+	return e;
+}
+
+/* cpu_scores_row_g (fp16 and int8 keys), cpu_values_{f16,i8,i4}_g and
+ * cpu_values_tile_g for one shape, against double sums: the worst error
+ * of each into err[6]; -1 where a kernel wrote outside its outputs. */
+static void kern_case(struct kern_in *in, double err[6])
+{
+	int G = in->G, d = in->d, n = G * d;
+	float s[9 * 3], o[9 * 256 + 8], buf[256];
+	double ref[9 * 256], mag[9 * 256];
+
+	for (int i8 = 0; i8 < 2; i8++) {
+		float got[9];
+		for (int i = 0; i < 9 * 3; i++)
+			s[i] = 7.0f;
+		cpu_scores_row_g(in->q, G, d, i8 ? (const void *)in->c8 : in->h16, i8, 0.125f, s, 3, buf);
+		for (int h = 0; h < G; h++) {
+			ref[h] = mag[h] = 0;
+			for (int e = 0; e < d; e++) {
+				double kv = i8 ? in->c8[e] : quant_f16_to_f32(in->h16[e]);
+				ref[h] += 0.125 * in->q[h * d + e] * kv;
+				mag[h] += fabs(0.125 * in->q[h * d + e] * kv);
+			}
+			got[h] = s[h * 3];
+		}
+		err[i8] = kern_err(got, ref, mag, G);
+		for (int i = 0; i < 9 * 3; i++)
+			err[i8] = i % 3 && s[i] != 7.0f ? -1 : err[i8];
+	}
+	for (int k = 0; k < 4; k++) {
+		if (k == 2 && d % 32)
+			continue;
+		memcpy(o, in->o0, sizeof(float) * n);
+		o[n] = 7.0f;
+		if (k == 0)
+			cpu_values_f16_g(o, G, d, in->h16, in->p, KT_LD, buf);
+		else if (k == 1)
+			cpu_values_i8_g(o, G, d, in->c8, 0.01f, in->p, KT_LD, buf);
+		else if (k == 2)
+			cpu_values_i4_g(o, G, d, in->c4, in->sc, in->p, KT_LD, buf);
+		else
+			cpu_values_tile_g(o, G, d, in->h16, (size_t)d + 8, KT_T, in->p, KT_T + 3, buf);
+		for (int h = 0; h < G; h++)
+			for (int e = 0; e < d; e++) {
+				double r = in->o0[h * d + e], m = fabs(r);
+				for (int t = 0; t < (k == 3 ? KT_T : 1); t++) {
+					double pv = in->p[h * (k == 3 ? KT_T + 3 : KT_LD) + t];
+					double v = k == 3 ? quant_f16_to_f32(in->h16[t * (d + 8) + e]) : kern_v(in, k, e);
+					r += pv * v;
+					m += fabs(pv * v);
+				}
+				ref[h * d + e] = r;
+				mag[h * d + e] = m;
+			}
+		err[2 + k] = o[n] != 7.0f ? -1 : kern_err(o, ref, mag, n);
+	}
+}
+
+/* Every decode kernel of the CPU backend at group sizes 1-9 (9 takes the
+ * scalar path; 7 is Qwen2.5 0.5B's, 4 Gemma 3 270M's) and head sizes 64,
+ * 256 and 40 (40, no int4 rows: AVX2 takes its narrowest blocks, AVX-512
+ * the scalar path), within fp32 rounding of double sums; no kernel writes
+ * outside its outputs. */
+static void backend_cpu_decode_kernels_every_group_vs_double(struct test_ctx *t)
+{
+	static const int shapes[][2] = { { 1, 64 }, { 2, 64 }, { 3, 64 }, { 4, 64 }, { 5, 64 },
+		{ 6, 64 }, { 7, 64 }, { 8, 64 }, { 9, 64 }, { 1, 256 }, { 4, 256 }, { 7, 256 },
+		{ 8, 256 }, { 2, 40 }, { 7, 40 } };
+	static const char *kernel[6] = { "scores fp16", "scores int8", "values fp16",
+		"values int8", "values int4", "values tile" };
+	struct kern_in *in = calloc(1, sizeof *in);
+	float x[KT_T * (256 + 8)];
+
+	T_CHECK(t, in != NULL);
+	for (size_t c = 0; c < sizeof shapes / sizeof *shapes; c++) {
+		double err[6] = { 0 };
+		in->G = shapes[c][0];
+		in->d = shapes[c][1];
+		test_fill_random(in->q, 9 * 256, 121 + c);
+		test_fill_random(in->o0, 9 * 256, 131 + c);
+		test_fill_random(in->p, 9 * (KT_T + 3), 141 + c);
+		test_fill_random(in->sc, 256 / 32, 151 + c);
+		test_fill_random(x, KT_T * (256 + 8), 161 + c);
+		for (int i = 0; i < KT_T * (256 + 8); i++)
+			in->h16[i] = quant_f32_to_f16(4.0f * x[i]);
+		for (int i = 0; i < 256; i++)
+			in->c8[i] = (int8_t)lrintf(127.0f * x[i]);
+		for (int i = 0; i < 128; i++)
+			in->c4[i] = (uint8_t)lrintf(127.5f * (x[256 + i] + 1.0f));
+		kern_case(in, err);
+		for (int k = 0; k < 6; k++)
+			if (!(err[k] >= 0 && err[k] < 1e-5)) {
+				T_FAIL(t, "G %d d %d: %s %s %g", in->G, in->d, kernel[k],
+				       err[k] < 0 ? "wrote outside its outputs" : "off by", err[k]);
+				free(in);
+				return;
+			}
+	}
+	free(in);
+}
+
 static void backend_open_unknown_name_refused(struct test_ctx *t)
 {
 	struct backend *b = (struct backend *)1;
@@ -516,6 +655,8 @@ const struct test_case test_backend[] = {
 	{ "backend_ops_buffers_attention_lse_vs_scalar", backend_ops_buffers_attention_lse_vs_scalar },
 	{ "backend_ops_sekv_mix_recon_svd_pca_vs_scalar", backend_ops_sekv_mix_recon_svd_pca_vs_scalar },
 	{ "backend_cpu_sekv_ops_same_bits_any_threads", backend_cpu_sekv_ops_same_bits_any_threads },
+	{ "backend_cpu_decode_kernels_every_group_vs_double",
+	  backend_cpu_decode_kernels_every_group_vs_double },
 	{ "backend_open_unknown_name_refused", backend_open_unknown_name_refused },
 	{ NULL, NULL },
 };

@@ -168,6 +168,57 @@ static inline __attribute__((always_inline)) __m512 cpu_hsum8(const __m512 a[8])
 	return _mm512_maskz_permutexvar_ps(0x00ff, _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13,
 								     0, 0, 0, 0, 0, 0, 0, 0), w);
 }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* The sums of the 8 lanes of each of a[0..8), in lanes 0..7: two levels
+ * of hadd leave each 128-bit half with a partial sum of every a[k], one
+ * add of the swapped halves finishes all eight. */
+static inline __attribute__((always_inline)) __m256 cpu_hsum8(const __m256 a[8])
+{
+	__m256 b[4], c[2];
+
+#pragma GCC unroll 4
+	for (int i = 0; i < 4; i++)
+		b[i] = _mm256_hadd_ps(a[2 * i], a[2 * i + 1]);
+	/* c[i]: lane k of each half holds a half's sum of a[4i + k] */
+#pragma GCC unroll 2
+	for (int i = 0; i < 2; i++)
+		c[i] = _mm256_hadd_ps(b[2 * i], b[2 * i + 1]);
+	return _mm256_add_ps(_mm256_permute2f128_ps(c[0], c[1], 0x20),
+			     _mm256_permute2f128_ps(c[0], c[1], 0x31));
+}
+
+/* Elements [e, e + 8) of a row of int8 codes (i8) or fp16 values, as fp32
+ * (exact either way). */
+static inline __attribute__((always_inline)) __m256 cpu_row8_ps(const void *r, int i8, int e)
+{
+	if (i8)
+		return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+			_mm_loadl_epi64((const __m128i *)((const int8_t *)r + e))));
+	return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)r + e)));
+}
+
+/* o[h] += p[h * ldp] * scale * v for h < G <= 8 (o rows d apart, d % 8 ==
+ * 0): cpu_values_f16's and cpu_values_i8's AVX2 path, v an fp16 row or
+ * int8 codes (i8). The G weights stay in registers; each output vector is
+ * loaded and stored once per row. */
+static inline __attribute__((always_inline)) void
+cpu_values_row8(float *o, int G, int d, const void *v, int i8, float scale, const float *p,
+		size_t ldp)
+{
+	__m256 pv[8];
+
+#pragma GCC unroll 8
+	for (int h = 0; h < G; h++)
+		pv[h] = _mm256_set1_ps(p[(size_t)h * ldp] * scale);
+	for (int e = 0; e < d; e += 8) {
+		__m256 vv = cpu_row8_ps(v, i8, e);
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++) {
+			float *oh = o + (size_t)h * d + e;
+			_mm256_storeu_ps(oh, _mm256_fmadd_ps(pv[h], vv, _mm256_loadu_ps(oh)));
+		}
+	}
+}
 #endif
 
 /* Scores of one key row (fp16, or int8 when i8) against the G query heads
@@ -208,6 +259,27 @@ cpu_scores_row(const float *q, int G, int d, const void *k, int i8, float scale,
 			s[(size_t)h * lds] = sum[h];
 		return;
 	}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	/* G accumulators, the key and a query vector: at most 10 of the 16
+	 * registers; heads past G stay zero for the one reduction of 8 */
+	if (d % 8 == 0 && G <= 8) {
+		__m256 acc[8];
+		float sum[8];
+#pragma GCC unroll 8
+		for (int h = 0; h < 8; h++)
+			acc[h] = _mm256_setzero_ps();
+		for (int e = 0; e < d; e += 8) {
+			__m256 kv = cpu_row8_ps(k, i8, e);
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++)
+				acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (size_t)h * d + e), kv, acc[h]);
+		}
+		_mm256_storeu_ps(sum, _mm256_mul_ps(cpu_hsum8(acc), _mm256_set1_ps(scale)));
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+			s[(size_t)h * lds] = sum[h];
+		return;
+	}
 #endif
 	if (i8)
 		for (int e = 0; e < d; e++)
@@ -240,6 +312,11 @@ cpu_values_f16(float *o, int G, int d, const uint16_t *v, const float *p, size_t
 		}
 		return;
 	}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	if (d % 8 == 0 && G <= 8) {
+		cpu_values_row8(o, G, d, v, 0, 1.0f, p, ldp);
+		return;
+	}
 #endif
 	quant_f16_to_f32_row(v, vbuf, (size_t)d);
 	for (int h = 0; h < G; h++)
@@ -267,6 +344,11 @@ cpu_values_i8(float *o, int G, int d, const int8_t *v, float scale, const float 
 				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
 			}
 		}
+		return;
+	}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	if (d % 8 == 0 && G <= 8) {
+		cpu_values_row8(o, G, d, v, 1, scale, p, ldp);
 		return;
 	}
 #endif
@@ -299,6 +381,27 @@ cpu_values_i4(float *o, int G, int d, const uint8_t *v, const float *sc, const f
 				float *oh = o + (size_t)h * d + e;
 				pv[h] = _mm512_set1_ps(p[(size_t)h * ldp] * sc[e / QUANT_I4_GROUP]);
 				_mm512_storeu_ps(oh, _mm512_fmadd_ps(pv[h], vv, _mm512_loadu_ps(oh)));
+			}
+		}
+		return;
+	}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	/* 16 values (8 bytes, one scale) per step, as two vectors of 8 */
+	if (d % QUANT_I4_GROUP == 0 && G <= 8) {
+		const __m128i lo4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+		for (int e = 0; e < d; e += 16) {
+			__m128i b = _mm_loadl_epi64((const __m128i *)(v + e / 2));
+			__m128i n = _mm_unpacklo_epi8(_mm_and_si128(b, lo4),
+						      _mm_and_si128(_mm_srli_epi16(b, 4), lo4));
+			n = _mm_sub_epi8(_mm_xor_si128(n, eight), eight);
+			__m256 v0 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(n));
+			__m256 v1 = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(n, 8)));
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++) {
+				float *oh = o + (size_t)h * d + e;
+				__m256 ph = _mm256_set1_ps(p[(size_t)h * ldp] * sc[e / QUANT_I4_GROUP]);
+				_mm256_storeu_ps(oh, _mm256_fmadd_ps(ph, v0, _mm256_loadu_ps(oh)));
+				_mm256_storeu_ps(oh + 8, _mm256_fmadd_ps(ph, v1, _mm256_loadu_ps(oh + 8)));
 			}
 		}
 		return;
@@ -388,15 +491,53 @@ cpu_values_tile_w(float *o, int G, int W, int d, const uint16_t *v, size_t ldv, 
 				_mm512_storeu_ps(o + (size_t)h * d + e0 + 16 * w, acc[h][w]);
 	}
 }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* cpu_values_tile's blocks of W vectors of 8 dimensions (d % (8 W) == 0,
+ * G W + W + 1 <= 16 registers) */
+static inline __attribute__((always_inline)) void
+cpu_values_tile_w(float *o, int G, int W, int d, const uint16_t *v, size_t ldv, int T,
+		  const float *p, size_t ldp)
+{
+	for (int e0 = 0; e0 < d; e0 += 8 * W) {
+		__m256 acc[8][4];
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				acc[h][w] = _mm256_loadu_ps(o + (size_t)h * d + e0 + 8 * w);
+		for (int t = 0; t < T; t++) {
+			__m256 vv[4];
+			if (e0 == 0 && t + 8 < T)
+				for (int e = 0; e < d; e += 32)
+					__builtin_prefetch(v + (size_t)(t + 8) * ldv + e);
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				vv[w] = cpu_row8_ps(v + (size_t)t * ldv, 0, e0 + 8 * w);
+#pragma GCC unroll 8
+			for (int h = 0; h < G; h++) {
+				__m256 ph = _mm256_set1_ps(p[(size_t)h * ldp + t]);
+#pragma GCC unroll 4
+				for (int w = 0; w < W; w++)
+					acc[h][w] = _mm256_fmadd_ps(ph, vv[w], acc[h][w]);
+			}
+		}
+#pragma GCC unroll 8
+		for (int h = 0; h < G; h++)
+#pragma GCC unroll 4
+			for (int w = 0; w < W; w++)
+				_mm256_storeu_ps(o + (size_t)h * d + e0 + 8 * w, acc[h][w]);
+	}
+}
 #endif
 
 /* o[h] += sum_t p[h * ldp + t] v_t for h < G, t < T: v_t = v + t * ldv is
  * an fp16 row of d. The outputs of a block of dimensions stay in registers
  * over all T rows (a row at a time, as cpu_values_f16 does, loads and
  * stores every output once per row); rows are prefetched ahead on the
- * first block, later blocks find them in cache. Blocks are 4 vectors per
- * head for up to 6 heads (24 accumulators), 2 for 7-8 heads: both leave
- * registers for the row and the weight. */
+ * first block, later blocks find them in cache. AVX-512's blocks are 4
+ * vectors per head for up to 6 heads (24 accumulators), 2 for 7-8 heads:
+ * both leave registers for the row and the weight; AVX2's, with half the
+ * registers, are chosen below. */
 static inline __attribute__((always_inline)) void
 cpu_values_tile(float *o, int G, int d, const uint16_t *v, size_t ldv, int T, const float *p,
 		size_t ldp, float *vbuf)
@@ -408,6 +549,21 @@ cpu_values_tile(float *o, int G, int d, const uint16_t *v, size_t ldv, int T, co
 	}
 	if (G <= 8 && d % 32 == 0) {
 		cpu_values_tile_w(o, G, 2, d, v, ldv, T, p, ldp);
+		return;
+	}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	/* 16 registers: 4 vectors per head for up to 2 heads, 2 for up to
+	 * 6, 1 for 7-8 (13, 15 and 10 registers with the rows and weight) */
+	if (G <= 2 && d % 32 == 0) {
+		cpu_values_tile_w(o, G, 4, d, v, ldv, T, p, ldp);
+		return;
+	}
+	if (G <= 6 && d % 16 == 0) {
+		cpu_values_tile_w(o, G, 2, d, v, ldv, T, p, ldp);
+		return;
+	}
+	if (G <= 8 && d % 8 == 0) {
+		cpu_values_tile_w(o, G, 1, d, v, ldv, T, p, ldp);
 		return;
 	}
 #endif

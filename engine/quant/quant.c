@@ -254,6 +254,18 @@ static float quant_levels_row(const float *x, int8_t *q, size_t n, float levels)
 	}
 	amax = _mm512_reduce_max_ps(m);
 	nan = un != 0;
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	__m256 m = _mm256_setzero_ps(), un = _mm256_setzero_ps();
+	__m128 m4;
+	for (; i + 8 <= n; i += 8) {
+		__m256 v = _mm256_loadu_ps(x + i);
+		un = _mm256_or_ps(un, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+		m = _mm256_max_ps(m, _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v));
+	}
+	m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+	m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+	amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+	nan = _mm256_movemask_ps(un) != 0;
 #endif
 	for (; i < n; i++) {
 		nan |= isnan(x[i]);
@@ -270,6 +282,14 @@ static float quant_levels_row(const float *x, int8_t *q, size_t n, float levels)
 	for (; i + 16 <= n; i += 16)
 		_mm_storeu_si128((__m128i *)(q + i), _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(
 			_mm512_mul_ps(_mm512_loadu_ps(x + i), _mm512_set1_ps(inv)))));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+	/* the same rounding; the two saturating packs never clip, as codes
+	 * are within [-levels, levels] (x * inv <= levels up to an ulp) */
+	for (; i + 8 <= n; i += 8) {
+		__m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_set1_ps(inv)));
+		__m128i c16 = _mm_packs_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+		_mm_storel_epi64((__m128i *)(q + i), _mm_packs_epi16(c16, c16));
+	}
 #endif
 	for (; i < n; i++)
 		q[i] = (int8_t)lrintf(x[i] * inv);
