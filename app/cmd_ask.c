@@ -146,6 +146,8 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 	cJSON_AddNumberToObject(j, "session_disk_bytes", (double)in.session_disk_bytes);
 	cJSON_AddNumberToObject(j, "swa_bytes", (double)in.swa_bytes);
 	cJSON_AddNumberToObject(j, "kv_read_bytes_per_token", a->kv_read_per_token);
+	if (a->question_host_bytes)
+		cJSON_AddNumberToObject(j, "question_host_bytes", (double)a->question_host_bytes);
 	if (in.note[0])
 		app_json_add_text(j, "note", in.note);
 	/* SeKV's static part of the memory the answer was decoded over (the

@@ -471,7 +471,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 "budgets %s, tasks %s, lengths %s, depths %s, %d needles per cell; %d haystacks in %s. "
 		 "SeKV: router %s, --zoom-blocks %d, --rmax %d, --rank-energy %g, --rank-energy-v %g, "
 		 "--factor-keys %s, --static-share %.2f, --recent %d, --zoom-shares %s, "
-		 "--device-rows %s.",
+		 "--question-turn %s, --device-rows %s.",
 		 g->o.model, g->o.n_threads, g->o.n_predict, (unsigned long long)g->o.seed,
 		 g->o.eval_methods ? g->o.eval_methods : APP_EVAL_METHODS,
 		 g->o.eval_budgets ? g->o.eval_budgets : APP_EVAL_BUDGETS,
@@ -481,7 +481,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.r_max, g->o.rank_energy,
 		 g->o.rank_energy_v, g->o.key_pre_rope ? "pre-rope" : "post-rope", g->o.static_share,
 		 g->o.n_recent, g->o.zoom_shares ? g->o.zoom_shares : "equal",
-		 app_dev_rows_name(&g->o));
+		 g->o.question_zoom ? "zoom" : "exact", app_dev_rows_name(&g->o));
 	snprintf(header + strlen(header), sizeof header - strlen(header), "\n\n%s", g->pin_note);
 	snprintf(path, sizeof path, "%s/results.md", g->dir);
 	if (eval_write_md(v, path, header, (const char *const *)png, n_png, err, sizeof err))

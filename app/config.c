@@ -253,6 +253,12 @@ static const struct opt_row opt_table[] = {
 		  "(its best block and neighbours; the span's summary stands for the rest), grown "
 		  "to the whole span where the budget still allows; 0: whole spans",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
+	{ .name = "--question-turn", .kind = OPT_CHOICE, .off = F(question_zoom), .set_off = NO_SET,
+	  .choices = "exact|zoom",
+	  .help = "how SeKV reads the memory while a question turn is decoded: every span rebuilt "
+		  "from the host tier (the question is read as if prefilled with the document; the "
+		  "budget binds the answer), or zoomed under the budget as the answer is",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--zoom-shares", .arg = "LIST", .kind = OPT_TEXT, .off = F(zoom_shares),
 	  .set_off = NO_SET,
 	  .help = "shares of the zoom budget of the global layers in order, e.g. 2,2,1 (one "

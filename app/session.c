@@ -246,6 +246,7 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
 	s->sp.zoom_blocks = s->o.zoom_blocks;
+	s->sp.question_exact = !s->o.question_zoom;
 	if ((rc = parse_zoom_shares(s, err, errlen)))
 		return rc;
 	if (s->sp.router == SEKV_ROUTER_LANDMARK && s->mem->n_lm == 0 && s->mem->n_comp > 0 &&

@@ -207,6 +207,60 @@ static void equiv_all_zoomed_full_rank_is_exact(struct test_ctx *t)
 	check_equiv(t, 4, 1);
 }
 
+/* An exact question turn (sekv_params.question_exact): under a small
+ * budget the turn's tokens attend exactly over every document row (full-
+ * rank fp32 factors rebuild the spans exactly), the rebuilt rows are
+ * counted as host-tier scratch and the device tier stays within the
+ * budget; once the turn ends the answer zooms under the budget again (a
+ * few spans, not all), and with question_exact 0 the turn zooms as the
+ * answer does (not exact). */
+static void question_turn_exact_within_budget(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const struct sekv_stats *st;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 1200, 2, 4, 1, 64, 41) == 0);
+	fx_exact_params(&p);
+	p.n_recent = 32;
+	p.budget = 0.3;
+	p.static_share = 0.5;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m && m->n_comp > 4, "%d compressed spans", m ? m->n_comp : -1);
+	for (int exact = 1; m && exact >= 0; exact--) {
+		p.question_exact = exact;
+		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 16, 0.125f, err, sizeof err) == 0, "%s", err);
+		st = sekv_ctx_stats(c);
+		sekv_ctx_question(c, 1);
+		double e = decode_vs_ref(&d, m, c, 4, 0, 0.125f, 9);
+		if (exact) {
+			T_CHECKF(t, e >= 0 && e < 1e-4, "question turn vs exact attention: %g", e);
+			T_CHECKF(t, st->question_host_bytes > 0 && st->recon_bytes == 0 &&
+				 st->peak_resident_bytes <= st->budget_bytes,
+				 "host %zu, rebuilt on the device %zu, peak %zu of %zu",
+				 st->question_host_bytes, st->recon_bytes, st->peak_resident_bytes,
+				 st->budget_bytes);
+		} else {
+			T_CHECKF(t, e > 1e-3, "question turn zoomed under the budget matched exact "
+				 "attention (%g)", e);
+			T_CHECK(t, st->question_host_bytes == 0);
+		}
+		sekv_ctx_question(c, 0);
+		/* the answer: under the budget, exact no longer */
+		double ea = decode_vs_ref(&d, m, c, 2, 0, 0.125f, 10);
+		T_CHECKF(t, ea > 1e-3 && st->peak_resident_bytes <= st->budget_bytes &&
+			 st->recon_bytes > 0, "answer: diff %g, peak %zu of %zu, rebuilt %zu", ea,
+			 st->peak_resident_bytes, st->budget_bytes, st->recon_bytes);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 /* Evicting the oldest tail rows: later steps attend exactly as if those
  * tokens had never been there, and the held rows and bytes shrink. */
 static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
@@ -1024,6 +1078,7 @@ const struct test_case test_sekv_attend[] = {
 	{ "sekv_dev_i8_rows_close_to_exact", dev_i8_rows_close_to_exact },
 	{ "sekv_dev_k8v4_rows_close_to_exact", dev_k8v4_rows_close_to_exact },
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
+	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
 	{ "sekv_zoom_changes_between_steps_match_reference", zoom_changes_between_steps_match_reference },
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
 	{ "sekv_edge_short_doc_and_zero_surprisal", edge_short_doc_and_zero_surprisal },

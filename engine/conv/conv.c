@@ -143,6 +143,11 @@ static void sekv_probe(void *ctx, const struct model_probe *p)
 	sekv_ctx_set_probe(ctx, p);
 }
 
+static void sekv_question(void *ctx, int on)
+{
+	sekv_ctx_question(ctx, on);
+}
+
 void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem *mem)
 {
 	memset(kv, 0, sizeof *kv);
@@ -159,6 +164,7 @@ void conv_kv_sekv(struct conv_kv *kv, struct sekv_ctx *sc, const struct sekv_mem
 	kv->budget_bytes = mem->n_comp > 0 ? sekv_ctx_stats(sc)->budget_bytes : 0;
 	kv->n_span = mem->n_span;
 	kv->set_probe = sekv_probe;
+	kv->question = sekv_question;
 }
 
 /* ---- life cycle ----------------------------------------------------- */
@@ -788,11 +794,17 @@ static int start_turn(struct conv *c, const char *text, int n_answer, const char
 	remember_turn(c);
 
 	double t0 = clk_now();
+	if (c->kv.question)
+		c->kv.question(c->kv.ctx, 1);
 	rc = feed_turn(c, fn, ud, a, err, errlen);
+	if (c->kv.question)
+		c->kv.question(c->kv.ctx, 0);
 	if (!rc)
 		rc = conv_answer_begin(c, err, errlen);
 	a->n_question = c->turn.n;
 	a->question_s = clk_now() - t0;
+	if (c->kv.stats && c->kv.stats(c->kv.ctx))
+		a->question_host_bytes = c->kv.stats(c->kv.ctx)->question_host_bytes;
 	note_peak(c, a, 1);
 	return rc;
 }

@@ -65,6 +65,11 @@ struct conv_kv {
 	 * chooses its rows from the question (SnapKV) chooses them here.
 	 * 0 or a negative code; NULL: nothing */
 	int (*answer_begin)(void *ctx);
+	/* called with 1 before a question turn's first token is decoded and
+	 * with 0 once the turn is done (or stopped), before answer_begin: a
+	 * method that reads the question turn otherwise than the answer
+	 * (SeKV's exact question turn) switches here. NULL: nothing */
+	void (*question)(void *ctx, int on);
 };
 
 /* Full KV: exact rows in the model state (needs global_exact). */
@@ -169,6 +174,8 @@ struct conv_answer {
 	int n_evicted_turns;     /* earlier turns dropped to stay within the budget */
 	int n_evicted_tokens;
 	double question_s;       /* seconds on the question turn */
+	size_t question_host_bytes; /* SeKV's exact question turn: the rows it
+	                            rebuilt, host-tier scratch (sekv_stats) */
 	double decode_s;         /* seconds generating the answer */
 	double decode_tps;
 	size_t peak_resident_bytes;

@@ -52,8 +52,9 @@ static void init_kappa(struct sekv_ctx *c)
 
 /* Share of the zoom budget of global layer l (params' zoom_share when it
  * names every layer, else equal) into *share; returns the rows of its
- * region: every compressed token of every KV head, at most what its share
- * of the largest zoom budget (one tail row held) holds. */
+ * region: every compressed token of every KV head (with question_exact or
+ * without a budget), else at most what its share of the largest zoom
+ * budget (one tail row held) holds. */
 static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, size_t budget,
 			 int comp_tok, size_t rrow, int l, float *share)
 {
@@ -68,8 +69,8 @@ static size_t layer_rows(const struct sekv_mem *m, const struct sekv_params *p, 
 	}
 	if (share)
 		*share = (float)w;
-	if (!budget)
-		return rows;
+	if (!budget || p->question_exact)
+		return rows;   /* an exact question turn holds every span's rows */
 	fixed = m->static_bytes + sekv_dev_rows_bytes(1, m->n_layer, m->n_head_kv, m->d_h, sekv_mem_dev_rows(m));
 	allow = budget > fixed ? (size_t)((double)(budget - fixed) * w) : 0;
 	return allow / rrow < rows ? allow / rrow : rows;
@@ -246,6 +247,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->zocc = c->znew + m->n_head_kv * n_comp + 1;
 	c->lm_sc = (float *)((char *)a + o_lsc);
 	c->zoom_blocks = p->zoom_blocks > 0 ? p->zoom_blocks : 0;
+	c->question_exact = p->question_exact != 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
@@ -320,6 +322,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	size_t budget = c->st.budget_bytes;
 
 	c->last_pos = -1;
+	c->question = 0;
+	c->st.question_host_bytes = 0;
 	memset(c->n_tail, 0, (size_t)m->n_layer * sizeof *c->n_tail);
 	c->tail_first = 0;
 	memset(c->recon_layer, 0, (size_t)m->n_layer * sizeof *c->recon_layer);
@@ -489,7 +493,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 	size_t allow = (size_t)-1, used = 0, base = (size_t)c->rec_base[l];
 	int distinct = 0, n_job = 0, n_z;
 
-	if (st->budget_bytes) {
+	if (st->budget_bytes && !c->question) {
 		/* tail rows reserved for this position in every layer */
 		size_t fixed = m->static_bytes +
 			       (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
@@ -734,8 +738,10 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		sekv_exact_mass(c, l, q);
 	mix_blocks(c, l, 0);
 	qm = sekv_dev_query(c, l, q);
+	if (c->question && c->router != SEKV_ROUTER_NONE)
+		sekv_route_all(c, &n_cand);
 	if ((rc = mix_call(c, layer, 0, qm, out)) ||
-	    (c->router != SEKV_ROUTER_NONE && (rc = sekv_route(c, l, q, &n_cand))) ||
+	    (c->router != SEKV_ROUTER_NONE && !c->question && (rc = sekv_route(c, l, q, &n_cand))) ||
 	    (rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
 		return rc;
 	if (c->xk[l])
@@ -749,12 +755,27 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 		recon += c->recon_layer[i];
 	}
 	st->tail_bytes = tail;
+	if (c->question) {
+		/* the question turn's rows live in the host tier's scratch */
+		if (recon > st->question_host_bytes)
+			st->question_host_bytes = recon;
+		recon = 0;
+	}
 	st->recon_bytes = recon;
 	st->resident_bytes = m->static_bytes + tail + recon;
 	st->read_bytes = st->resident_bytes + st->factor_read_bytes;
 	if (st->resident_bytes > st->peak_resident_bytes)
 		st->peak_resident_bytes = st->resident_bytes;
 	return SEKV_OK;
+}
+
+void sekv_ctx_question(struct sekv_ctx *c, int on)
+{
+	if (!c->question_exact)
+		return;
+	c->question = on != 0;
+	if (on)
+		c->st.question_host_bytes = 0;
 }
 
 int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)

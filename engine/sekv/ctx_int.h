@@ -49,6 +49,8 @@ struct sekv_ctx {
 	size_t row_bytes;           /* one K+V row of one layer, all KV heads, at
 	                               the device type (sekv_dev_rows_bytes) */
 	int last_pos;               /* position of the current step, -1 none */
+	int question_exact;         /* sekv_params.question_exact */
+	int question;               /* 1: inside a question turn read exactly */
 
 	float *kappa;               /* [n_layer][n_head][n_comp][SEKV_D_ROUTE] */
 	struct backend_buf *tail_k; /* [n_layer][tail_cap][n_head_kv][d_h] fp16 */
@@ -161,6 +163,9 @@ const float *sekv_dev_query(struct sekv_ctx *c, int l, const float *q);
  * per KV head, best first, into c->cand; *n_out their count. 0 or the
  * backend's code. */
 int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out);
+/* Every compressed span of every KV head as a whole-span candidate (an
+ * exact question turn), into c->cand; *n_out = their count. */
+void sekv_route_all(struct sekv_ctx *c, int *n_out);
 /* Exact attention mass of layer l's query heads per compressed span (for
  * the oracle router and mass_recall; needs sekv_ctx_set_exact_keys). */
 void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q);

@@ -298,3 +298,15 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 	return SEKV_OK;
 }
 
+
+void sekv_route_all(struct sekv_ctx *c, int *n_out)
+{
+	const struct sekv_mem *m = c->m;
+	int n = 0;
+
+	for (int kv = 0; kv < m->n_head_kv; kv++)
+		for (int s = 0; s < m->n_comp; s++)
+			c->cand[n++] = (struct cand){ kv, s, kv * c->group, 30.0f, 0,
+						      m->span[m->comp_span[s]].len };
+	*n_out = n;
+}

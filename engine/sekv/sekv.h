@@ -90,6 +90,19 @@ struct sekv_params {
 	                        n_zoom_share == the memory's n_layer, else an
 	                        equal split */
 	int n_zoom_share;    /* entries of zoom_share (0) */
+	int question_exact;  /* 1: while a question turn is decoded
+	                        (sekv_ctx_question), every compressed span is
+	                        rebuilt whole from the host tier and attended
+	                        exactly, as the question is prefilled with the
+	                        document in the paper's setting; those rows are
+	                        host-tier scratch kept for the turn
+	                        (sekv_stats.question_host_bytes), not device-tier
+	                        rows: the budget binds the answer's decoding.
+	                        Measured on bench-qa (issue 19): a question turn
+	                        read through the 10% zooms loses answers that
+	                        the same answer decoding gets right when the
+	                        question read everything. 0: the question turn
+	                        zooms under the budget as the answer does (1) */
 	int lm_len;          /* landmark block of sekv_build: fewest tokens per
 	                        mean key kept for routing (16); 0: no landmarks */
 	double lm_share;     /* landmarks may take this share of the static part
@@ -486,6 +499,9 @@ struct sekv_stats {
 	size_t peak_resident_bytes;
 	size_t budget_bytes;      /* budget * full_kv_bytes (0 = no cap) */
 	size_t tail_bytes;        /* question + generated rows */
+	size_t question_host_bytes; /* peak of the rows rebuilt for exact question
+	                             turns (question_exact): host-tier scratch,
+	                             outside resident_bytes */
 	size_t recon_bytes;       /* reconstructed rows this step */
 	size_t read_bytes;        /* KV memory this step read, all layers so far:
 	                             device rows attended or routed on (static +
@@ -546,6 +562,14 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
  * own, a coarse row's weight spread evenly over its span's tokens, tail
  * rows (question, answer) dropped. Bit-neutral. No allocation. */
 void sekv_ctx_set_probe(struct sekv_ctx *c, const struct model_probe *p);
+
+/* Marks the start (on = 1) or end (on = 0, before the answer's first
+ * token) of a question turn. With sekv_params.question_exact, the turn's
+ * tokens attend to every compressed span rebuilt whole (rebuilt at the
+ * turn's first token and kept until it ends; host-tier scratch counted in
+ * question_host_bytes, not resident_bytes); without it, a no-op. The next
+ * answer step zooms under the budget again. No allocation. */
+void sekv_ctx_question(struct sekv_ctx *c, int on);
 
 /* Evicts the tail rows (question and generated tokens) of positions before
  * pos: later attention no longer sees them (a conversation that outgrows
