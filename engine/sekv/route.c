@@ -298,7 +298,8 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 	return SEKV_OK;
 }
 
-
+/* alpha_S 30 (logit): every span is wanted whole; order does not matter,
+ * everything fits. */
 void sekv_route_all(struct sekv_ctx *c, int *n_out)
 {
 	const struct sekv_mem *m = c->m;
