@@ -39,6 +39,7 @@ TABLE(test_families)
 TABLE(test_sampler)
 TABLE(test_sekv)
 TABLE(test_sekv_attend)
+TABLE(test_sekv_budget)
 TABLE(test_train)
 TABLE(test_kv_select)
 TABLE(test_kv_subset)
@@ -220,7 +221,7 @@ int main(int argc, char **argv)
 	const struct test_case *tables[] = {
 		test_err, test_utf8, test_chat, test_clock, test_fmt, test_file, test_sha256, test_gguf, test_gguf_malformed,
 		test_quant, test_quant_act, test_gemm, test_arena, test_backend, test_tokenizer, test_bpe,
-		test_model, test_arch, test_families, test_sampler, test_sekv, test_sekv_attend, test_train, test_kv_select, test_kv_subset, test_kv_quest, test_kv_shadow, test_evidence, test_store_doc, test_store_mem,
+		test_model, test_arch, test_families, test_sampler, test_sekv, test_sekv_attend, test_sekv_budget, test_train, test_kv_select, test_kv_subset, test_kv_quest, test_kv_shadow, test_evidence, test_store_doc, test_store_mem,
 		test_store_format, test_store_fault, test_store_session, test_store_durable, test_store_disk, test_ui, test_app, test_history, test_extract, test_conv,
 		test_eval, test_eval_probe, test_integration, test_durable, test_session, test_import, test_ingest,
 	};

@@ -1,5 +1,5 @@
-/* sekv_fixture.c - synthetic SeKV documents and reference attention for
- * the SeKV tests (sekv_fixture.h). */
+/* sekv_fixture.c - synthetic SeKV documents, reference attention and the
+ * decode-vs-reference check for the SeKV tests (sekv_fixture.h). */
 #include "tests/sekv_fixture.h"
 #include "engine/quant/quant.h"
 
@@ -129,6 +129,126 @@ void fx_ref_add(struct fx_ref_rows *r, const float *k, const float *v, float bia
 	r->bias[r->n++] = bias;
 }
 
+
+/* The tail eviction fx_decode_vs_ref does (fx_decode_evict_at): at step
+ * fx_evict_step (when >= 0) the tail rows of steps before fx_evict_to are
+ * evicted first. This file only. */
+static int fx_evict_step = -1, fx_evict_to;
+
+void fx_decode_evict_at(int step, int to)
+{
+	fx_evict_step = step;
+	fx_evict_to = to;
+}
+
+/* The zoom of span (layer l, KV head kv) at this step, or NULL. */
+static const struct sekv_zoom *step_zoom(const struct sekv_ctx *c, int l, int span, int kv,
+					 int group)
+{
+	const struct sekv_stats *st = sekv_ctx_stats(c);
+
+	for (int z = 0; z < st->n_zoom; z++)
+		if (st->zoom[z].layer == l && st->zoom[z].span == span && st->zoom[z].head / group == kv)
+			return &st->zoom[z];
+	return NULL;
+}
+
+double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
+			struct sekv_ctx *c, int n_step, int mode, float q_scale,
+			uint64_t seed)
+{
+	int dh = d->d_h, nh = d->n_head, nkv = d->n_head_kv, g = nh / nkv;
+	int cap = d->n_tok + n_step + m->n_comp;
+	float *q = malloc((size_t)nh * dh * 4), *k = malloc((size_t)nkv * dh * 4);
+	float *v = malloc((size_t)nkv * dh * 4), *out = malloc((size_t)nh * dh * 4);
+	float *ref = malloc((size_t)dh * 4);
+	float *tk = calloc((size_t)d->n_layer * n_step * nkv * dh, 4);
+	float *tv = calloc((size_t)d->n_layer * n_step * nkv * dh, 4);
+	struct fx_ref_rows r = { 0, malloc((size_t)cap * dh * 4), malloc((size_t)cap * dh * 4),
+			      malloc((size_t)cap * 4) };
+	double worst = 0;
+
+	fx_rng_seed(seed);
+	for (int s = 0; s < n_step && worst >= 0; s++)
+		for (int l = 0; l < d->n_layer && worst >= 0; l++) {
+			for (int i = 0; i < nh * dh; i++)
+				q[i] = (float)(2 * fx_rng_n());
+			for (int i = 0; i < nkv * dh; i++) {
+				k[i] = tk[(((size_t)l * n_step + s) * nkv) * dh + i] = fx_f16r((float)fx_rng_n());
+				v[i] = tv[(((size_t)l * n_step + s) * nkv) * dh + i] = fx_f16r((float)fx_rng_n());
+			}
+			if (l == 0 && s == fx_evict_step &&
+			    sekv_ctx_evict_tail(c, d->n_tok + fx_evict_to)) {
+				worst = -1;
+				break;
+			}
+			if (sekv_attend(c, d->layer_id[l], d->n_tok + s, q, k, v, out)) {
+				worst = -1;
+				break;
+			}
+			for (int h = 0; h < nh; h++) {
+				int kv = h / g;
+				float kr[512], vr[512];
+				r.n = 0;
+				for (int p = 0; p < d->n_tok; p++) {
+					int comp = -1;
+					for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
+						const struct sekv_span *sp = &m->span[m->comp_span[i]];
+						const struct sekv_zoom *z = mode == 2 ?
+							step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
+						/* exact: a zoomed window's rows */
+						if (p >= sp->start && p < sp->start + sp->len &&
+						    !(z && p >= sp->start + z->r0 && p < sp->start + z->r0 + z->n))
+							comp = i;
+					}
+					if (comp >= 0)
+						continue;
+					for (int j = 0; j < dh; j++) {
+						kr[j] = quant_f16_to_f32(d->k[l][((size_t)p * nkv + kv) * dh + j]);
+						vr[j] = quant_f16_to_f32(d->v[l][((size_t)p * nkv + kv) * dh + j]);
+					}
+					fx_ref_add(&r, kr, vr, 0, dh);
+				}
+				for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
+					const struct sekv_span *sp = &m->span[m->comp_span[i]];
+					double sum = 0, kb[512] = {0}, vb[512] = {0};
+					const struct sekv_zoom *z = mode == 2 ?
+						step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
+					int rest = sp->len - (z ? z->n : 0);
+					if (rest == 0)
+						continue;   /* zoomed whole: no coarse row */
+					for (int p = sp->start; p < sp->start + sp->len; p++)
+						sum += d->h[p] > 0 ? d->h[p] : 0;
+					for (int p = sp->start; p < sp->start + sp->len; p++) {
+						double w = sum > 0 ? (d->h[p] > 0 ? d->h[p] : 0) / sum : 1.0 / sp->len;
+						for (int j = 0; j < dh; j++) {
+							kb[j] += w * quant_f16_to_f32(d->k[l][((size_t)p * nkv + kv) * dh + j]);
+							vb[j] += w * quant_f16_to_f32(d->v[l][((size_t)p * nkv + kv) * dh + j]);
+						}
+					}
+					/* the device tier keeps summaries in fp16 */
+					for (int j = 0; j < dh; j++) {
+						kr[j] = fx_f16r((float)kb[j]);
+						vr[j] = fx_f16r((float)vb[j]);
+					}
+					/* a window zoomed: the coarse row stands for the rest */
+					fx_ref_add(&r, kr, vr, logf((float)rest), dh);
+				}
+				for (int s2 = fx_evict_step >= 0 && s >= fx_evict_step ? fx_evict_to : 0;
+				     s2 <= s; s2++)
+					fx_ref_add(&r, tk + (((size_t)l * n_step + s2) * nkv + kv) * dh,
+						tv + (((size_t)l * n_step + s2) * nkv + kv) * dh, 0, dh);
+				fx_ref_attend(&r, q + (size_t)h * dh, dh, q_scale, ref);
+				for (int j = 0; j < dh; j++) {
+					double e = fabs(ref[j] - out[(size_t)h * dh + j]);
+					worst = e > worst ? e : worst;
+				}
+			}
+		}
+	free(q); free(k); free(v); free(out); free(ref); free(tk); free(tv);
+	free(r.k); free(r.v); free(r.bias);
+	return worst;
+}
 
 void fx_default_params(struct sekv_params *p)
 {

@@ -1,6 +1,7 @@
 /* sekv_fixture.h - synthetic SeKV documents and double-precision reference
  * attention shared by the SeKV tests (test_sekv.c: segmentation, memory,
- * factors; test_sekv_attend.c: decoding, budget, edges). Fixed seeds. */
+ * factors; test_sekv_attend.c: decoding, edges; test_sekv_budget.c:
+ * budget, routing, question turn). Fixed seeds. */
 #ifndef SEKV_TESTS_SEKV_FIXTURE_H
 #define SEKV_TESTS_SEKV_FIXTURE_H
 
@@ -53,5 +54,27 @@ void fx_exact_params(struct sekv_params *p);
  * segmented as long ones are (sekv_build_short_doc_stays_exact checks the
  * rule itself). */
 void fx_default_params(struct sekv_params *p);
+
+/* Decodes n_step tokens through c (a context on m, the memory fx_doc_build
+ * made of d; tail_cap >= n_step) at positions d->n_tok + s over every
+ * global layer of d, and compares each query head's output [d_h] with
+ * fx_ref_attend over rows chosen by `mode`: 0 = all document rows, 1 =
+ * exact rows + coarse rows (surprisal-weighted means, fp16, bias log of
+ * the rows they stand for) built here, 2 = as 1 but the spans this step
+ * zoomed (sekv_ctx_stats) at their exact rows (full-rank fp32 factors
+ * rebuild them exactly); then the steps' own rows. Queries [n_head][d_h]
+ * are 2 N(0,1), keys and values [n_head_kv][d_h] N(0,1) rounded to fp16,
+ * drawn per step and layer (the query first) after fx_rng_seed(seed).
+ * q_scale: the softmax scale c was made with. d_h <= 512. Returns the max
+ * abs difference, or -1 when sekv_attend or sekv_ctx_evict_tail failed.
+ * Not thread-safe (the fixture's generator and eviction setting). */
+double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
+			struct sekv_ctx *c, int n_step, int mode, float q_scale,
+			uint64_t seed);
+/* From now on fx_decode_vs_ref evicts, before step `step` (-1: never) of
+ * its first layer, the tail rows of the steps before `to`
+ * (sekv_ctx_evict_tail to d->n_tok + to), and leaves them out of the
+ * reference from then on. fx_decode_evict_at(-1, 0) turns it off. */
+void fx_decode_evict_at(int step, int to);
 
 #endif

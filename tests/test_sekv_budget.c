@@ -1,0 +1,414 @@
+/* test_sekv_budget.c - SeKV under a memory budget: resident bytes never
+ * above it, zooms that change from step to step against the reference,
+ * alpha raised (or spans merged) to fit it, the exact question turn within
+ * it, tail eviction; and routing: the oracle and landmark routers zoom the
+ * span holding the attention mass (mass_recall against a double
+ * reference). Decoding equivalences and edges are in test_sekv_attend.c.
+ * Synthetic data only, fixed seeds (sekv_fixture.c). */
+#include "tests/test.h"
+#include "tests/sekv_fixture.h"
+#include "engine/base/err.h"
+#include "engine/quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- question turn and tail eviction ----------------------------------- */
+
+/* An exact question turn (sekv_params.question_exact): under a small
+ * budget the turn's tokens attend exactly over every document row (full-
+ * rank fp32 factors rebuild the spans exactly), the rebuilt rows are
+ * counted as host-tier scratch and the device tier stays within the
+ * budget; once the turn ends the answer zooms under the budget again (a
+ * few spans, not all), and with question_exact 0 the turn zooms as the
+ * answer does (not exact). */
+static void question_turn_exact_within_budget(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const struct sekv_stats *st;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 1200, 2, 4, 1, 64, 41) == 0);
+	fx_exact_params(&p);
+	p.n_recent = 32;
+	p.budget = 0.3;
+	p.static_share = 0.5;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m && m->n_comp > 4, "%d compressed spans", m ? m->n_comp : -1);
+	for (int exact = 1; m && exact >= 0; exact--) {
+		p.question_exact = exact;
+		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 16, 0.125f, err, sizeof err) == 0, "%s", err);
+		st = sekv_ctx_stats(c);
+		sekv_ctx_question(c, 1);
+		double e = fx_decode_vs_ref(&d, m, c, 4, 0, 0.125f, 9);
+		if (exact) {
+			T_CHECKF(t, e >= 0 && e < 1e-4, "question turn vs exact attention: %g", e);
+			T_CHECKF(t, st->question_host_bytes > 0 && st->recon_bytes == 0 &&
+				 st->peak_resident_bytes <= st->budget_bytes,
+				 "host %zu, rebuilt on the device %zu, peak %zu of %zu",
+				 st->question_host_bytes, st->recon_bytes, st->peak_resident_bytes,
+				 st->budget_bytes);
+		} else {
+			T_CHECKF(t, e > 1e-3, "question turn zoomed under the budget matched exact "
+				 "attention (%g)", e);
+			T_CHECK(t, st->question_host_bytes == 0);
+		}
+		sekv_ctx_question(c, 0);
+		/* the answer: under the budget, exact no longer */
+		double ea = fx_decode_vs_ref(&d, m, c, 2, 0, 0.125f, 10);
+		T_CHECKF(t, ea > 1e-3 && st->peak_resident_bytes <= st->budget_bytes &&
+			 st->recon_bytes > 0, "answer: diff %g, peak %zu of %zu, rebuilt %zu", ea,
+			 st->peak_resident_bytes, st->budget_bytes, st->recon_bytes);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+/* Evicting the oldest tail rows: later steps attend exactly as if those
+ * tokens had never been there, and the held rows and bytes shrink. */
+static void evict_tail_forgets_oldest_rows(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 300, 2, 4, 1, 64, 5) == 0);
+	fx_exact_params(&p);
+	p.n_recent = 64;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 8, 0.125f, err, sizeof err) == 0, "%s", err);
+	fx_decode_evict_at(5, 3);
+	double e = fx_decode_vs_ref(&d, m, c, 8, 0, 0.125f, 3);
+	fx_decode_evict_at(-1, 0);
+	int rows = sekv_ctx_tail_rows(c);
+	int bad_back = sekv_ctx_evict_tail(c, d.n_tok + 2);   /* before the held rows */
+	int bad_fwd = sekv_ctx_evict_tail(c, d.n_tok + 9);    /* past the last row */
+	int ok_all = sekv_ctx_evict_tail(c, d.n_tok + 8);
+	int rows0 = sekv_ctx_tail_rows(c);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+	T_CHECKF(t, e >= 0 && e < 1e-4, "after eviction vs exact: max diff %g", e);
+	T_CHECKF(t, rows == 5, "held rows %d", rows);
+	T_CHECK(t, bad_back == SEKV_EINVAL && bad_fwd == SEKV_EINVAL && ok_all == 0 && rows0 == 0);
+}
+
+/* ---- budget ------------------------------------------------------------ */
+
+/* Decodes n_step steps; returns zoom_total, or -1 when resident bytes ever
+ * exceeded the budget; *recon = reconstructed bytes summed over steps. */
+static long long run_budget(const struct fx_doc *d, struct sekv_ctx *c, int n_step,
+			    double *recon)
+{
+	const struct sekv_stats *st = sekv_ctx_stats(c);
+	int nq = d->n_head * d->d_h, nkv = d->n_head_kv * d->d_h;
+	float *q = malloc((size_t)nq * 4), *k = malloc((size_t)nkv * 4);
+	float *v = malloc((size_t)nkv * 4), *out = malloc((size_t)nq * 4);
+	long long rc = 0;
+
+	fx_rng_seed(1234);
+	*recon = 0;
+	for (int s = 0; s < n_step && rc >= 0; s++, *recon += (double)st->recon_bytes)
+		for (int l = 0; l < d->n_layer; l++) {
+			for (int i = 0; i < nq; i++)
+				q[i] = (float)(3 * fx_rng_n());
+			for (int i = 0; i < nkv; i++) {
+				k[i] = (float)fx_rng_n();
+				v[i] = (float)fx_rng_n();
+			}
+			if (sekv_attend(c, d->layer_id[l], d->n_tok + s, q, k, v, out) ||
+			    st->resident_bytes > st->budget_bytes ||
+			    st->peak_resident_bytes > st->budget_bytes) {
+				rc = -1;
+				break;
+			}
+		}
+	if (rc == 0)
+		rc = st->zoom_total;
+	free(q); free(k); free(v); free(out);
+	return rc;
+}
+
+/* Under a budget the zooms change from step to step (random queries);
+ * rows kept from the previous step and rows rebuilt must both be the
+ * right spans' rows: every step equals exact rows + zoomed spans exact +
+ * the rest coarse (full-rank fp32 factors), for both routers. */
+static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 600, 2, 4, 1, 64, 41) == 0);
+	fx_exact_params(&p);
+	p.budget = 0.5;
+	p.tau = 0.0f;   /* the budget chooses the zooms */
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->n_comp >= 8, "n_comp %d", m->n_comp);
+	/* landmark and summary routers, then landmark zooms of at most two
+	 * blocks (rows of a span rebuilt, its coarse row for the rest) */
+	for (int r = 0; r < 3; r++) {
+		int part = 0;
+		p.router = r == 1 ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_LANDMARK;
+		p.zoom_blocks = r == 2 ? 2 : 0;
+		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 12, 0.125f, err, sizeof err) == 0, "%s", err);
+		double e = fx_decode_vs_ref(&d, m, c, 12, 2, 0.125f, 5 + r);
+		const struct sekv_stats *st = sekv_ctx_stats(c);
+		T_CHECKF(t, e >= 0 && e < 1e-4, "router %d: max diff %g", r, e);
+		T_CHECKF(t, st->zoom_total > 0 && st->zoom_total < 12LL * 2 * m->n_comp,
+			 "router %d: %lld zooms", r, st->zoom_total);
+		for (int z = 0; z < st->n_zoom; z++) {
+			const struct sekv_zoom *zz = &st->zoom[z];
+			int len = m->span[zz->span].len;
+			part += zz->n < len;
+			/* a window grows to its span where the budget still allows */
+			T_CHECK(t, zz->r0 >= 0 && zz->n > 0 && zz->r0 + zz->n <= len &&
+				   (r == 2 ? zz->n <= 2 * m->lm_len || zz->n == len : zz->n == len));
+		}
+		T_CHECKF(t, r < 2 || part > 0, "no span zoomed in part (%d zooms)", st->n_zoom);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+static void budget_resident_never_exceeds(struct test_ctx *t)
+{
+	static const double budgets[3] = { 0.06, 0.10, 0.25 };
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL, *small = NULL;
+	long long zooms[3];
+	double recon[3];
+	float alpha[3];
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 3000, 3, 4, 1, 64, 33) == 0);
+	/* the build: alpha rises as the budget shrinks */
+	for (int b = 0; b < 3; b++) {
+		fx_default_params(&p);
+		p.budget = budgets[b];
+		p.n_recent = 32;
+		T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECKF(t, m->static_bytes <= p.static_share * p.budget * m->full_kv_bytes,
+			 "static %zu of %zu (%s)", m->static_bytes, m->full_kv_bytes, m->note);
+		alpha[b] = m->alpha_used;
+		if (b == 0)
+			small = m;
+		else
+			sekv_mem_free(m);
+		m = NULL;
+	}
+	T_CHECKF(t, alpha[0] > alpha[1] && alpha[1] >= alpha[2] && alpha[0] > 1.0f,
+		 "alpha_used %g %g %g", alpha[0], alpha[1], alpha[2]);
+	/* decode over one memory: never above budget, fewer zooms when smaller */
+	for (int b = 0; b < 3; b++) {
+		struct sekv_ctx *c = NULL;
+		p.budget = budgets[b];
+		T_CHECKF(t, sekv_ctx_new(&c, small, &p, 24, 0.125f, err, sizeof err) == 0, "%s", err);
+		T_CHECK(t, sekv_ctx_stats(c)->budget_bytes ==
+			(size_t)(p.budget * (double)small->full_kv_bytes));
+		zooms[b] = run_budget(&d, c, 24, &recon[b]);
+		T_CHECKF(t, zooms[b] >= 0, "budget %.2f exceeded: resident %zu > %zu",
+			 p.budget, sekv_ctx_stats(c)->resident_bytes,
+			 sekv_ctx_stats(c)->budget_bytes);
+		T_CHECKF(t, sekv_ctx_stats(c)->peak_resident_bytes >
+			 sekv_ctx_stats(c)->budget_bytes * 8 / 10,
+			 "budget %.2f barely used", p.budget);
+		sekv_ctx_free(c);
+	}
+	/* zoom counts need not be monotone (a larger budget takes longer spans
+	 * first); reconstructed rows are */
+	T_CHECKF(t, recon[0] < recon[1] && recon[1] < recon[2] && zooms[0] > 0 &&
+		 zooms[0] < zooms[2], "zooms %lld %lld %lld, recon %.0f %.0f %.0f",
+		 zooms[0], zooms[1], zooms[2], recon[0], recon[1], recon[2]);
+	sekv_mem_free(small);
+	fx_doc_free(&d);
+}
+
+static void budget_alpha_note_and_merge(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	char err[256];
+
+	T_CHECK(t, fx_doc_make(&d, 2000, 1, 4, 1, 32, 44) == 0);
+	fx_default_params(&p);
+	p.budget = 0.08;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, m->alpha_used > 1.0f && strstr(m->note, "alpha raised 1.00 ->"),
+		 "note '%s'", m->note);
+	sekv_mem_free(m);
+	/* the recent window alone exceeds the static share: merged, reported */
+	p.n_recent = 150;
+	p.budget = 0.05;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, strstr(m->note, "budget not met") && strstr(m->note, "merged"),
+		 "note '%s'", m->note);
+	T_CHECK(t, m->n_span == 1 && m->n_comp == 1);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+/* ---- routing ----------------------------------------------------------- */
+
+/* mass_recall of one step of layer 0 in double: the exact softmax of each
+ * query head over the document, minus the mass of compressed spans not
+ * zoomed for its KV head in that step, averaged over heads. */
+static double ref_mass_recall(const struct fx_doc *d, const struct sekv_mem *m,
+			      const struct sekv_stats *st, const float *q, float q_scale)
+{
+	double sum = 0;
+
+	for (int h = 0; h < d->n_head; h++) {
+		int kv = h / (d->n_head / d->n_head_kv);
+		double *x = malloc((size_t)d->n_tok * sizeof *x), mx = -1e300, tot = 0, lost = 0;
+		for (int j = 0; j < d->n_tok; j++) {
+			double a = 0;
+			for (int i = 0; i < d->d_h; i++)
+				a += (double)q[h * d->d_h + i] *
+				     quant_f16_to_f32(d->k[0][((size_t)j * d->n_head_kv + kv) * d->d_h + i]);
+			x[j] = a * q_scale;
+			mx = x[j] > mx ? x[j] : mx;
+		}
+		for (int j = 0; j < d->n_tok; j++)
+			tot += (x[j] = exp(x[j] - mx));
+		for (int c = 0; c < m->n_comp; c++) {
+			int sp = m->comp_span[c], zoomed = 0;
+			for (int z = 0; z < st->n_zoom; z++)
+				zoomed |= st->zoom[z].layer == 0 && st->zoom[z].span == sp &&
+					  st->zoom[z].head / (d->n_head / d->n_head_kv) == kv;
+			for (int j = m->span[sp].start; !zoomed && j < m->span[sp].start + m->span[sp].len; j++)
+				lost += x[j];
+		}
+		sum += 1 - lost / tot;
+		free(x);
+	}
+	return sum / d->n_head;
+}
+
+/* The oracle router zooms the span holding a planted match of the query
+ * (the summary router's pick need not), its mass_recall equals a double
+ * reference and beats the summary router's; the landmark router zooms it
+ * too, within 0.9x of the oracle's mass_recall; with every span zoomed
+ * mass_recall is 1. */
+static void oracle_router_zooms_most_mass(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c[4] = { NULL, NULL, NULL, NULL };
+	const uint16_t *keys[8];
+	float q[4 * 32], kk[32], vv[32], out[4 * 32];
+	double recall[4] = { -1, -1, -1, -1 };
+	float target_alpha = -1, other_alpha = 0;
+	char err[256];
+	int target = -1;
+
+	T_CHECK(t, fx_doc_make(&d, 1500, 1, 4, 1, 32, 77) == 0);
+	fx_default_params(&p);
+	p.budget = 0.10;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->n_comp > 8);
+	/* the query: a scaled copy of a key in the middle of a short span (one
+	 * that fits the zoom allowance) past the middle of the document */
+	for (int i = m->n_comp / 2; i < m->n_comp && target < 0; i++)
+		if (m->span[m->comp_span[i]].len >= 16 && m->span[m->comp_span[i]].len <= 48)
+			target = m->comp_span[i];
+	T_CHECK(t, target >= 0);
+	int start = m->span[target].start, len = m->span[target].len, j = start + len / 2;
+	/* plant a key no other resembles (segmentation reads only surprisal,
+	 * so the rebuilt memory has the same spans) and query for it */
+	double e[32], nrm = 0;
+	fx_rng_seed(99);
+	for (int i = 0; i < 32; i++) {
+		e[i] = fx_rng_n();
+		nrm += e[i] * e[i];
+	}
+	for (int i = 0; i < 32; i++) {
+		e[i] /= sqrt(nrm);
+		d.k[0][(size_t)j * 32 + i] = quant_f32_to_f16((float)(40 * e[i]));
+		for (int h = 0; h < 4; h++)
+			q[h * 32 + i] = (float)(3 * e[i]);
+	}
+	sekv_mem_free(m);
+	m = NULL;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, target < m->n_span && m->span[target].start == start && m->span[target].len == len &&
+		!m->span[target].full);
+	for (int i = 0; i < 32; i++)
+		kk[i] = vv[i] = 0.1f;
+	keys[0] = d.k[0];
+	/* 0 oracle, 1 summary, 2 oracle without a cap, 3 landmark */
+	for (int r = 0; r < 4; r++) {
+		struct sekv_params pr = p;
+		pr.router = r == 1 ? SEKV_ROUTER_SUMMARY : r == 3 ? SEKV_ROUTER_LANDMARK
+								   : SEKV_ROUTER_ORACLE;
+		pr.budget = r == 2 ? 0 : p.budget;   /* 2: no cap, every span zoomed */
+		pr.zoom_blocks = 0;  /* routing of whole spans (a mean key dilutes the
+		                        planted one 16-fold: its block's window loses
+		                        to two others' under this budget) */
+		T_CHECKF(t, sekv_ctx_new(&c[r], m, &pr, 8, 0.18f, err, sizeof err) == 0, "%s", err);
+		sekv_ctx_set_exact_keys(c[r], keys);
+		T_CHECK(t, sekv_attend(c[r], d.layer_id[0], d.n_tok, q, kk, vv, out) == 0);
+		const struct sekv_stats *st = sekv_ctx_stats(c[r]);
+		T_CHECK(t, st->mass_recall_n == 4);
+		for (int h = 0; h < 4; h++)
+			T_CHECKF(t, st->mass_recall_lh[h] >= 0 && st->mass_recall_lh[h] <= 1 + 1e-9,
+				 "head %d: %g", h, st->mass_recall_lh[h]);
+		T_CHECK(t, fabs(st->mass_recall_lh[0] + st->mass_recall_lh[1] + st->mass_recall_lh[2] +
+				st->mass_recall_lh[3] - st->mass_recall_sum) < 1e-9);
+		recall[r] = st->mass_recall_sum / st->mass_recall_n;
+		double ref = ref_mass_recall(&d, m, st, q, 0.18f);
+		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "router %d: mass_recall %.6f, reference %.6f",
+			 r, recall[r], ref);
+		if (r == 0 || r == 3) {
+			int hit = 0;
+			for (int z = 0; z < st->n_zoom; z++) {
+				hit |= st->zoom[z].span == target;
+				if (r == 3 && st->zoom[z].span == target)
+					target_alpha = st->zoom[z].alpha;
+				else if (r == 3 && st->zoom[z].alpha > other_alpha)
+					other_alpha = st->zoom[z].alpha;
+			}
+			T_CHECKF(t, hit && st->n_zoom < m->n_comp,
+				 "router %d: zooms %d of %d spans, target %d missed", r, st->n_zoom,
+				 m->n_comp, target);
+		}
+	}
+	T_CHECKF(t, recall[0] >= recall[1] && recall[0] > 0.5 && fabs(recall[2] - 1) < 1e-9,
+		 "mass_recall oracle %.4f summary %.4f all zoomed %.6f", recall[0], recall[1], recall[2]);
+	/* landmarks: near the oracle, and alpha_S is the span's estimated share
+	 * of the attention, highest for the planted key's span, not a saturated 1 */
+	T_CHECKF(t, m->n_lm > m->n_comp && recall[3] >= 0.9 * recall[0] &&
+		 target_alpha > other_alpha && target_alpha < 1.0f,
+		 "landmark: %d blocks, mass_recall %.4f (oracle %.4f), alpha target %.4f, others <= %.4f",
+		 m->n_lm, recall[3], recall[0], target_alpha, other_alpha);
+	for (int r = 0; r < 4; r++)
+		sekv_ctx_free(c[r]);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
+const struct test_case test_sekv_budget[] = {
+	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
+	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
+	{ "sekv_zoom_changes_between_steps_match_reference", zoom_changes_between_steps_match_reference },
+	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
+	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
+	{ "sekv_oracle_and_landmark_routers_zoom_most_mass", oracle_router_zooms_most_mass },
+	{ NULL, NULL },
+};
