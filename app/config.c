@@ -265,8 +265,9 @@ static const struct opt_row opt_table[] = {
 		  "number per global layer; normalised); default: equal",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
-	  .help = "SeKV: also read the exact keys and report the share of exact attention "
-		  "on exact and zoomed rows (--json: mass_recall)",
+	  .help = "SeKV: also read the exact keys and values and report the share of exact "
+		  "attention on exact and zoomed rows and the attention output's relative error "
+		  "against exact attention (--json: mass_recall, attn_err)",
 	  .cmds = APP_CMD_ASK },
 	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
 	  .set_off = F(n_predict_set), .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,

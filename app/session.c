@@ -158,13 +158,16 @@ static int check_budget(struct session *s, const size_t *static_at, char *err, s
 }
 
 /* The exact keys of every global layer, for the oracle router and
- * mass_recall (a measurement: the product's decode reads none). */
+ * mass_recall, and with --mass-recall the values, for attn_err (a
+ * measurement: the product's decode reads none). */
 static int load_exact_keys(struct session *s, char *err, size_t errlen)
 {
-	int rc = session_load_rows(s, s->xk, NULL, err, errlen);
+	int rc = session_load_rows(s, s->xk, s->o.mass_recall ? s->xv : NULL, err, errlen);
 
 	if (!rc)
 		sekv_ctx_set_exact_keys(s->sc, (const uint16_t *const *)s->xk);
+	if (!rc && s->o.mass_recall)
+		sekv_ctx_set_exact_values(s->sc, (const uint16_t *const *)s->xv);
 	return rc;
 }
 
@@ -489,8 +492,10 @@ void session_close(struct session *s)
 	sekv_mem_free(s->mem);
 	free(s->router_w);
 	store_session_kv_free(&s->sess_swa);
-	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++)
+	for (size_t i = 0; i < sizeof s->xk / sizeof *s->xk; i++) {
 		free(s->xk[i]);
+		free(s->xv[i]);
+	}
 	free(s->tokens);
 	store_close(s->st);
 	free(s);

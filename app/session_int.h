@@ -46,6 +46,7 @@ struct session {
 	int kv_lost;               /* a turn's KV could not be stored: later ones are not */
 	int kv_stored;             /* turns whose KV the library holds */
 	uint16_t *xk[SESSION_MAX_GLOBAL]; /* [n_global] exact keys (--router oracle, --mass-recall) */
+	uint16_t *xv[SESSION_MAX_GLOBAL]; /* [n_global] exact values (--mass-recall: attn_err) */
 	struct kv_subset *sub;     /* --kv streaming, snapkv, h2o: the kept rows */
 	struct kv_quest *quest;    /* --kv quest */
 	struct kv_shadow *shadow;  /* --kv shadowkv */

@@ -403,6 +403,89 @@ static void oracle_router_zooms_most_mass(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* attn_err (sekv_stats.attn_err_sum / _n) against the fixture's double
+ * reference: per query head ||out - ref|| / ||ref||, ref over every
+ * document row (fp16) and the step's own row; 0 to rounding when every
+ * span is zoomed at full rank, and the same mean as the fixture's when
+ * nothing is zoomed (coarse rows stand for the spans). */
+static void attn_err_vs_reference(struct test_ctx *t)
+{
+	const int n_tok = 600, L = 2, nh = 4, nkv = 2, dh = 32;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const uint16_t *keys[2], *vals[2];
+	float q[4 * 32], k[2 * 32], v[2 * 32], out[4 * 32], ref[32], kr[32], vr[32];
+	struct fx_ref_rows r = { 0, malloc((size_t)(n_tok + 1) * dh * 4),
+				 malloc((size_t)(n_tok + 1) * dh * 4), malloc((size_t)(n_tok + 1) * 4) };
+	char err[256];
+
+	T_CHECK(t, r.k && r.v && r.bias && fx_doc_make(&d, n_tok, L, nh, nkv, dh, 61) == 0);
+	fx_exact_params(&p);
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m->n_comp > 4);
+	for (int l = 0; l < L; l++) {
+		keys[l] = d.k[l];
+		vals[l] = d.v[l];
+	}
+	for (int pass = 0; pass < 2; pass++) {
+		double want = 0;
+		int n = 0;
+		/* pass 0: every span zoomed whole; pass 1: none (tau above 1) */
+		for (int i = 0; pass == 1 && i < L * nh; i++)
+			m->tau[i] = 2.0f;
+		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 4, 0.2f, err, sizeof err) == 0, "%s", err);
+		sekv_ctx_set_exact_keys(c, keys);
+		sekv_ctx_set_exact_values(c, vals);
+		fx_rng_seed(5 + pass);
+		for (int l = 0; l < L; l++) {
+			for (int i = 0; i < nh * dh; i++)
+				q[i] = (float)(2 * fx_rng_n());
+			for (int i = 0; i < nkv * dh; i++) {
+				k[i] = fx_f16r((float)fx_rng_n());
+				v[i] = fx_f16r((float)fx_rng_n());
+			}
+			T_CHECK(t, sekv_attend(c, d.layer_id[l], n_tok, q, k, v, out) == 0);
+			for (int h = 0; h < nh; h++) {
+				double e2 = 0, r2 = 0;
+				r.n = 0;
+				for (int pos = 0; pos < n_tok; pos++) {
+					for (int j = 0; j < dh; j++) {
+						kr[j] = quant_f16_to_f32(d.k[l][((size_t)pos * nkv + h / 2) * dh + j]);
+						vr[j] = quant_f16_to_f32(d.v[l][((size_t)pos * nkv + h / 2) * dh + j]);
+					}
+					fx_ref_add(&r, kr, vr, 0, dh);
+				}
+				fx_ref_add(&r, k + (h / 2) * dh, v + (h / 2) * dh, 0, dh);
+				fx_ref_attend(&r, q + h * dh, dh, 0.2f, ref);
+				for (int j = 0; j < dh; j++) {
+					e2 += (out[h * dh + j] - ref[j]) * (double)(out[h * dh + j] - ref[j]);
+					r2 += (double)ref[j] * ref[j];
+				}
+				want += sqrt(e2 / r2);
+				n++;
+			}
+		}
+		const struct sekv_stats *st = sekv_ctx_stats(c);
+		double got = st->attn_err_n ? st->attn_err_sum / (double)st->attn_err_n : -1;
+		T_CHECKF(t, st->attn_err_n == n, "terms %lld of %d", st->attn_err_n, n);
+		if (pass == 0)
+			T_CHECKF(t, got >= 0 && got < 1e-4 && want / n < 1e-4,
+				 "all zoomed: attn_err %g (reference %g)", got, want / n);
+		else
+			T_CHECKF(t, want / n > 1e-2 && fabs(got - want / n) < 1e-4 * (1 + want / n),
+				 "none zoomed: attn_err %g, reference %g", got, want / n);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	free(r.k);
+	free(r.v);
+	free(r.bias);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_sekv_budget[] = {
 	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
@@ -410,5 +493,6 @@ const struct test_case test_sekv_budget[] = {
 	{ "sekv_budget_resident_never_exceeds", budget_resident_never_exceeds },
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
 	{ "sekv_oracle_and_landmark_routers_zoom_most_mass", oracle_router_zooms_most_mass },
+	{ "sekv_attn_err_vs_reference", attn_err_vs_reference },
 	{ NULL, NULL },
 };

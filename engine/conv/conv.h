@@ -195,6 +195,11 @@ struct conv_answer {
 	double mass_recall;      /* SeKV with exact keys (sekv_ctx_set_exact_keys):
 	                            mean mass_recall over the answer's steps, global
 	                            layers and query heads; -1 otherwise */
+	double attn_err;         /* SeKV with exact keys and values
+	                            (sekv_ctx_set_exact_values): mean relative error
+	                            of the attention output against exact attention
+	                            over the answer's steps, global layers and query
+	                            heads (sekv_stats.attn_err_sum); -1 otherwise */
 	double *mass_recall_lh;  /* [n_global][n_head] the same mean per global
 	                            layer and query head (sekv_stats.mass_recall_lh),
 	                            malloc'ed; NULL when mass_recall is -1 */

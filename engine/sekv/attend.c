@@ -131,7 +131,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct arena ar = {0};
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
-	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f;
+	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -192,6 +192,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_xs = arena_reserve(&ar, (size_t)m->n_head * m->n_tok, sizeof(float));
 	o_xm = arena_reserve(&ar, (size_t)m->n_head * n_comp + 1, sizeof(double));
 	o_xt = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
+	o_xv = arena_reserve(&ar, (size_t)m->n_layer, sizeof(uint16_t *));
+	o_xmx = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
+	o_xtl = arena_reserve(&ar, (size_t)tail_cap, sizeof(float));
+	o_xtt = arena_reserve(&ar, 2 * (size_t)tail_cap * m->n_head_kv * m->d_h, sizeof(uint16_t));
+	o_xac = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(double));
+	o_xfd = arena_reserve(&ar, 2 * (size_t)m->n_head, sizeof(double));
 	o_oe = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
 	o_lse = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
@@ -284,6 +290,12 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->lse_all = (float *)((char *)a + o_lsa);
 	c->xmass = (double *)((char *)a + o_xm);
 	c->xtotal = (double *)((char *)a + o_xt);
+	c->xv = (const uint16_t **)((char *)a + o_xv);
+	c->xmax = (double *)((char *)a + o_xmx);
+	c->xtl = (float *)((char *)a + o_xtl);
+	c->xtail = (uint16_t *)((char *)a + o_xtt);
+	c->xacc = (double *)((char *)a + o_xac);
+	c->xfd = (double *)((char *)a + o_xfd);
 	c->st.budget_bytes = budget;
 	if ((rc = ctx_backend(c, p, n_tail, n_rec, err, errlen))) {
 		sekv_ctx_free(c);
@@ -336,6 +348,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	c->st.tail_bytes = 0;
 	c->st.recon_bytes = 0;
 	c->st.mass_recall_sum = 0;
+	c->st.attn_err_sum = 0;
+	c->st.attn_err_n = 0;
 	c->st.mass_recall_n = 0;
 	memset(c->st.mass_recall_lh, 0, (size_t)m->n_layer * m->n_head * sizeof(double));
 	c->st.resident_bytes = m->static_bytes;
@@ -370,6 +384,12 @@ void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k)
 {
 	for (int l = 0; l < c->m->n_layer; l++)
 		c->xk[l] = k ? k[l] : NULL;
+}
+
+void sekv_ctx_set_exact_values(struct sekv_ctx *c, const uint16_t *const *v)
+{
+	for (int l = 0; l < c->m->n_layer; l++)
+		c->xv[l] = v ? v[l] : NULL;
 }
 
 /* Rebuild job of rows r0 .. r0 + len - 1 of a span's factor f (the span's
@@ -749,6 +769,8 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	mix_blocks(c, l, 1);
 	if ((rc = mix_call(c, layer, 1, qm, out)))
 		return rc;
+	if (c->xk[l] && c->xv[l])
+		sekv_add_attn_err(c, l, q, out);
 
 	for (int i = 0; i < m->n_layer; i++) {
 		tail += (size_t)(c->n_tail[i] - c->tail_first) * c->row_bytes;

@@ -130,6 +130,14 @@ struct sekv_ctx {
 	const struct sekv_router_w *trained; /* SEKV_ROUTER_TRAINED's weights (borrowed) */
 	int routed_layer;           /* 1 + the global layer routed last (0: none) */
 	const uint16_t **xk;        /* [n_layer] exact keys (sekv_ctx_set_exact_keys), NULL: none */
+	const uint16_t **xv;        /* [n_layer] exact values (sekv_ctx_set_exact_values), NULL: none */
+	double *xmax;               /* [n_head] the largest exact score of this layer's
+	                               heads (xs is relative to it) */
+	uint16_t *xtail;            /* [2][tail_cap][n_head_kv][d_h] the tail rows of
+	                               one layer in fp16 (attn_err's reference) */
+	float *xtl;                 /* [tail_cap] one head's tail scores */
+	double *xacc;               /* [n_head][d_h] the reference output's sums */
+	double *xfd;                /* [2][n_head] its rescale factors, denominators */
 	float *xrow;                /* [d_h] one exact key in fp32 */
 	float *lrow;                /* [d_h] one landmark key in fp32 */
 	float *xs;                  /* [n_head][n_tok] exact scores of this layer */
@@ -172,5 +180,8 @@ void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q);
 /* Adds this step's mass_recall of layer l (after sekv_exact_mass and the
  * zooms) to the statistics. */
 void sekv_add_mass_recall(struct sekv_ctx *c, int l);
+/* Adds this step's attention output error of layer l (out [n_head][d_h],
+ * after sekv_exact_mass; needs exact values) to the statistics. */
+void sekv_add_attn_err(struct sekv_ctx *c, int l, const float *q, const float *out);
 
 #endif

@@ -59,6 +59,7 @@ void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q)
 			x[j] = expf(x[j] - mx);
 			total += x[j];
 		}
+		c->xmax[h] = mx;
 		for (int s = 0; s < m->n_comp; s++) {
 			const struct sekv_span *sp = &m->span[m->comp_span[s]];
 			double sum = 0;
@@ -91,6 +92,70 @@ void sekv_add_mass_recall(struct sekv_ctx *c, int l)
 		c->st.mass_recall_sum += r;
 		c->st.mass_recall_lh[(size_t)l * m->n_head + h] += r;
 		c->st.mass_recall_n++;
+	}
+}
+
+/* attn_err (sekv_stats): per query head ||out - ref|| / ||ref||, ref the
+ * attention over the document's exact rows (xk, xv: fp16 as prefilled)
+ * and the stream's own tail rows (the question and answer as the device
+ * tier holds them), so it measures what the memory of the document loses:
+ * exact rows at the device type, coarse rows for what is not zoomed,
+ * zoomed rows rebuilt from the factors (issue 19). */
+void sekv_add_attn_err(struct sekv_ctx *c, int l, const float *q, const float *out)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, n = m->n_tok, nt = c->n_tail[l] - c->tail_first;
+	size_t row = (size_t)m->n_head_kv * d;
+	const uint16_t *tk = c->xtail, *tv = c->xtail + (size_t)c->tail_cap * row;
+
+	if (nt > 0 && sekv_dev_get_tail(c, l, 0, nt, c->xtail, c->xtail + (size_t)c->tail_cap * row))
+		return;
+	for (int kv = 0; kv < m->n_head_kv; kv++) {
+		int h0 = kv * c->group;
+		double *f = c->xfd + h0, *den = c->xfd + m->n_head + h0;
+		for (int g = 0; g < c->group; g++) {
+			int h = h0 + g;
+			float mx = (float)c->xmax[h];
+			for (int i = 0; i < nt; i++) {
+				quant_f16_to_f32_row(tk + (size_t)i * row + (size_t)kv * d, c->xrow, (size_t)d);
+				c->xtl[i] = vec_dot8(q + (size_t)h * d, c->xrow, d) * c->q_scale;
+			}
+			float top = mx;
+			for (int i = 0; i < nt; i++)
+				top = c->xtl[i] > top ? c->xtl[i] : top;
+			f[g] = exp((double)mx - top);
+			den[g] = c->xtotal[h] * f[g];
+			double *acc = c->xacc + (size_t)h * d;
+			memset(acc, 0, (size_t)d * sizeof *acc);
+			for (int i = 0; i < nt; i++) {
+				double w = exp((double)c->xtl[i] - top);
+				quant_f16_to_f32_row(tv + (size_t)i * row + (size_t)kv * d, c->xrow, (size_t)d);
+				den[g] += w;
+				for (int j = 0; j < d; j++)
+					acc[j] += w * c->xrow[j];
+			}
+		}
+		for (int t = 0; t < n; t++) {
+			quant_f16_to_f32_row(c->xv[l] + ((size_t)t * m->n_head_kv + kv) * d, c->xrow, (size_t)d);
+			for (int g = 0; g < c->group; g++) {
+				double w = c->xs[(size_t)(h0 + g) * n + t] * f[g];
+				double *acc = c->xacc + (size_t)(h0 + g) * d;
+				for (int j = 0; w > 0 && j < d; j++)
+					acc[j] += w * c->xrow[j];
+			}
+		}
+		for (int g = 0; g < c->group; g++) {
+			const double *acc = c->xacc + (size_t)(h0 + g) * d;
+			const float *o = out + (size_t)(h0 + g) * d;
+			double e2 = 0, r2 = 0;
+			for (int j = 0; j < d; j++) {
+				double r = acc[j] / den[g];
+				e2 += (o[j] - r) * (o[j] - r);
+				r2 += r * r;
+			}
+			c->st.attn_err_sum += r2 > 0 ? sqrt(e2 / r2) : 0;
+			c->st.attn_err_n++;
+		}
 	}
 }
 

@@ -514,6 +514,13 @@ struct sekv_stats {
 	                             of the exact attention mass on exact rows and
 	                             zoomed spans */
 	long long mass_recall_n;  /* terms in mass_recall_sum */
+	double attn_err_sum;      /* with exact keys and values: sum over steps,
+	                             global layers and query heads of the attention
+	                             output's relative error ||o - o_ref|| / ||o_ref||
+	                             against exact attention over the document's
+	                             rows and the stream's own tail rows (issue 19:
+	                             copy fidelity measured directly) */
+	long long attn_err_n;     /* terms in attn_err_sum */
 	double *mass_recall_lh;   /* [n_layer][n_head] the same sum per global layer
 	                             and query head; each has mass_recall_n /
 	                             (n_layer * n_head) terms when every layer was
@@ -593,6 +600,11 @@ int sekv_ctx_tail_rows(const struct sekv_ctx *c);
  * the query against every document key (n_tok * d_h * n_head flops per
  * layer): a measurement aid, not the product's decode path. No allocation. */
 void sekv_ctx_set_exact_keys(struct sekv_ctx *c, const uint16_t *const *k);
+/* Exact document values v[l] -> [n_tok][n_head_kv][d_h] fp16 of global
+ * layer l, borrowed as the keys are; with them and the keys every step
+ * adds its attention output error (sekv_stats.attn_err_sum): n_tok * d_h *
+ * n_head flops more per layer and a copy of the tail rows. NULL: none. */
+void sekv_ctx_set_exact_values(struct sekv_ctx *c, const uint16_t *const *v);
 
 /* What the last sekv_attend call routed (training the router: engine/
  * train/): its global layer's landmark logits and, with exact keys set,
