@@ -402,7 +402,7 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--tasks", .arg = "LIST", .kind = OPT_TEXT, .off = F(eval_tasks), .set_off = NO_SET,
 	  .def_text = APP_EVAL_TASKS,
 	  .help = "needle retrieval, ten facts in one haystack, a second question in the same "
-		  "conversation, KL and top-1 against full KV, SeKV mass_recall; RULER-style: copy (digit "
+		  "conversation, KL and top-1 against full KV, SeKV mass_recall and attn_err; RULER-style: copy (digit "
 		  "strings and codes), mk, mv, mq (multi-key, -value, -query needles), vt (variable "
 		  "tracking), cwe, fwe (common and frequent words), qa (--qa questions)",
 	  .cmds = APP_CMD_EVAL },

@@ -21,7 +21,7 @@
  *           top-1 agreement over the full-KV answer's tokens, teacher-forced
  *   mass    one per needle haystack for methods that read the SeKV memory:
  *           mass_recall over the answer, overall and per global layer and
- *           query head (sekv_stats.mass_recall_lh)
+ *           query head (sekv_stats.mass_recall_lh), and attn_err
  * The RULER-style probes (app/eval_probe.c) write one record per question
  * of a probe haystack (struct eval_query): score = share of the expected
  * items the answer holds, correct = all of them:
@@ -116,6 +116,9 @@ struct eval_rec {
 	double kl;              /* nats, mean over answer positions; NAN n/a */
 	double top1;            /* share of positions whose argmax agrees; NAN n/a */
 	double mass_recall;     /* NAN n/a */
+	double attn_err;        /* mass task: the attention output's relative error
+	                           against exact attention (conv_answer.attn_err);
+	                           NAN n/a */
 	double alpha_q[3];      /* SeKV: alpha_S percentiles 10/50/90 over the
 	                           answer's zooms (conv_answer.alpha_q); NAN n/a */
 	double resident_bytes;  /* peak device-tier KV over the answer, bytes */
