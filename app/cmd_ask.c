@@ -125,6 +125,8 @@ static int print_json(const struct session *s, const struct conv_answer *a,
 		cJSON_AddNumberToObject(j, "mass_recall", a->mass_recall);
 	if (a->attn_err >= 0)
 		cJSON_AddNumberToObject(j, "attn_err", a->attn_err);
+	if (a->mass_oracle >= 0)
+		cJSON_AddNumberToObject(j, "mass_oracle", a->mass_oracle);
 	cJSON_AddNumberToObject(j, "doc", (double)in.doc_id);
 	if (session_stored_id(s))
 		cJSON_AddNumberToObject(j, "session", (double)session_stored_id(s));

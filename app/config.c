@@ -267,7 +267,8 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--mass-recall", .kind = OPT_FLAG, .off = F(mass_recall), .set_off = NO_SET,
 	  .help = "SeKV: also read the exact keys and values and report the share of exact "
 		  "attention on exact and zoomed rows and the attention output's relative error "
-		  "against exact attention (--json: mass_recall, attn_err)",
+		  "against exact attention, and the share the budget would hold as the rows with the "
+		  "most exact attention (--json: mass_recall, attn_err, mass_oracle)",
 	  .cmds = APP_CMD_ASK },
 	{ .name = "-n", .alias = "--n-predict", .arg = "N", .kind = OPT_INT, .off = F(n_predict),
 	  .set_off = F(n_predict_set), .def = DEF_VALUE, .def_value = 256, .imin = 0, .imax = 1 << 20,

@@ -119,6 +119,9 @@ struct eval_rec {
 	double attn_err;        /* mass task: the attention output's relative error
 	                           against exact attention (conv_answer.attn_err);
 	                           NAN n/a */
+	double mass_oracle;     /* mass task: the mass the budget's bytes would
+	                           hold as the best rows (conv_answer.mass_oracle),
+	                           mass_recall's ceiling; NAN n/a */
 	double alpha_q[3];      /* SeKV: alpha_S percentiles 10/50/90 over the
 	                           answer's zooms (conv_answer.alpha_q); NAN n/a */
 	double resident_bytes;  /* peak device-tier KV over the answer, bytes */

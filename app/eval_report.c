@@ -119,6 +119,7 @@ static cJSON *rec_json(const struct eval_rec *r)
 	add_num(o, "top1", r->top1, 1);
 	add_num(o, "mass_recall", r->mass_recall, 1);
 	add_num(o, "attn_err", r->attn_err, 1);
+	add_num(o, "mass_oracle", r->mass_oracle, 1);
 	add_num(o, "alpha_p10", r->alpha_q[0], 1);
 	add_num(o, "alpha_p50", r->alpha_q[1], 1);
 	add_num(o, "alpha_p90", r->alpha_q[2], 1);
@@ -258,6 +259,7 @@ int eval_read_json(struct eval_recs *v, const char *path, char *err, size_t errl
 		r.top1 = get_num(o, "top1", NAN);
 		r.mass_recall = get_num(o, "mass_recall", NAN);
 		r.attn_err = get_num(o, "attn_err", NAN);
+		r.mass_oracle = get_num(o, "mass_oracle", NAN);
 		r.alpha_q[0] = get_num(o, "alpha_p10", NAN);
 		r.alpha_q[1] = get_num(o, "alpha_p50", NAN);
 		r.alpha_q[2] = get_num(o, "alpha_p90", NAN);
@@ -301,6 +303,8 @@ struct agg {
 	double mr;
 	int n_ae;
 	double ae;          /* attn_err */
+	int n_mo;
+	double mo;          /* mass_oracle */
 	int n_res;
 	double res;         /* resident / full_kv */
 	int n_tps;
@@ -339,6 +343,10 @@ static void agg_add(struct agg *a, const struct eval_rec *r)
 		a->n_ae++;
 		a->ae += r->attn_err;
 	}
+	if (!isnan(r->mass_oracle)) {
+		a->n_mo++;
+		a->mo += r->mass_oracle;
+	}
 	if (r->resident_bytes > 0 && r->full_kv_bytes > 0) {
 		a->n_res++;
 		a->res += r->resident_bytes / r->full_kv_bytes;
@@ -374,19 +382,21 @@ static void table_summary(FILE *f, const struct eval_recs *v, int task)
 {
 	struct eval_group g[MAX_GROUPS];
 	int n_g = eval_groups(v, task, g, MAX_GROUPS);
-	char lab[48], c[8][32];
+	char lab[48], c[9][32];
 
 	fprintf(f, "| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | "
-		"attn_err | resident ratio | decode tok/s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+		"mass_oracle | attn_err | resident ratio | decode tok/s |\n"
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
 	for (int k = 0; k < n_g; k++) {
 		struct agg a;
 		agg_group(v, task, &g[k], &a);
 		eval_group_label(&g[k], lab, sizeof lab);
-		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
+		fprintf(f, "| %s | %d%s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", lab, a.n,
 			a.n_fail ? " (failed: see notes)" : "",
 			cell(c[0], 32, a.ok, a.n_ok, "%.3f"), cell(c[1], 32, a.agree, a.n_agree, "%.3f"),
 			cell(c[2], 32, a.kl, a.n_kl, "%.4f"), cell(c[3], 32, a.top1, a.n_kl, "%.3f"),
-			cell(c[4], 32, a.mr, a.n_mr, "%.3f"), cell(c[7], 32, a.ae, a.n_ae, "%.4f"),
+			cell(c[4], 32, a.mr, a.n_mr, "%.3f"), cell(c[8], 32, a.mo, a.n_mo, "%.3f"),
+			cell(c[7], 32, a.ae, a.n_ae, "%.4f"),
 			cell(c[5], 32, a.res, a.n_res, "%.4f"), cell(c[6], 32, a.tps, a.n_tps, "%.1f"));
 	}
 	fputc('\n', f);
@@ -728,7 +738,9 @@ static const char *const ABOUT[EVAL_N_TASK] = {
 	"and top-1 agreement over its tokens",
 	"share of the exact attention mass on exact and zoomed rows (SeKV memories): overall, over "
 	"layers, heads and answer steps, then per global layer and query head; attn_err: the "
-	"attention output's relative error against exact attention, over the same",
+	"attention output's relative error against exact attention, over the same; mass_oracle: the "
+	"mass the budget's bytes would hold as the rows with the most exact attention (per layer and "
+	"KV head, after the question and answer rows): mass_recall's ceiling for any method that keeps rows",
 	"one needle whose value is a digit string or a code, asked back: are rows rebuilt from the "
 	"memory exact enough to copy every digit",
 	"multi-key: four needles of one kind of key, one of them asked; the others are distractors",

@@ -84,7 +84,7 @@ void eval_rec_init(struct eval_rec *r)
 	memset(r, 0, sizeof *r);
 	r->correct = r->full_correct = r->niah = r->same_answer = -1;
 	r->score = NAN;
-	r->kl = r->top1 = r->mass_recall = r->attn_err = r->decode_tps = NAN;
+	r->kl = r->top1 = r->mass_recall = r->attn_err = r->mass_oracle = r->decode_tps = NAN;
 	r->alpha_q[0] = r->alpha_q[1] = r->alpha_q[2] = NAN;
 	for (int i = 0; i < EVAL_TIER_N; i++)
 		r->tier[i] = NAN;
@@ -225,6 +225,8 @@ static void rec_answer(const struct hay_run *r, struct session *s, const struct 
 		x->mass_recall = a->mass_recall;
 	if (a->attn_err >= 0)
 		x->attn_err = a->attn_err;
+	if (a->mass_oracle >= 0)
+		x->mass_oracle = a->mass_oracle;
 	for (int i = 0; i < 3 && a->alpha_q[0] >= 0; i++)
 		x->alpha_q[i] = a->alpha_q[i];
 	if (a->mass_recall_lh && in.n_layer <= EVAL_LH_LAYERS && in.n_head <= EVAL_LH_HEADS) {

@@ -263,6 +263,7 @@ static void fake_records(struct eval_recs *v)
 	r.kl = r.top1 = NAN;
 	r.mass_recall = 0.625;
 	r.attn_err = 0.0625;
+	r.mass_oracle = 0.875;
 	r.correct = 1;
 	/* two global layers (model layers 5, 11) x 4 heads: means 0.5, 0.75 */
 	r.n_lh_layer = 2;
@@ -276,7 +277,7 @@ static void fake_records(struct eval_recs *v)
 	eval_recs_push(v, &r);
 	r.n_lh_layer = r.n_lh_head = 0;
 	r.task = EVAL_SECOND;
-	r.mass_recall = r.attn_err = NAN;
+	r.mass_recall = r.attn_err = r.mass_oracle = NAN;
 	r.decode_tps = 100;
 	for (int q = 1; q <= 2; q++) {
 		r.question = q;
@@ -326,6 +327,7 @@ static void eval_report_json_fields(struct test_ctx *t)
 		       a->depth == b->depth && a->correct == b->correct && a->question == b->question &&
 		       (isnan(a->kl) ? isnan(b->kl) : a->kl == b->kl) && a->resident_bytes == b->resident_bytes &&
 		       (isnan(a->attn_err) ? isnan(b->attn_err) : a->attn_err == b->attn_err) &&
+		       (isnan(a->mass_oracle) ? isnan(b->mass_oracle) : a->mass_oracle == b->mass_oracle) &&
 		       !strcmp(a->value, b->value) && a->n_lh_layer == b->n_lh_layer &&
 		       a->n_lh_head == b->n_lh_head &&
 		       (isnan(a->tier[0]) ? isnan(b->tier[0]) : !memcmp(a->tier, b->tier, sizeof a->tier)) &&
@@ -371,12 +373,12 @@ static void eval_report_md_tables(struct test_ctx *t)
 	eval_fx_read_text(path, buf, sizeof buf);
 	static const char *const want[] = {
 		"header line", "## niah", "## kl", "## mass", "## second",
-		"| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | attn_err | "
-		"resident ratio |",
-		"| full | 8 | 1.000 | 1.000 | - | - | - | - | 1.0500 | 100.0 |",
-		"| sekv@0.1 | 8 | 0.500 | 0.500 | - | - | - | - | 0.1000 | 100.0 |",
-		"| sekv@0.1 | 1 | - | - | 0.2500 | 0.750 | - | - | 0.1000 | - |",
-		"| sekv@0.1 | 1 | 1.000 | 1.000 | - | - | 0.625 | 0.0625 |",
+		"| method | n | accuracy | agreement (full right) | KL (nats) | top-1 | mass_recall | mass_oracle | "
+		"attn_err | resident ratio |",
+		"| full | 8 | 1.000 | 1.000 | - | - | - | - | - | 1.0500 | 100.0 |",
+		"| sekv@0.1 | 8 | 0.500 | 0.500 | - | - | - | - | - | 0.1000 | 100.0 |",
+		"| sekv@0.1 | 1 | - | - | 0.2500 | 0.750 | - | - | - | 0.1000 | - |",
+		"| sekv@0.1 | 1 | 1.000 | 1.000 | - | - | 0.625 | 0.875 | 0.0625 |",
 		"| method | length | depth 0.1 | depth 0.9 | all |",
 		"| sekv@0.1 | 2048 | 0.50 | 0.50 | 0.50 |",
 		"| sekv@0.1 | 1.000 | 0.000 | 1.000 | 0.000 |",

@@ -486,6 +486,99 @@ static void attn_err_vs_reference(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+static int cmp_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x < y) - (x > y);
+}
+
+/* mass_oracle (sekv_stats) against a double reference that sorts: per
+ * layer and KV head, the R rows with the most exact mass summed over the
+ * group's query heads (each head's softmax over the document), R = (budget
+ * - the tail rows of every layer) / (n_layer * one device row); each query
+ * head's share of its mass on those rows, averaged. */
+static void mass_oracle_vs_sorted_reference(struct test_ctx *t)
+{
+	const int n_tok = 1200, L = 2, nh = 4, nkv = 2, dh = 32, grp = nh / nkv;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const uint16_t *keys[2];
+	float q[4 * 32], k[2 * 32], v[2 * 32], out[4 * 32];
+	double *x = malloc((size_t)nh * n_tok * sizeof *x), *pm = malloc((size_t)n_tok * sizeof *pm),
+	       *srt = malloc((size_t)n_tok * sizeof *srt), want = 0;
+	char err[256];
+	int n = 0;
+
+	T_CHECK(t, x && pm && srt && fx_doc_make(&d, n_tok, L, nh, nkv, dh, 91) == 0);
+	fx_default_params(&p);
+	p.budget = 0.10;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 4, 0.2f, err, sizeof err) == 0, "%s", err);
+	for (int l = 0; l < L; l++)
+		keys[l] = d.k[l];
+	sekv_ctx_set_exact_keys(c, keys);
+	size_t row = sekv_dev_rows_bytes(1, 1, nkv, dh, sekv_mem_dev_rows(m));
+	size_t budget = sekv_ctx_stats(c)->budget_bytes;
+	/* one tail row per layer at this step */
+	long r = ((long)budget - (long)(L * row)) / (long)(L * row);
+	T_CHECKF(t, r > 8 && r < n_tok / 4, "R %ld rows of %d", r, n_tok);
+	fx_rng_seed(17);
+	for (int l = 0; l < L; l++) {
+		for (int i = 0; i < nh * dh; i++)
+			q[i] = (float)(3 * fx_rng_n());
+		for (int i = 0; i < nkv * dh; i++) {
+			k[i] = fx_f16r((float)fx_rng_n());
+			v[i] = fx_f16r((float)fx_rng_n());
+		}
+		T_CHECK(t, sekv_attend(c, d.layer_id[l], n_tok, q, k, v, out) == 0);
+		for (int h = 0; h < nh; h++) {
+			double mx = -1e300, tot = 0, *xh = x + (size_t)h * n_tok;
+			for (int j = 0; j < n_tok; j++) {
+				double a = 0;
+				for (int i = 0; i < dh; i++)
+					a += (double)q[h * dh + i] *
+					     quant_f16_to_f32(d.k[l][((size_t)j * nkv + h / grp) * dh + i]);
+				xh[j] = a * 0.2;
+				mx = xh[j] > mx ? xh[j] : mx;
+			}
+			for (int j = 0; j < n_tok; j++)
+				tot += (xh[j] = exp(xh[j] - mx));
+			for (int j = 0; j < n_tok; j++)
+				xh[j] /= tot;
+		}
+		for (int kv = 0; kv < nkv; kv++) {
+			for (int j = 0; j < n_tok; j++) {
+				pm[j] = 0;
+				for (int g = 0; g < grp; g++)
+					pm[j] += x[(size_t)(kv * grp + g) * n_tok + j];
+				srt[j] = pm[j];
+			}
+			qsort(srt, (size_t)n_tok, sizeof *srt, cmp_desc);
+			for (int g = 0; g < grp; g++) {
+				double got = 0;
+				for (int j = 0; j < n_tok; j++)
+					got += pm[j] >= srt[r - 1] ? x[(size_t)(kv * grp + g) * n_tok + j] : 0;
+				want += got;
+				n++;
+			}
+		}
+	}
+	const struct sekv_stats *st = sekv_ctx_stats(c);
+	double got = st->mass_oracle_n ? st->mass_oracle_sum / (double)st->mass_oracle_n : -1;
+	T_CHECKF(t, st->mass_oracle_n == n && want / n > 0.05 && want / n < 0.95 &&
+		 fabs(got - want / n) < 1e-4,
+		 "mass_oracle %g (%lld terms), reference %g (%d)", got, st->mass_oracle_n, want / n, n);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+	free(x);
+	free(pm);
+	free(srt);
+}
+
 const struct test_case test_sekv_budget[] = {
 	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
@@ -494,5 +587,6 @@ const struct test_case test_sekv_budget[] = {
 	{ "sekv_budget_alpha_note_and_merge", budget_alpha_note_and_merge },
 	{ "sekv_oracle_and_landmark_routers_zoom_most_mass", oracle_router_zooms_most_mass },
 	{ "sekv_attn_err_vs_reference", attn_err_vs_reference },
+	{ "sekv_mass_oracle_vs_sorted_reference", mass_oracle_vs_sorted_reference },
 	{ NULL, NULL },
 };

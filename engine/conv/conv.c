@@ -819,6 +819,8 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	const struct sekv_stats *st0 = c->kv.stats ? c->kv.stats(c->kv.ctx) : NULL;
 	double mr_sum = st0 ? st0->mass_recall_sum : 0, ae_sum = st0 ? st0->attn_err_sum : 0;
 	long long mr_n = st0 ? st0->mass_recall_n : 0, ae_n = st0 ? st0->attn_err_n : 0;
+	double mo_sum = st0 ? st0->mass_oracle_sum : 0;
+	long long mo_n = st0 ? st0->mass_oracle_n : 0;
 	size_t n_lh = (size_t)c->hp->n_global * c->hp->n_head;
 	/* the per layer/head sums before the answer, then the answer's means */
 	if (st0 && st0->mass_recall_lh && (a->mass_recall_lh = malloc(n_lh * sizeof *a->mass_recall_lh)))
@@ -830,6 +832,8 @@ int conv_ask(struct conv *c, const char *text, conv_step_fn fn, void *ud,
 	a->mass_recall = -1;
 	a->attn_err = st0 && st0->attn_err_n > ae_n ?
 		      (st0->attn_err_sum - ae_sum) / (double)(st0->attn_err_n - ae_n) : -1;
+	a->mass_oracle = st0 && st0->mass_oracle_n > mo_n ?
+			 (st0->mass_oracle_sum - mo_sum) / (double)(st0->mass_oracle_n - mo_n) : -1;
 	if (st0 && st0->mass_recall_n > mr_n) {
 		long long terms = st0->mass_recall_n - mr_n;
 		a->mass_recall = (st0->mass_recall_sum - mr_sum) / (double)terms;
@@ -885,6 +889,7 @@ int conv_ask_forced(struct conv *c, const char *text, const int32_t *ids, int n,
 	a->decode_tps = a->decode_s > 0 ? a->n_gen / a->decode_s : 0;
 	a->mass_recall = -1;
 	a->attn_err = -1;
+	a->mass_oracle = -1;
 	c->n_turn++;
 out:
 	if (!out)

@@ -200,6 +200,10 @@ struct conv_answer {
 	                            of the attention output against exact attention
 	                            over the answer's steps, global layers and query
 	                            heads (sekv_stats.attn_err_sum); -1 otherwise */
+	double mass_oracle;      /* SeKV with exact keys and a budget: mean
+	                            sekv_stats mass_oracle over the answer's steps
+	                            (the mass the budget's bytes would hold as the
+	                            best rows); -1 otherwise */
 	double *mass_recall_lh;  /* [n_global][n_head] the same mean per global
 	                            layer and query head (sekv_stats.mass_recall_lh),
 	                            malloc'ed; NULL when mass_recall is -1 */

@@ -131,7 +131,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct arena ar = {0};
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
-	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd;
+	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -198,6 +198,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_xtt = arena_reserve(&ar, 2 * (size_t)tail_cap * m->n_head_kv * m->d_h, sizeof(uint16_t));
 	o_xac = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(double));
 	o_xfd = arena_reserve(&ar, 2 * (size_t)m->n_head, sizeof(double));
+	o_xsl = arena_reserve(&ar, 2 * (size_t)m->n_tok + 1, sizeof(float));
 	o_oe = arena_reserve(&ar, (size_t)m->n_head * m->d_h, sizeof(float));
 	o_lse = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
@@ -296,6 +297,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->xtail = (uint16_t *)((char *)a + o_xtt);
 	c->xacc = (double *)((char *)a + o_xac);
 	c->xfd = (double *)((char *)a + o_xfd);
+	c->xsel = (float *)((char *)a + o_xsl);
 	c->st.budget_bytes = budget;
 	if ((rc = ctx_backend(c, p, n_tail, n_rec, err, errlen))) {
 		sekv_ctx_free(c);
@@ -350,6 +352,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	c->st.mass_recall_sum = 0;
 	c->st.attn_err_sum = 0;
 	c->st.attn_err_n = 0;
+	c->st.mass_oracle_sum = 0;
+	c->st.mass_oracle_n = 0;
 	c->st.mass_recall_n = 0;
 	memset(c->st.mass_recall_lh, 0, (size_t)m->n_layer * m->n_head * sizeof(double));
 	c->st.resident_bytes = m->static_bytes;

@@ -144,6 +144,8 @@ struct sekv_ctx {
 	double *xmass;              /* [n_head][n_comp] exact mass per compressed span,
 	                               relative to the head's largest score */
 	double *xtotal;             /* [n_head] exact mass over the document, same scale */
+	float *xsel;                /* [2][n_tok] mass_oracle's scratch: one KV head's
+	                               normalised mass per row, and a copy to select in */
 
 	const struct model_probe *probe; /* borrowed, NULL: none */
 	float *probe_row;           /* [n_head][n_row] mass per mixed row, one step */

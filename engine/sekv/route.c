@@ -71,10 +71,85 @@ void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q)
 	}
 }
 
-/* mass_recall of this step's zooms of layer l (exact_mass computed). */
+/* The value of rank k (0: the largest) of x[0..n), 0 <= k < n; reorders x
+ * (Hoare's selection, expected O(n)). */
+static float kth_largest(float *x, int n, int k)
+{
+	int lo = 0, hi = n - 1;
+
+	while (lo < hi) {
+		float piv = x[lo + (hi - lo) / 2], tmp;
+		int i = lo, j = hi;
+		while (i <= j) {
+			while (x[i] > piv)
+				i++;
+			while (x[j] < piv)
+				j--;
+			if (i <= j) {
+				tmp = x[i];
+				x[i++] = x[j];
+				x[j--] = tmp;
+			}
+		}
+		if (k <= j)
+			hi = j;
+		else if (k >= i)
+			lo = i;
+		else
+			return x[k];
+	}
+	return x[k];
+}
+
+/* mass_oracle (sekv_stats) of layer l at this step: per KV head the R
+ * rows with the most exact mass summed over its query heads (each head's
+ * mass normalised first), R what the budget left by the tail rows holds
+ * per layer at the device row type. */
+static void add_mass_oracle(struct sekv_ctx *c, int l)
+{
+	const struct sekv_mem *m = c->m;
+	int n = m->n_tok;
+	size_t per = (size_t)m->n_layer * c->row_bytes, tail, r;
+	float *p = c->xsel, *w = c->xsel + n;
+
+	if (!c->st.budget_bytes || n < 1 || !per)
+		return;
+	tail = (size_t)m->n_layer * (size_t)(c->n_tail[l] - c->tail_first) * c->row_bytes;
+	r = c->st.budget_bytes > tail ? (c->st.budget_bytes - tail) / per : 0;
+	int k = r < (size_t)n ? (int)r : n;
+	for (int kv = 0; kv < m->n_head_kv; kv++) {
+		int h0 = kv * c->group, n_above = 0, ties;
+		float thr = 0;
+		memset(p, 0, (size_t)n * sizeof *p);
+		for (int h = h0; h < h0 + c->group; h++)
+			for (int t = 0; c->xtotal[h] > 0 && t < n; t++)
+				p[t] += (float)(c->xs[(size_t)h * n + t] / c->xtotal[h]);
+		if (k > 0 && k < n) {
+			memcpy(w, p, (size_t)n * sizeof *w);
+			thr = kth_largest(w, n, k - 1);
+			for (int t = 0; t < n; t++)
+				n_above += p[t] > thr;
+		}
+		for (int h = h0; h < h0 + c->group; h++) {
+			const float *x = c->xs + (size_t)h * n;
+			double got = 0;
+			ties = k - n_above;
+			for (int t = 0; k > 0 && t < n; t++)
+				if (k == n || p[t] > thr || (p[t] == thr && ties-- > 0))
+					got += x[t];
+			c->st.mass_oracle_sum += c->xtotal[h] > 0 ? got / c->xtotal[h] : 1.0;
+			c->st.mass_oracle_n++;
+		}
+	}
+}
+
+/* mass_recall of this step's zooms of layer l (exact_mass computed), and
+ * mass_oracle under a budget. */
 void sekv_add_mass_recall(struct sekv_ctx *c, int l)
 {
 	const struct sekv_mem *m = c->m;
+
+	add_mass_oracle(c, l);
 
 	for (int h = 0; h < m->n_head; h++) {
 		const int32_t *zr = c->zoom_row + (size_t)(h / c->group) * m->n_comp;

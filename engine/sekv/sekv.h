@@ -521,6 +521,17 @@ struct sekv_stats {
 	                             rows and the stream's own tail rows (issue 19:
 	                             copy fidelity measured directly) */
 	long long attn_err_n;     /* terms in attn_err_sum */
+	double mass_oracle_sum;   /* with exact keys and a budget: sum over steps,
+	                             global layers and query heads of the mass the
+	                             budget would hold as exact rows chosen by the
+	                             exact attention itself: the top R document rows
+	                             of each layer and KV head (summed over its query
+	                             heads), R = (budget - tail rows) / (n_layer *
+	                             one row of all KV heads at the device type); no
+	                             static part, no summaries. The ceiling of
+	                             mass_recall for any method keeping rows (issue
+	                             19: is the budget or the method the limit) */
+	long long mass_oracle_n;  /* terms in mass_oracle_sum */
 	double *mass_recall_lh;   /* [n_layer][n_head] the same sum per global layer
 	                             and query head; each has mass_recall_n /
 	                             (n_layer * n_head) terms when every layer was
