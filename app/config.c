@@ -376,6 +376,14 @@ static const struct opt_row opt_table[] = {
 	  .help = "the same rank gate for the values, which need more to copy a digit "
 		  "(0: --rank-energy's)",
 	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
+	{ .name = "--anchors", .kind = OPT_CHOICE, .off = F(anchors), .set_off = NO_SET,
+	  .choices = "surprisal|attention|both",
+	  .help = "SeKV anchors (exact rows and span boundaries): the most surprising tokens (the "
+		  "paper's rule; also where no attention was recorded), the tokens that received the "
+		  "most attention while the document was prefilled (log of the mean per later query, "
+		  "over the global layers and KV heads), or those where either stands out; chosen when "
+		  "the memory is built, so --resume and --rebuild follow the flag given to them",
+	  .cmds = APP_CMD_INGEST | APP_CMD_EVAL },
 	{ .name = "--static-share", .arg = "F", .kind = OPT_DOUBLE, .off = F(static_share),
 	  .set_off = NO_SET, SEKV_DEF(static_share), .lo = 0, .hi = 1, .lo_open = 1,
 	  .what = "a fraction of the budget",

@@ -112,6 +112,10 @@ struct app_opts {
 	int device_rows;       /* --device-rows k8v4|int8|f16: index of the choice
 	                          (app_dev_rows gives the enum sekv_dev_rows) */
 	const char *zoom_shares; /* --zoom-shares LIST: zoom budget per global layer */
+	int anchors;           /* --anchors surprisal|attention|both: 0 = anchors
+	                          by surprisal (the paper's rule), 1 = by the
+	                          attention each token received in prefill,
+	                          2 = where either stands out */
 	double static_share;   /* --static-share F: budget share of exact rows,
 	                          summaries and landmarks (0.7) */
 	int act_f32;           /* --act f32: decode with fp32 activations (default q8) */

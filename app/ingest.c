@@ -521,21 +521,57 @@ static void mem_params(const struct app_opts *o, const struct model *m, double b
 	sp->q_scale = model_hparams(m)->q_scale;
 }
 
+/* sekv_params.anchor_score for a document of n_tok tokens (surprisal [n_tok])
+ * from H2O's scores h2o [n_global][n_head_kv][n_tok] (NULL: none recorded,
+ * and a note says the anchors follow surprisal), as --anchors says. *score
+ * is malloc'ed (caller frees), or NULL: anchors by surprisal; with --anchors
+ * both it holds [2][n_tok] and the score is its second half. 0 or
+ * SEKV_ENOMEM. */
+static int anchor_score(const struct app_opts *o, const struct model_hparams *hp, const float *h2o,
+			const float *surprisal, int n_tok, float **score, char *err, size_t errlen)
+{
+	float *a;
+
+	*score = NULL;
+	if (!o->anchors || n_tok < 1)
+		return 0;
+	if (!h2o) {
+		if (!o->quiet)
+			app_errorf("ingest: note: anchors by surprisal: no attention was recorded for "
+				   "this document\n");
+		return 0;
+	}
+	/* [0, n_tok): attention; [n_tok, 2 n_tok): the union with surprisal */
+	if (!(a = malloc(2 * (size_t)n_tok * sizeof *a)))
+		return sekv_errf(err, errlen, SEKV_ENOMEM, "ingest: anchors: out of memory");
+	sekv_anchor_score_attention(h2o, hp->n_global * hp->n_head_kv, n_tok, a);
+	if (o->anchors == 2)
+		sekv_anchor_score_union(surprisal, a, n_tok, a + n_tok);
+	*score = a;
+	return 0;
+}
+
 static int stage_build(struct ingest *g, char *err, size_t errlen)
 {
 	const struct model_hparams *hp = g->hp;
 	const uint16_t *ck[MODEL_MAX_LAYER], *cv[MODEL_MAX_LAYER];
 	struct sekv_params sp;
+	float *score = NULL;
+	int rc;
 
 	mem_params(g->o, g->m, g->o->budget, &sp);
 	for (int l = 0; l < hp->n_global; l++) {
 		ck[l] = g->glob_k[l];
 		cv[l] = g->glob_v[l];
 	}
+	if ((rc = anchor_score(g->o, hp, g->h2o, g->surprisal, g->tv.n, &score, err, errlen)))
+		return rc;
+	sp.anchor_score = score && g->o->anchors == 2 ? score + g->tv.n : score;
 	double b0 = clk_now();
-	int rc = sekv_build(&g->mem, &sp, g->tv.n, g->tv.ids, g->surprisal, hp->n_global,
-			    hp->global_layer, hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen);
+	rc = sekv_build(&g->mem, &sp, g->tv.n, g->tv.ids, g->surprisal, hp->n_global,
+			hp->global_layer, hp->n_head, hp->n_head_kv, hp->d_head, ck, cv, err, errlen);
 	g->build_s = clk_now() - b0;
+	free(score);
 	return rc;
 }
 
@@ -548,10 +584,10 @@ int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc
 	struct sekv_params sp;
 	struct sekv_mem *mem = NULL;
 	int32_t *tokens = NULL;
-	float *surprisal = NULL;
+	float *surprisal = NULL, *h2o = NULL, *score = NULL;
 	uint16_t *k[MODEL_MAX_LAYER] = { 0 }, *v[MODEL_MAX_LAYER] = { 0 };
 	int64_t n_tok = 0;
-	int rc;
+	int rc, n_h2o = 0;
 
 	if ((rc = store_open(&st, o->db, err, errlen)) || (rc = store_doc_get(st, doc_id, &d, err, errlen)))
 		goto out;
@@ -569,6 +605,13 @@ int app_mem_rebuild(const struct app_opts *o, const struct model *m, int64_t doc
 	if (!rc)
 		rc = app_full_kv_load(m, st, &d, o->n_batch, k, v, NULL, err, errlen);
 	mem_params(o, m, budget, &sp);
+	/* a document ingested before H2O's scores were recorded has none */
+	if (!rc && o->anchors &&
+	    (rc = store_doc_get_h2o(st, doc_id, &h2o, &n_h2o, err, errlen)) == SEKV_ENOTFOUND)
+		rc = 0;
+	if (!rc)
+		rc = anchor_score(o, hp, h2o, surprisal, (int)n_tok, &score, err, errlen);
+	sp.anchor_score = score && o->anchors == 2 ? score + n_tok : score;
 	if (!rc)
 		rc = sekv_build(&mem, &sp, (int)n_tok, tokens, surprisal, hp->n_global, hp->global_layer,
 				hp->n_head, hp->n_head_kv, hp->d_head, (const uint16_t *const *)k,
@@ -584,6 +627,8 @@ out:
 	}
 	free(tokens);
 	free(surprisal);
+	free(h2o);
+	free(score);
 	sekv_mem_free(mem);
 	store_close(st);
 	return rc;

@@ -5,7 +5,8 @@
  * --max-tokens stores a prefix and says so; --split stores consecutive
  * parts within the limit, listed together; an encrypted PDF needs its
  * password; a real 113-page manual ingests with a progress line per page
- * group and every page accounted for. One library for the file. */
+ * group and every page accounted for; --anchors changes the segmentation
+ * of a rebuilt memory. One library for the file. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,9 +362,57 @@ static void ingest_real_pdf_every_page_with_progress(struct test_ctx *t)
 		 n_page, err);
 }
 
+/* The segmentation line ingest prints ("ingest: segmentation: ..." or
+ * "ingest: N spans ..."), copied into line [cap]; 1 when found. */
+static int seg_line(const char *out, char *line, size_t cap)
+{
+	const char *a = out ? strstr(out, "ingest: segmentation:") : NULL;
+	if (!a && out)
+		a = strstr(out, " spans (");
+	if (!a)
+		return 0;
+	snprintf(line, cap, "%.*s", (int)strcspn(a, "\n"), a);
+	return 1;
+}
+
+/* --anchors: a memory rebuilt with anchors by the attention recorded at
+ * ingest (or by both scores) is segmented differently from one by
+ * surprisal, without the note that no attention was recorded; a value
+ * outside the three is refused with the choices named. */
+static void ingest_rebuild_anchors_by_attention(struct test_ctx *t)
+{
+	char path[512], seg[3][256];
+	static const char *const how[3] = { "surprisal", "attention", "both" };
+	int status, found = 0, noted = 0;
+
+	if (!model_ok(t))
+		return;
+	snprintf(path, sizeof path, "%s/anchors.txt", test_tmpdir());
+	T_CHECK(t, write_long(path) > 0);
+	char *out = sekv(&status, 0, "ingest %s --exact-below 0 --keep-full-kv -q --title anchors", path);
+	int64_t id = last_id(out);
+	free(out);
+	T_CHECKF(t, status == 0 && id > 0, "ingest: exit %d", status);
+	for (int i = 0; i < 3; i++) {
+		out = sekv(&status, 1, "ingest --rebuild %lld --exact-below 0 --anchors %s", (long long)id,
+			   how[i]);
+		found += status == 0 && seg_line(out, seg[i], sizeof seg[i]);
+		noted += out && strstr(out, "no attention was recorded") != NULL;
+		free(out);
+	}
+	T_CHECKF(t, found == 3 && !noted && strcmp(seg[0], seg[1]) && strcmp(seg[0], seg[2]),
+		 "found %d, noted %d:\n%s\n%s\n%s", found, noted, found > 0 ? seg[0] : "",
+		 found > 1 ? seg[1] : "", found > 2 ? seg[2] : "");
+	out = sekv(&status, 1, "ingest --rebuild %lld --anchors entropy", (long long)id);
+	T_CHECKF(t, status != 0 && out && strstr(out, "surprisal|attention|both"), "exit %d: %s", status,
+		 out ? out : "");
+	free(out);
+}
+
 const struct test_case test_ingest[] = {
 	{ "ingest_pdf_pages_cited_in_evidence_and_export", ingest_pdf_pages_cited_in_evidence_and_export },
 	{ "ingest_max_tokens_and_split", ingest_max_tokens_and_split },
+	{ "ingest_rebuild_anchors_by_attention", ingest_rebuild_anchors_by_attention },
 	{ "ingest_encrypted_pdf_needs_password", ingest_encrypted_pdf_needs_password },
 	{ "ingest_real_pdf_every_page_with_progress", ingest_real_pdf_every_page_with_progress },
 	{ NULL, NULL },

@@ -634,6 +634,89 @@ static void build_short_doc_stays_exact(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* sekv_anchor_score_attention: log of the mean mass per later query,
+ * summed over rows; negative and non-finite entries count as 0. Hand
+ * values: n = 4, rows {4, 3, 2, 1} and {0, 3, -1, NaN}: sums 4, 6, 2, 1
+ * over 4, 3, 2, 1 queries: means 1, 2, 1, 1. */
+static void anchor_score_attention_hand_values(struct test_ctx *t)
+{
+	const float acc[8] = { 4, 3, 2, 1, 0, 3, -1, NAN };
+	const double want[4] = { 0, 0.69314718, 0, 0 };
+	float out[4];
+
+	sekv_anchor_score_attention(acc, 2, 4, out);
+	for (int i = 0; i < 4; i++)
+		T_CHECKF(t, fabs(out[i] - want[i]) < 1e-6, "t %d: %g, want %g", i, out[i], want[i]);
+}
+
+/* With sekv_params.anchor_score set, sekv_build places the anchors by that
+ * score (planted spikes where surprisal has none become anchors, and the
+ * surprisal anchors that are not spikes do not) while the memory keeps
+ * the surprisal itself (the summaries' weights); a non-finite score is
+ * refused. */
+static void build_anchors_follow_anchor_score(struct test_ctx *t)
+{
+	const int n = 1200, dh = 32;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m0 = NULL, *m1 = NULL;
+	float *score = calloc(n, sizeof *score);
+	char err[256];
+	int planted = 0, hit = 0, kept_h = 0, n_h = 0;
+
+	T_CHECK(t, score && fx_doc_make(&d, n, 1, 2, 1, dh, 23) == 0);
+	fx_no_budget(&p);
+	p.n_sink = 4;
+	p.n_recent = 16;
+	T_CHECKF(t, fx_doc_build(&m0, &d, &p, err, sizeof err) == 0, "%s", err);
+	/* spikes every 37 tokens, where surprisal has no anchor */
+	for (int i = 40; i < n - 40; i += 37)
+		if (!m0->is_anchor[i]) {
+			score[i] = 10.0f;
+			planted++;
+		}
+	p.anchor_score = score;
+	T_CHECKF(t, fx_doc_build(&m1, &d, &p, err, sizeof err) == 0, "%s", err);
+	for (int i = 0; i < n; i++) {
+		hit += score[i] > 0 && m1->is_anchor[i];
+		if (i >= p.n_sink && i < n - p.n_recent && m0->is_anchor[i]) {
+			n_h++;
+			kept_h += m1->is_anchor[i] && score[i] > 0;
+		}
+	}
+	T_CHECKF(t, planted > 20 && hit == planted && n_h > 20 && kept_h == 0,
+		 "%d of %d spikes anchored; %d of %d surprisal anchors kept", hit, planted, kept_h, n_h);
+	T_CHECK(t, !memcmp(m1->surprisal, d.h, (size_t)n * sizeof *d.h));
+	sekv_mem_free(m1);
+	m1 = NULL;
+	score[100] = NAN;
+	T_CHECK(t, fx_doc_build(&m1, &d, &p, err, sizeof err) == SEKV_EINVAL && m1 == NULL &&
+		   strstr(err, "anchor score"));
+	sekv_mem_free(m0);
+	fx_doc_free(&d);
+	free(score);
+}
+
+/* sekv_anchor_score_union: the larger of the two causal z-scores (0 for
+ * the first two positions and at zero deviation). Hand values: a = {1, 3,
+ * 2, 10}, b = {5, 5, 5, 4}: at t = 2, a's mean 2 and deviation 1 give 0,
+ * b's deviation 0 gives 0; at t = 3, a's mean 2 and deviation sqrt(2/3)
+ * give 8 / 0.8165 = 9.798, b's (mean 5, deviation 0) 0. */
+static void anchor_score_union_hand_values(struct test_ctx *t)
+{
+	const float a[4] = { 1, 3, 2, 10 }, b[4] = { 5, 5, 5, 4 }, c[4] = { 0, 0, 9, 0 };
+	const double want[4] = { 0, 0, 0, 9.797959 };
+	float out[4];
+
+	sekv_anchor_score_union(a, b, 4, out);
+	for (int i = 0; i < 4; i++)
+		T_CHECKF(t, fabs(out[i] - want[i]) < 1e-5, "t %d: %g, want %g", i, out[i], want[i]);
+	/* b = {5, 5, 5, 4} vs c = {0, 0, 9, 0}: at t = 2 c's deviation is 0 (0);
+	 * at t = 3 c's mean 3, deviation sqrt(18) = 4.243: z -0.707; b's 0 */
+	sekv_anchor_score_union(c, b, 4, out);
+	T_CHECKF(t, fabs(out[3]) < 1e-6 && fabs(out[2]) < 1e-6, "%g %g", out[2], out[3]);
+}
+
 const struct test_case test_sekv[] = {
 	{ "sekv_segment_known_anchors", segment_known_anchors },
 	{ "sekv_segment_matches_bruteforce", segment_matches_bruteforce },
@@ -648,5 +731,8 @@ const struct test_case test_sekv[] = {
 	{ "sekv_build_rows_int8_within_gate", build_rows_int8_within_gate },
 	{ "sekv_tier_parts_sum_to_static", tier_parts_sum_to_static },
 	{ "sekv_build_short_doc_stays_exact", build_short_doc_stays_exact },
+	{ "sekv_anchor_score_attention_hand_values", anchor_score_attention_hand_values },
+	{ "sekv_build_anchors_follow_anchor_score", build_anchors_follow_anchor_score },
+	{ "sekv_anchor_score_union_hand_values", anchor_score_union_hand_values },
 	{ NULL, NULL },
 };

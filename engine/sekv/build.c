@@ -497,14 +497,18 @@ int sekv_build(struct sekv_mem **out, const struct sekv_params *p,
 			 k, v, err, errlen);
 	if (rc)
 		return rc;
+	for (int t = 0; p->anchor_score && t < n_tok; t++)
+		if (!isfinite(p->anchor_score[t]))
+			return sekv_errf(err, errlen, SEKV_EINVAL,
+					 "sekv_build: anchor score: position %d: not finite", t);
 	anchor = malloc((size_t)n_tok + 1);
 	span = malloc(((size_t)n_tok / 2 + 1) * sizeof *span);
 	if (!anchor || !span) {
 		rc = sekv_errf(err, errlen, SEKV_ENOMEM, "sekv_build: segments: out of memory");
 		goto out;
 	}
-	sekv_seg_fit(surprisal, n_tok, p, row, d_h, anchor, span, &n_span, &alpha, &lm_len,
-		     note, sizeof note);
+	sekv_seg_fit(p->anchor_score ? p->anchor_score : surprisal, n_tok, p, row, d_h, anchor, span,
+		     &n_span, &alpha, &lm_len, note, sizeof note);
 	sekv_seg_static_bytes(n_tok, span, n_span, row, d_h, lm_len, p->dev_rows, &n_exact, &n_comp);
 	nf = (size_t)n_layer * n_comp * n_head_kv * 2;
 	ranks = malloc((nf + 1) * sizeof *ranks);

@@ -55,6 +55,36 @@ int sekv_seg_spans(const uint8_t *is_anchor, int n, int l_min, int n_sink,
 	return n_span;
 }
 
+void sekv_anchor_score_attention(const float *acc, int n_row, int n_tok, float *out)
+{
+	for (int t = 0; t < n_tok; t++) {
+		double a = 0;
+		for (int r = 0; r < n_row; r++) {
+			float x = acc[(size_t)r * n_tok + t];
+			a += isfinite(x) && x > 0 ? x : 0;
+		}
+		out[t] = (float)log(a / (double)(n_tok - t) + 1e-9);
+	}
+}
+
+void sekv_anchor_score_union(const float *a, const float *b, int n, float *out)
+{
+	double mean[2] = { 0, 0 }, m2[2] = { 0, 0 };
+
+	for (int t = 0; t < n; t++) {
+		double z = -INFINITY;
+		for (int i = 0; i < 2; i++) {
+			double x = i ? b[t] : a[t], sd = t >= 2 ? sqrt(m2[i] / t) : 0;
+			double zi = sd > 0 ? (x - mean[i]) / sd : 0;
+			z = zi > z ? zi : z;
+			double d = x - mean[i];
+			mean[i] += d / (t + 1);
+			m2[i] += d * (x - mean[i]);
+		}
+		out[t] = (float)z;
+	}
+}
+
 int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 		 int n_sink, int n_recent, uint8_t *is_anchor,
 		 struct sekv_span **span, int *n_span)

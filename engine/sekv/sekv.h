@@ -30,6 +30,14 @@ struct sekv_params {
 	int l_min;           /* spans shorter than this stay exact (4) */
 	int n_sink;          /* first tokens always exact (attention sinks) (4) */
 	int n_recent;        /* last document tokens always exact (64) */
+	const float *anchor_score; /* [n_tok] borrowed for sekv_build: anchors
+	                        and span boundaries by this score (same rule:
+	                        above its running mean + alpha * deviation)
+	                        instead of surprisal, which still weights the
+	                        summaries; sekv_anchor_score_attention makes it
+	                        (issue 19: anchors by received attention hold
+	                        more of the answers' attention); NULL: surprisal
+	                        (the paper's rule) */
 	int exact_below;     /* a memory of fewer tokens stays exact: no spans
 	                        (issue 19: at a small budget a short text
 	                        became one or two compressed spans); 0: never
@@ -309,6 +317,23 @@ struct sekv_mem {
 int sekv_segment(const float *surprisal, int n, float alpha, int l_min,
 		 int n_sink, int n_recent, uint8_t *is_anchor,
 		 struct sekv_span **span, int *n_span);
+
+/* Anchor score from the attention each position received while the
+ * document was prefilled: acc -> [n_row][n_tok] attention mass accumulated
+ * over every later query (H2O's scores, engine/kv/kv_select.h: one row per
+ * global layer and KV head). out[t] = log(sum_r acc[r][t] / (n_tok - t) +
+ * 1e-9): the mean mass per query that could see t, summed over the rows,
+ * in log scale (measured, issue 19: the linear mean picks a few extreme
+ * tokens and merges the rest into long spans). out [n_tok] may not alias
+ * acc. Non-finite or negative sums count as 0. Pure, no allocation. */
+void sekv_anchor_score_attention(const float *acc, int n_row, int n_tok, float *out);
+/* Both scores at once: out[t] = max(z_a(t), z_b(t)), z_x(t) = (x_t -
+ * mean) / deviation over x_0..x_{t-1} (causal, population; 0 before two
+ * samples or at zero deviation), so that a position stands out when
+ * either score does (issue 19: attention anchors keep what later text
+ * reads, surprisal anchors the rare values a needle is made of). a, b, out
+ * [n]; out may alias neither. Pure, no allocation. */
+void sekv_anchor_score_union(const float *a, const float *b, int n, float *out);
 
 /* Builds the memory of a document from its global-layer KV cache:
  * k[l], v[l] point to [n_tok][n_head_kv][d_h] fp16 rows of global layer l
