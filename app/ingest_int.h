@@ -9,6 +9,7 @@
 #include "app/extract.h"
 #include "engine/conv/chat.h"
 #include "engine/model/model.h"
+#include "engine/sekv/sekv.h"
 #include "store/store.h"
 
 struct import_conv;
@@ -109,5 +110,19 @@ void app_ingest_report_doc(struct ingest *g);
 int app_ingest_ids_dup(const struct ingest *g, int64_t **ids, int *n);
 /* Frees everything g holds (model, tokenizer and library included). */
 void app_ingest_free(struct ingest *g);
+
+/* ingest_mem.c. The SeKV build's parameters from the options, at budget
+ * (a fraction of the full KV); sp is overwritten. */
+void app_ingest_mem_params(const struct app_opts *o, const struct model *m, double budget,
+			   struct sekv_params *sp);
+/* Sets sp->anchor_score for a document of n_tok tokens as --anchors says:
+ * NULL for surprisal, else from H2O's scores h2o [n_global][n_head_kv]
+ * [n_tok] (sekv_anchor_score_attention; with "both" its union with
+ * surprisal [n_tok], sekv_anchor_score_union). Without h2o (none recorded)
+ * the anchors stay by surprisal and a note says so. *buf is what to free
+ * after sekv_build (malloc'ed, or NULL). 0 or SEKV_ENOMEM. */
+int app_ingest_anchor_score(const struct app_opts *o, const struct model_hparams *hp,
+			    const float *h2o, const float *surprisal, int n_tok, struct sekv_params *sp,
+			    float **buf, char *err, size_t errlen);
 
 #endif
