@@ -171,6 +171,8 @@ _Static_assert(_Generic(((struct sekv_params *)0)->static_share, double: 1, defa
 	       "--static-share is double");
 _Static_assert(_Generic(((struct sekv_params *)0)->zoom_blocks, int: 1, default: 0),
 	       "--zoom-blocks is int");
+_Static_assert(_Generic(((struct sekv_params *)0)->zoom_scan, int: 1, default: 0),
+	       "--zoom-scan is int");
 _Static_assert(_Generic(((struct sampler_params *)0)->temperature, float: 1, default: 0), "--temp is float");
 _Static_assert(_Generic(((struct sampler_params *)0)->seed, uint64_t: 1, default: 0), "--seed is uint64_t");
 
@@ -252,6 +254,13 @@ static const struct opt_row opt_table[] = {
 	  .help = "with landmark routing, a zoom rebuilds at most N landmark blocks of a span "
 		  "(its best block and neighbours; the span's summary stands for the rest), grown "
 		  "to the whole span where the budget still allows; 0: whole spans",
+	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
+	{ .name = "--zoom-scan", .arg = "F", .kind = OPT_INT, .off = F(zoom_scan),
+	  .set_off = NO_SET, SEKV_DEF(zoom_scan), .imin = 0, .imax = 1 << 10,
+	  .help = "with landmark routing, zoom single rows: the best landmark blocks holding F "
+		  "times the rows the zoom budget holds have their keys rebuilt and scored against "
+		  "the query, and only the rows with the most estimated attention are rebuilt "
+		  "(--zoom-blocks is then unused); 0: landmark blocks",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--question-turn", .kind = OPT_CHOICE, .off = F(question_zoom), .set_off = NO_SET,
 	  .choices = "exact|zoom",

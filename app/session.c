@@ -249,6 +249,7 @@ static int open_sekv(struct session *s, char *err, size_t errlen)
 		return rc;
 	s->sp.router = s->o.kv == APP_KV_SUMMARY ? SEKV_ROUTER_NONE : s->o.router;
 	s->sp.zoom_blocks = s->o.zoom_blocks;
+	s->sp.zoom_scan = s->o.zoom_scan;
 	s->sp.question_exact = !s->o.question_zoom;
 	if ((rc = parse_zoom_shares(s, err, errlen)))
 		return rc;

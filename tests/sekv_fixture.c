@@ -141,16 +141,22 @@ void fx_decode_evict_at(int step, int to)
 	fx_evict_to = to;
 }
 
-/* The zoom of span (layer l, KV head kv) at this step, or NULL. */
-static const struct sekv_zoom *step_zoom(const struct sekv_ctx *c, int l, int span, int kv,
-					 int group)
+/* Marks in held [n_tok] the rows of every compressed span that KV head kv
+ * holds rebuilt at this step of global layer l (sekv_ctx_zoomed_rows);
+ * n_held [n_comp] their count per span. -1 when the ctx refuses. */
+static int held_rows(const struct sekv_ctx *c, const struct sekv_mem *m, int l, int kv,
+		     uint8_t *held, int *n_held, int32_t *pos)
 {
-	const struct sekv_stats *st = sekv_ctx_stats(c);
-
-	for (int z = 0; z < st->n_zoom; z++)
-		if (st->zoom[z].layer == l && st->zoom[z].span == span && st->zoom[z].head / group == kv)
-			return &st->zoom[z];
-	return NULL;
+	memset(held, 0, (size_t)m->n_tok);
+	for (int i = 0; i < m->n_comp; i++) {
+		int n = sekv_ctx_zoomed_rows(c, l, kv, i, pos, m->n_tok);
+		if (n < 0 || n > m->span[m->comp_span[i]].len)
+			return -1;
+		n_held[i] = n;
+		for (int j = 0; j < n; j++)
+			held[pos[j]] = 1;
+	}
+	return 0;
 }
 
 double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
@@ -166,6 +172,9 @@ double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 	float *tv = calloc((size_t)d->n_layer * n_step * nkv * dh, 4);
 	struct fx_ref_rows r = { 0, malloc((size_t)cap * dh * 4), malloc((size_t)cap * dh * 4),
 			      malloc((size_t)cap * 4) };
+	uint8_t *held = calloc((size_t)d->n_tok, 1);
+	int *n_held = calloc((size_t)m->n_comp + 1, sizeof *n_held);
+	int32_t *pos = malloc((size_t)d->n_tok * sizeof *pos);
 	double worst = 0;
 
 	fx_rng_seed(seed);
@@ -190,15 +199,17 @@ double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 				int kv = h / g;
 				float kr[512], vr[512];
 				r.n = 0;
+				if (mode == 2 && held_rows(c, m, l, kv, held, n_held, pos)) {
+					worst = -1;
+					break;
+				}
 				for (int p = 0; p < d->n_tok; p++) {
 					int comp = -1;
 					for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 						const struct sekv_span *sp = &m->span[m->comp_span[i]];
-						const struct sekv_zoom *z = mode == 2 ?
-							step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
-						/* exact: a zoomed window's rows */
+						/* exact: the rows rebuilt */
 						if (p >= sp->start && p < sp->start + sp->len &&
-						    !(z && p >= sp->start + z->r0 && p < sp->start + z->r0 + z->n))
+						    !(mode == 2 && held[p]))
 							comp = i;
 					}
 					if (comp >= 0)
@@ -212,9 +223,7 @@ double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 				for (int i = 0; mode >= 1 && i < m->n_comp; i++) {
 					const struct sekv_span *sp = &m->span[m->comp_span[i]];
 					double sum = 0, kb[512] = {0}, vb[512] = {0};
-					const struct sekv_zoom *z = mode == 2 ?
-						step_zoom(c, l, m->comp_span[i], kv, g) : NULL;
-					int rest = sp->len - (z ? z->n : 0);
+					int rest = sp->len - (mode == 2 ? n_held[i] : 0);
 					if (rest == 0)
 						continue;   /* zoomed whole: no coarse row */
 					for (int p = sp->start; p < sp->start + sp->len; p++)
@@ -247,6 +256,7 @@ double fx_decode_vs_ref(const struct fx_doc *d, const struct sekv_mem *m,
 		}
 	free(q); free(k); free(v); free(out); free(ref); free(tk); free(tv);
 	free(r.k); free(r.v); free(r.bias);
+	free(held); free(n_held); free(pos);
 	return worst;
 }
 

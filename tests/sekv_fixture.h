@@ -60,9 +60,10 @@ void fx_default_params(struct sekv_params *p);
  * global layer of d, and compares each query head's output [d_h] with
  * fx_ref_attend over rows chosen by `mode`: 0 = all document rows, 1 =
  * exact rows + coarse rows (surprisal-weighted means, fp16, bias log of
- * the rows they stand for) built here, 2 = as 1 but the spans this step
- * zoomed (sekv_ctx_stats) at their exact rows (full-rank fp32 factors
- * rebuild them exactly); then the steps' own rows. Queries [n_head][d_h]
+ * the rows they stand for) built here, 2 = as 1 but the rows this step
+ * rebuilt (sekv_ctx_zoomed_rows) at their exact rows (full-rank fp32
+ * factors rebuild them exactly) and the coarse rows standing for the
+ * rest; then the steps' own rows. Queries [n_head][d_h]
  * are 2 N(0,1), keys and values [n_head_kv][d_h] N(0,1) rounded to fp16,
  * drawn per step and layer (the query first) after fx_rng_seed(seed).
  * q_scale: the softmax scale c was made with. d_h <= 512. Returns the max

@@ -156,11 +156,13 @@ static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
 	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
 	T_CHECKF(t, m->n_comp >= 8, "n_comp %d", m->n_comp);
 	/* landmark and summary routers, then landmark zooms of at most two
-	 * blocks (rows of a span rebuilt, its coarse row for the rest) */
-	for (int r = 0; r < 3; r++) {
+	 * blocks (rows of a span rebuilt, its coarse row for the rest), then
+	 * zooms of single rows (zoom_scan) */
+	for (int r = 0; r < 4; r++) {
 		int part = 0;
 		p.router = r == 1 ? SEKV_ROUTER_SUMMARY : SEKV_ROUTER_LANDMARK;
 		p.zoom_blocks = r == 2 ? 2 : 0;
+		p.zoom_scan = r == 3 ? 4 : 0;
 		T_CHECKF(t, sekv_ctx_new(&c, m, &p, 12, 0.125f, err, sizeof err) == 0, "%s", err);
 		double e = fx_decode_vs_ref(&d, m, c, 12, 2, 0.125f, 5 + r);
 		const struct sekv_stats *st = sekv_ctx_stats(c);
@@ -173,7 +175,8 @@ static void zoom_changes_between_steps_match_reference(struct test_ctx *t)
 			part += zz->n < len;
 			/* a window grows to its span where the budget still allows */
 			T_CHECK(t, zz->r0 >= 0 && zz->n > 0 && zz->r0 + zz->n <= len &&
-				   (r == 2 ? zz->n <= 2 * m->lm_len || zz->n == len : zz->n == len));
+				   (r == 3 || (r == 2 ? zz->n <= 2 * m->lm_len || zz->n == len :
+						   zz->n == len)));
 		}
 		T_CHECKF(t, r < 2 || part > 0, "no span zoomed in part (%d zooms)", st->n_zoom);
 		sekv_ctx_free(c);
@@ -268,9 +271,11 @@ static void budget_alpha_note_and_merge(struct test_ctx *t)
  * query head over the document, minus the mass of compressed spans not
  * zoomed for its KV head in that step, averaged over heads. */
 static double ref_mass_recall(const struct fx_doc *d, const struct sekv_mem *m,
-			      const struct sekv_stats *st, const float *q, float q_scale)
+			      const struct sekv_ctx *c, const float *q, float q_scale)
 {
 	double sum = 0;
+	int32_t *pos = malloc((size_t)d->n_tok * sizeof *pos);
+	uint8_t *held = malloc((size_t)d->n_tok);
 
 	for (int h = 0; h < d->n_head; h++) {
 		int kv = h / (d->n_head / d->n_head_kv);
@@ -285,17 +290,25 @@ static double ref_mass_recall(const struct fx_doc *d, const struct sekv_mem *m,
 		}
 		for (int j = 0; j < d->n_tok; j++)
 			tot += (x[j] = exp(x[j] - mx));
-		for (int c = 0; c < m->n_comp; c++) {
-			int sp = m->comp_span[c], zoomed = 0;
-			for (int z = 0; z < st->n_zoom; z++)
-				zoomed |= st->zoom[z].layer == 0 && st->zoom[z].span == sp &&
-					  st->zoom[z].head / (d->n_head / d->n_head_kv) == kv;
-			for (int j = m->span[sp].start; !zoomed && j < m->span[sp].start + m->span[sp].len; j++)
-				lost += x[j];
+		/* the rows each span holds rebuilt in layer 0 */
+		memset(held, 0, (size_t)d->n_tok);
+		for (int s = 0; s < m->n_comp; s++) {
+			int n = sekv_ctx_zoomed_rows(c, 0, kv, s, pos, d->n_tok);
+			for (int i = 0; i < n; i++)
+				held[pos[i]] = 1;
+			if (n < 0)
+				lost = 1e300;
+		}
+		for (int s = 0; s < m->n_comp; s++) {
+			int sp = m->comp_span[s];
+			for (int j = m->span[sp].start; j < m->span[sp].start + m->span[sp].len; j++)
+				lost += held[j] ? 0 : x[j];
 		}
 		sum += 1 - lost / tot;
 		free(x);
 	}
+	free(pos);
+	free(held);
 	return sum / d->n_head;
 }
 
@@ -372,7 +385,7 @@ static void oracle_router_zooms_most_mass(struct test_ctx *t)
 		T_CHECK(t, fabs(st->mass_recall_lh[0] + st->mass_recall_lh[1] + st->mass_recall_lh[2] +
 				st->mass_recall_lh[3] - st->mass_recall_sum) < 1e-9);
 		recall[r] = st->mass_recall_sum / st->mass_recall_n;
-		double ref = ref_mass_recall(&d, m, st, q, 0.18f);
+		double ref = ref_mass_recall(&d, m, c[r], q, 0.18f);
 		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "router %d: mass_recall %.6f, reference %.6f",
 			 r, recall[r], ref);
 		if (r == 0 || r == 3) {
@@ -579,6 +592,131 @@ static void mass_oracle_vs_sorted_reference(struct test_ctx *t)
 	free(srt);
 }
 
+static int cmp_desc_f(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x < y) - (x > y);
+}
+
+/* Zooms of single rows (sekv_params.zoom_scan) scanning every compressed
+ * row: the rows kept are the best by exact score (one query head, so the
+ * ranking is the score's; int8 scan keys may swap near-ties, so a margin
+ * of 3 ranks), the planted matches among them, their count what the zoom
+ * budget holds; mass_recall equals a double reference over the rows kept
+ * and beats zooms of landmark blocks at the same budget. */
+static void zoom_rows_keep_the_best_rows(struct test_ctx *t)
+{
+	const int n_tok = 1500, dh = 32;
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const uint16_t *keys[1];
+	float q[32], kk[32], vv[32], out[32];
+	double recall[2] = { -1, -1 }, e[32], nrm = 0;
+	double *sc = malloc((size_t)n_tok * sizeof *sc), *srt = malloc((size_t)n_tok * sizeof *srt);
+	int32_t *pos = malloc((size_t)n_tok * sizeof *pos);
+	int plant[5] = { 150, 420, 700, 701, 1200 }, comp_tok = 0;
+	char err[256];
+
+	T_CHECK(t, sc && srt && pos && fx_doc_make(&d, n_tok, 1, 1, 1, dh, 63) == 0);
+	fx_default_params(&p);
+	p.budget = 0.10;
+	p.n_recent = 16;
+	p.rank_energy = 0;    /* every component: rebuilt keys are the rows */
+	p.r_max = p.r_use = dh;
+	p.factor_f16 = 0;
+	fx_rng_seed(5);
+	for (int i = 0; i < dh; i++) {
+		e[i] = fx_rng_n();
+		nrm += e[i] * e[i];
+	}
+	for (int k = 0; k < 5; k++)
+		for (int i = 0; i < dh; i++)
+			d.k[0][(size_t)plant[k] * dh + i] = quant_f32_to_f16((float)((30 - k) * e[i] / sqrt(nrm)));
+	for (int i = 0; i < dh; i++) {
+		q[i] = (float)(2 * e[i] / sqrt(nrm));
+		kk[i] = vv[i] = 0.1f;
+	}
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	keys[0] = d.k[0];
+	for (int s = 0; s < m->n_comp; s++)
+		comp_tok += m->span[m->comp_span[s]].len;
+	for (int r = 0; r < 2; r++) {
+		struct sekv_params pr = p;
+		pr.zoom_scan = r == 0 ? 64 : 0;   /* 64 x the zoom rows: every row scanned */
+		T_CHECKF(t, sekv_ctx_new(&c, m, &pr, 4, 0.18f, err, sizeof err) == 0, "%s", err);
+		sekv_ctx_set_exact_keys(c, keys);
+		T_CHECK(t, sekv_attend(c, d.layer_id[0], n_tok, q, kk, vv, out) == 0);
+		const struct sekv_stats *st = sekv_ctx_stats(c);
+		recall[r] = st->mass_recall_n ? st->mass_recall_sum / st->mass_recall_n : -1;
+		double ref = ref_mass_recall(&d, m, c, q, 0.18f);
+		T_CHECKF(t, fabs(recall[r] - ref) < 1e-4, "zoom_scan %d: mass_recall %.6f, reference %.6f",
+			 pr.zoom_scan, recall[r], ref);
+		if (r == 1)
+			break;
+		/* exact scores of the compressed rows, the kept ones marked */
+		int n = 0, kept = 0, low = 0, miss = 0;
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			for (int j = sp->start; j < sp->start + sp->len; j++) {
+				double a = 0;
+				for (int i = 0; i < dh; i++)
+					a += (double)q[i] * quant_f16_to_f32(d.k[0][(size_t)j * dh + i]);
+				sc[j] = a;
+				srt[n++] = a;
+			}
+		}
+		qsort(srt, (size_t)n, sizeof *srt, cmp_desc_f);
+		for (int s = 0; s < m->n_comp; s++)
+			kept += sekv_ctx_zoomed_rows(c, 0, 0, s, pos, n_tok);
+		T_CHECKF(t, kept > 8 && kept < comp_tok / 4 &&
+			 (size_t)kept * sekv_dev_rows_bytes(1, 1, 1, dh, 0) == st->recon_bytes,
+			 "%d rows kept of %d, %zu bytes", kept, comp_tok, st->recon_bytes);
+		double hi = srt[kept - 1 - 3], lo = srt[kept + 3];
+		for (int s = 0; s < m->n_comp; s++) {
+			const struct sekv_span *sp = &m->span[m->comp_span[s]];
+			int nk = sekv_ctx_zoomed_rows(c, 0, 0, s, pos, n_tok);
+			uint8_t in[4096] = { 0 };
+			for (int i = 0; i < nk; i++) {
+				T_CHECK(t, pos[i] >= sp->start && pos[i] < sp->start + sp->len &&
+					   (i == 0 || pos[i] > pos[i - 1]));
+				in[pos[i] - sp->start] = 1;
+				low += sc[pos[i]] < lo;
+			}
+			for (int j = sp->start; j < sp->start + sp->len; j++)
+				miss += sc[j] > hi && !in[j - sp->start];
+		}
+		T_CHECKF(t, low == 0 && miss == 0, "%d kept below rank %d, %d above rank %d not kept",
+			 low, kept + 3, miss, kept - 3);
+		/* a planted row in a compressed span is kept (one outside is exact) */
+		int n_comp_plant = 0;
+		for (int k = 0; k < 5; k++) {
+			int found = 0, in_comp = 0;
+			for (int s = 0; s < m->n_comp; s++) {
+				const struct sekv_span *sp = &m->span[m->comp_span[s]];
+				int nk = sekv_ctx_zoomed_rows(c, 0, 0, s, pos, n_tok);
+				in_comp |= plant[k] >= sp->start && plant[k] < sp->start + sp->len;
+				for (int i = 0; i < nk; i++)
+					found |= pos[i] == plant[k];
+			}
+			n_comp_plant += in_comp;
+			T_CHECKF(t, found || !in_comp, "planted row %d not kept", plant[k]);
+		}
+		T_CHECKF(t, n_comp_plant >= 3, "%d planted rows in compressed spans", n_comp_plant);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
+	T_CHECKF(t, recall[0] > recall[1] + 0.02, "mass_recall rows %.4f, blocks %.4f", recall[0],
+		 recall[1]);
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+	free(sc);
+	free(srt);
+	free(pos);
+}
+
 const struct test_case test_sekv_budget[] = {
 	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
@@ -588,5 +726,6 @@ const struct test_case test_sekv_budget[] = {
 	{ "sekv_oracle_and_landmark_routers_zoom_most_mass", oracle_router_zooms_most_mass },
 	{ "sekv_attn_err_vs_reference", attn_err_vs_reference },
 	{ "sekv_mass_oracle_vs_sorted_reference", mass_oracle_vs_sorted_reference },
+	{ "sekv_zoom_rows_keep_the_best_rows", zoom_rows_keep_the_best_rows },
 	{ NULL, NULL },
 };

@@ -113,6 +113,9 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	    (c->recon_type == BACKEND_ROW_I8 &&
 	     ((rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_ks)) ||
 	      (rc = op->buf_new(c->be, n_rec * vsc * sizeof(float), &c->recon_vs)))) ||
+	    (c->scan_cap > 0 &&
+	     ((rc = op->buf_new(c->be, (size_t)c->scan_cap * m->d_h, &c->scan_k)) ||
+	      (rc = op->buf_new(c->be, (size_t)c->scan_cap * sizeof(float), &c->scan_ks)))) ||
 	    (rc = sekv_dev_open(c)) ||
 	    (m->n_lm > 0 &&
 	     ((rc = op->buf_wrap(c->be, m->lm_k, (size_t)m->n_layer * m->n_lm * row, &c->lm_kb)) ||
@@ -131,7 +134,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	struct arena ar = {0};
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
-	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl;
+	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl,
+	       o_le, o_bc, o_sr, o_ssc, o_sp, o_rp, scan_cap, n_rj, n_rope;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -162,6 +166,18 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 		n_rec += r;
 		max_rows = r > max_rows ? r : max_rows;
 	}
+	/* a row zoom scans zoom_scan times its region's rows, at least a block */
+	scan_cap = 0;
+	if (p->zoom_scan > 0 && m->n_lm > 0) {
+		scan_cap = (size_t)p->zoom_scan * max_rows;
+		scan_cap = scan_cap > (size_t)m->lm_len ? scan_cap : (size_t)m->lm_len;
+		scan_cap = scan_cap < (size_t)m->n_head_kv * comp_tok ? scan_cap :
+			   (size_t)m->n_head_kv * comp_tok;
+	}
+	n_rj = 2 * (size_t)m->n_head_kv * n_comp;
+	n_rj = n_rj > 2 * max_rows ? n_rj : 2 * max_rows;
+	n_rj = n_rj > (size_t)m->n_head_kv * m->n_lm ? n_rj : (size_t)m->n_head_kv * m->n_lm;
+	n_rope = max_rows > scan_cap ? max_rows : scan_cap;
 	o_c = arena_reserve(&ar, 1, sizeof *c);
 	o_kap = arena_reserve(&ar, (size_t)m->n_layer * m->n_head * n_comp, SEKV_D_ROUTE * sizeof(float));
 	o_nt = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
@@ -175,7 +191,13 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_zlw = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp + 2, sizeof(struct zent));
 	o_lsc = arena_reserve(&ar, (size_t)m->n_head * m->n_lm + 1, sizeof(float));
 	o_mark = arena_reserve(&ar, n_comp, 1);
-	o_rj = arena_reserve(&ar, 2 * (size_t)m->n_head_kv * n_comp, sizeof(struct backend_recon));
+	o_rj = arena_reserve(&ar, n_rj, sizeof(struct backend_recon));
+	o_le = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
+	o_bc = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0, sizeof(struct cand));
+	o_sr = arena_reserve(&ar, scan_cap, sizeof(struct srow));
+	o_ssc = arena_reserve(&ar, scan_cap * (size_t)(m->n_head / m->n_head_kv), sizeof(float));
+	o_sp = arena_reserve(&ar, 2 * scan_cap, sizeof(float));
+	o_rp = arena_reserve(&ar, n_rec + 1, sizeof(int32_t));
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
 			      sizeof(struct backend_mix_block));
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
@@ -204,8 +226,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
 	o_rf = arena_reserve(&ar, half, sizeof(double));
-	o_rc = arena_reserve(&ar, max_rows * half, sizeof(float));
-	o_rs = arena_reserve(&ar, max_rows * half, sizeof(float));
+	o_rc = arena_reserve(&ar, n_rope * half, sizeof(float));
+	o_rs = arena_reserve(&ar, n_rope * half, sizeof(float));
 	o_sh = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
 	o_rb = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
 	o_rcp = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
@@ -257,6 +279,14 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->question_exact = p->question_exact != 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
+	c->lse_est = (float *)((char *)a + o_le);
+	c->zoom_scan = scan_cap ? p->zoom_scan : 0;
+	c->scan_cap = (int)scan_cap;
+	c->bcand = (struct cand *)((char *)a + o_bc);
+	c->scan = (struct srow *)((char *)a + o_sr);
+	c->scan_sc = (float *)((char *)a + o_ssc);
+	c->scan_p = (float *)((char *)a + o_sp);
+	c->recon_pos = (int32_t *)((char *)a + o_rp);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
@@ -319,7 +349,7 @@ void sekv_ctx_free(struct sekv_ctx *c)
 					       c->exact_k, c->exact_v, c->bar_k, c->bar_v,
 					       c->lm_kb, c->lm_sb, c->tail_ks, c->tail_vs,
 					       c->exact_ks, c->exact_vs, c->bar_ks, c->bar_vs,
-					       c->recon_ks, c->recon_vs };
+					       c->recon_ks, c->recon_vs, c->scan_k, c->scan_ks };
 		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 			op->buf_free(c->be, bufs[i]);
 		if (c->ws)
@@ -336,6 +366,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	size_t budget = c->st.budget_bytes;
 
 	c->last_pos = -1;
+	c->zoomed_layer = -1;
 	c->question = 0;
 	c->st.question_host_bytes = 0;
 	memset(c->n_tail, 0, (size_t)m->n_layer * sizeof *c->n_tail);
@@ -396,13 +427,12 @@ void sekv_ctx_set_exact_values(struct sekv_ctx *c, const uint16_t *const *v)
 		c->xv[l] = v ? v[l] : NULL;
 }
 
-/* Rebuild job of rows r0 .. r0 + len - 1 of a span's factor f (the span's
- * first position start) into row base + rows of buf: the kept components
- * (at most r_use of them) or the raw rows; a pre-RoPE key factor (is_key)
- * gets its positions' RoPE angles in rows' part of the layer's tables. */
-static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
-				      int start, int r0, int len, int l, int kv, int is_key,
-				      size_t base, size_t rows)
+/* The kept components (at most r_use of them) or the raw rows; a pre-RoPE
+ * key factor (is_key) gets its positions' RoPE angles in rows' part of
+ * the tables (sized for the largest region and the scan). */
+struct backend_recon sekv_recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
+				    int start, int r0, int len, int l, int kv, int is_key,
+				    size_t base, size_t rows)
 {
 	const struct sekv_mem *m = c->m;
 	int rows_form = sekv_rank_is_rows(f->rank), r = rows_form ? 0 : f->rank;
@@ -433,6 +463,51 @@ static struct backend_recon recon_job(const struct sekv_ctx *c, const struct sek
 				   c->rope_sn + rows * half);
 	}
 	return j;
+}
+
+void sekv_count_read(struct sekv_ctx *c, const struct backend_recon *j, int n)
+{
+	size_t sb, ub, vb;
+
+	sekv_factor_bytes(sekv_rank_is_rows(j->rank) ? j->rank : j->r, n, c->m->d_h,
+			  c->m->factor_f16, &sb, &ub, &vb);
+	c->st.factor_read_bytes += sb + ub + vb;
+}
+
+void sekv_zoom_clear(struct sekv_ctx *c, int l)
+{
+	const struct sekv_mem *m = c->m;
+	struct sekv_stats *st = &c->st;
+
+	c->zoomed_layer = l;
+	memset(c->mark, 0, (size_t)m->n_comp);
+	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)
+		c->zoom_row[i] = -1;
+	memset(c->zoom_win, 0, (size_t)m->n_head_kv * m->n_comp * 2 * sizeof *c->zoom_win);
+	for (int i = 0, o = 0, n = st->n_zoom; i < n; i++)
+		if (st->zoom[i].layer != l)
+			st->zoom[o++] = st->zoom[i];
+		else
+			st->n_zoom--;
+	st->zoom_total -= c->distinct_layer[l];
+	c->distinct_layer[l] = 0;
+	memset(st->zoom_count + (size_t)l * m->n_head, 0, (size_t)m->n_head * sizeof(int));
+}
+
+/* Bytes of reconstructed rows layer l may hold at step idx (tail index):
+ * its share of the budget past the static part and the tail rows
+ * reserved for this position in every layer; (size_t)-1 without a
+ * budget or in an exact question turn. */
+static size_t zoom_allow(const struct sekv_ctx *c, int l, int idx)
+{
+	const struct sekv_mem *m = c->m;
+	size_t fixed;
+
+	if (!c->st.budget_bytes || c->question)
+		return (size_t)-1;
+	fixed = m->static_bytes + (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
+	return c->st.budget_bytes > fixed ?
+	       (size_t)((double)(c->st.budget_bytes - fixed) * c->share[l]) : 0;
 }
 
 static int zent_by_row(const void *a, const void *b)
@@ -509,33 +584,15 @@ static int place(struct sekv_ctx *c, int l, int n_cand)
  * not rebuilt), rebuilds the others (one backend call) and records
  * statistics. Returns 0 or the backend's code; *bytes = the reconstructed
  * bytes in use. */
-static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
+static int zoom(struct sekv_ctx *c, int l, int n_cand, size_t allow, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
 	size_t rrow = c->recon_row_bytes;
-	size_t allow = (size_t)-1, used = 0, base = (size_t)c->rec_base[l];
+	size_t used = 0, base = (size_t)c->rec_base[l];
 	int distinct = 0, n_job = 0, n_z;
 
-	if (st->budget_bytes && !c->question) {
-		/* tail rows reserved for this position in every layer */
-		size_t fixed = m->static_bytes +
-			       (size_t)m->n_layer * (idx + 1 - c->tail_first) * c->row_bytes;
-		allow = st->budget_bytes > fixed ?
-			(size_t)((double)(st->budget_bytes - fixed) * c->share[l]) : 0;
-	}
-	memset(c->mark, 0, (size_t)m->n_comp);
-	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)
-		c->zoom_row[i] = -1;
-	memset(c->zoom_win, 0, (size_t)m->n_head_kv * m->n_comp * 2 * sizeof *c->zoom_win);
-	/* a repeated call for this layer in the same step replaces its zooms */
-	for (int i = 0, o = 0, n = st->n_zoom; i < n; i++)
-		if (st->zoom[i].layer != l)
-			st->zoom[o++] = st->zoom[i];
-		else
-			st->n_zoom--;
-	st->zoom_total -= c->distinct_layer[l];
-	memset(st->zoom_count + (size_t)l * m->n_head, 0, (size_t)m->n_head * sizeof(int));
+	sekv_zoom_clear(c, l);
 	/* windows by alpha while they fit; then, alpha first, a window grows to
 	 * its whole span where the rest still fits (a loose budget zooms
 	 * whole spans, as without windows) */
@@ -569,18 +626,14 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, int idx, size_t *bytes)
 		k++;
 		if (z->row < 0) {   /* rebuilt this step */
 			z->row = -z->row - 1;
-			c->rj[n_job++] = recon_job(c, &m->fac[fi], m->span[s].start, z->r0, z->n, l,
-						   cd->kv, 1, base, (size_t)z->row);
-			c->rj[n_job++] = recon_job(c, &m->fac[fi + 1], m->span[s].start, z->r0, z->n, l,
-						   cd->kv, 0, base, (size_t)z->row);
-			for (int kv2 = 0; kv2 < 2; kv2++) {
-				const struct backend_recon *rj = &c->rj[n_job - 2 + kv2];
-				size_t sb, ub, vb;
-				sekv_factor_bytes(sekv_rank_is_rows(rj->rank) ? rj->rank : rj->r, z->n,
-						  m->d_h, m->factor_f16, &sb, &ub, &vb);
-				st->factor_read_bytes += sb + ub + vb;
+			for (int k = 0; k < 2; k++) {
+				c->rj[n_job] = sekv_recon_job(c, &m->fac[fi + k], m->span[s].start, z->r0,
+							      z->n, l, cd->kv, k == 0, base, (size_t)z->row);
+				sekv_count_read(c, &c->rj[n_job++], z->n);
 			}
 		}
+		for (int t = 0; t < z->n; t++)
+			c->recon_pos[base + (size_t)z->row + t] = m->span[s].start + z->r0 + t;
 		c->zoom_row[z->id] = z->row;
 		c->zoom_win[2 * z->id] = z->r0;
 		c->zoom_win[2 * z->id + 1] = z->n;
@@ -658,7 +711,10 @@ static void probe_end(struct sekv_ctx *c, int layer)
 {
 	const struct sekv_mem *m = c->m;
 	const struct model_probe *p = c->probe;
+	int l = 0;
 
+	while (l < m->n_layer - 1 && m->layer_id[l] != layer)
+		l++;
 	for (int i = 0; i < p->n && i < MODEL_PROBE_MAX; i++) {
 		int h = p->head[i], g, r = 0;
 		const struct backend_mix_block *blk;
@@ -675,18 +731,18 @@ static void probe_end(struct sekv_ctx *c, int layer)
 		r += c->blk[2 * g + 1].n;
 		for (int s = 0; s < m->n_comp; s++) {
 			const struct sekv_span *sp = &m->span[m->comp_span[s]];
-			const int32_t *zw = c->zoom_win + ((size_t)g * m->n_comp + s) * 2;
-			int nz = blk[2 * s + 1].n, w0 = nz ? zw[0] : 0;
+			int nz = blk[2 * s + 1].n, zr = c->zoom_row[(size_t)g * m->n_comp + s];
+			const int32_t *pos = c->recon_pos + c->rec_base[l] + (zr > 0 ? zr : 0);
+			float each = 0;
 			if (!blk[2 * s].masked) {
 				/* over the tokens the span's rebuilt rows do not hold */
-				float each = rm[r++] / (float)(sp->len - nz);
+				each = rm[r++] / (float)(sp->len - nz);
 				for (int t = 0; t < sp->len && sp->start + t < p->n_pos; t++)
-					if (t < w0 || t >= w0 + nz)
-						out[sp->start + t] += each;
+					out[sp->start + t] += each;
 			}
 			for (int t = 0; t < nz; t++, r++)
-				if (sp->start + w0 + t < p->n_pos)
-					out[sp->start + w0 + t] += rm[r];
+				if (pos[t] < p->n_pos)
+					out[pos[t]] += rm[r] - each;
 		}
 	}
 }
@@ -765,8 +821,12 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if (c->question && c->router != SEKV_ROUTER_NONE)
 		sekv_route_all(c, &n_cand);
 	if ((rc = mix_call(c, layer, 0, qm, out)) ||
-	    (c->router != SEKV_ROUTER_NONE && !c->question && (rc = sekv_route(c, l, q, &n_cand))) ||
-	    (rc = zoom(c, l, n_cand, idx, &c->recon_layer[l])))
+	    (c->router != SEKV_ROUTER_NONE && !c->question && (rc = sekv_route(c, l, q, &n_cand))))
+		return rc;
+	rc = c->zoom_scan > 0 && c->router == SEKV_ROUTER_LANDMARK && !c->question ?
+	     sekv_zoom_rows(c, l, qm, zoom_allow(c, l, idx), &c->recon_layer[l]) :
+	     zoom(c, l, n_cand, zoom_allow(c, l, idx), &c->recon_layer[l]);
+	if (rc)
 		return rc;
 	if (c->xk[l])
 		sekv_add_mass_recall(c, l);
@@ -835,6 +895,23 @@ int sekv_ctx_evict_tail(struct sekv_ctx *c, int pos)
 	for (int l = 0; l < m->n_layer; l++)
 		c->st.tail_bytes += (size_t)(c->n_tail[l] - first) * c->row_bytes;
 	return SEKV_OK;
+}
+
+int sekv_ctx_zoomed_rows(const struct sekv_ctx *c, int l, int kv, int comp, int32_t *pos, int cap)
+{
+	const struct sekv_mem *m = c->m;
+	size_t id = (size_t)kv * m->n_comp + comp;
+	int n;
+
+	if (l != c->zoomed_layer || kv < 0 || kv >= m->n_head_kv || comp < 0 || comp >= m->n_comp ||
+	    cap < 0)
+		return SEKV_EINVAL;
+	if (c->zoom_row[id] < 0)
+		return 0;
+	n = c->zoom_win[2 * id + 1];
+	for (int i = 0; i < n && i < cap; i++)
+		pos[i] = c->recon_pos[(size_t)c->rec_base[l] + c->zoom_row[id] + i];
+	return n;
 }
 
 int sekv_ctx_tail_rows(const struct sekv_ctx *c)

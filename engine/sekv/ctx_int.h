@@ -15,6 +15,12 @@ struct zent {
 	int32_t id, r0, n, row;
 };
 
+/* A row scanned by a row zoom (zoomrows.c): KV head, compressed span,
+ * row of the span, query head of the block that brought it in. */
+struct srow {
+	int32_t kv, comp, off, head;
+};
+
 /* A span wanted by a KV head: the best alpha over its query heads. */
 struct cand {
 	int32_t kv, comp, head;
@@ -93,12 +99,28 @@ struct sekv_ctx {
 	                               float for large scores) */
 	struct cand *cand;          /* [n_head_kv * n_comp] */
 	int32_t *zoom_row;          /* [n_head_kv][n_comp] first recon row, -1 */
-	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] zoomed window of the span:
-	                               first row r0 and rows n (n = |S|: all of it) */
+	int32_t *zoom_win;          /* [n_head_kv][n_comp][2] the span's first rebuilt
+	                               row r0 and the rows held n (n = |S|: all of it);
+	                               their positions in recon_pos */
 	float *lm_sc;               /* [n_head][n_lm] this layer's landmark block
 	                               scores q . lm * q_scale + log|b| */
 	int zoom_blocks;            /* most landmark blocks one zoom rebuilds (0:
 	                               whole spans) */
+	int zoomed_layer;           /* global layer zoom_row .. recon_pos describe (-1) */
+	int zoom_scan;              /* sekv_params.zoom_scan: > 0 zooms single rows
+	                               (zoomrows.c) */
+	float *lse_est;             /* [n_head] the landmark router's log of the
+	                               head's whole estimated mass this step */
+	int scan_cap;               /* rows a row zoom may scan per layer and step */
+	struct cand *bcand;         /* [n_head_kv * n_lm] landmark blocks, ranked */
+	struct srow *scan;          /* [scan_cap] the rows scanned, by KV head */
+	float *scan_sc;             /* [group][scan_cap] their scores (one KV head's) */
+	float *scan_p;              /* [2][scan_cap] estimated share of attention
+	                               per row, and a copy to select in */
+	struct backend_buf *scan_k, *scan_ks; /* [scan_cap][d_h] int8 keys rebuilt
+	                               for scoring, fp32 row scales [scan_cap] */
+	int32_t *recon_pos;         /* [sum of rec_cap] document position of every
+	                               reconstructed row (this step's zooms) */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
 	struct backend_buf *recon_k; /* [sum of rec_cap][d_h] fp16 or fp32: each layer's
 	                               reconstructed rows (rows rec_base[l] ..
@@ -173,6 +195,29 @@ const float *sekv_dev_query(struct sekv_ctx *c, int l, const float *q);
  * per KV head, best first, into c->cand; *n_out their count. 0 or the
  * backend's code. */
 int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out);
+/* The value of rank k (0: the largest) of x[0..n), 0 <= k < n; reorders x
+ * (Hoare's selection, expected O(n)). */
+float sekv_kth_largest(float *x, int n, int k);
+/* Rebuild job of rows r0 .. r0 + len - 1 of a span's factor f (span start
+ * `start`) for KV head kv of layer l into rows base + rows of the
+ * reconstructed-row buffers at the device type (attend.c). */
+struct backend_recon sekv_recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
+				    int start, int r0, int len, int l, int kv, int is_key,
+				    size_t base, size_t rows);
+/* Forgets layer l's zooms and their statistics of the step before (a
+ * repeated call for the same layer and step replaces them). */
+void sekv_zoom_clear(struct sekv_ctx *c, int l);
+/* Adds the host-tier bytes job j reads for n rows to factor_read_bytes. */
+void sekv_count_read(struct sekv_ctx *c, const struct backend_recon *j, int n);
+/* Zooms of single rows of layer l (zoomrows.c; sekv_params.zoom_scan),
+ * after the landmark router: the best landmark blocks holding zoom_scan
+ * times the rows that `allow` bytes hold are scanned (keys rebuilt at
+ * int8, scored with qm, the query as the mixed attention scores) and the
+ * rows with the largest estimated share of their heads' attention, over
+ * all KV heads, are rebuilt into the layer's region. Fills zoom_row,
+ * zoom_win (first row, rows held), recon_pos and the step's statistics;
+ * *bytes = the reconstructed bytes. 0 or the backend's code. */
+int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *qm, size_t allow, size_t *bytes);
 /* Every compressed span of every KV head as a whole-span candidate (an
  * exact question turn), into c->cand; *n_out = their count. */
 void sekv_route_all(struct sekv_ctx *c, int *n_out);

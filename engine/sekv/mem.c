@@ -59,6 +59,7 @@ void sekv_default_params(struct sekv_params *p)
 	 * at most 4 blocks 1.54 / 0.62, 2 blocks 1.28 / 0.68, 1 block 1.07 /
 	 * 0.73: the budget holds a few spans but many 16-token blocks */
 	p->zoom_blocks = 1;
+	p->zoom_scan = 0;
 	p->question_exact = 1;
 }
 

@@ -71,9 +71,7 @@ void sekv_exact_mass(struct sekv_ctx *c, int l, const float *q)
 	}
 }
 
-/* The value of rank k (0: the largest) of x[0..n), 0 <= k < n; reorders x
- * (Hoare's selection, expected O(n)). */
-static float kth_largest(float *x, int n, int k)
+float sekv_kth_largest(float *x, int n, int k)
 {
 	int lo = 0, hi = n - 1;
 
@@ -126,7 +124,7 @@ static void add_mass_oracle(struct sekv_ctx *c, int l)
 				p[t] += (float)(c->xs[(size_t)h * n + t] / c->xtotal[h]);
 		if (k > 0 && k < n) {
 			memcpy(w, p, (size_t)n * sizeof *w);
-			thr = kth_largest(w, n, k - 1);
+			thr = sekv_kth_largest(w, n, k - 1);
 			for (int t = 0; t < n; t++)
 				n_above += p[t] > thr;
 		}
@@ -143,6 +141,7 @@ static void add_mass_oracle(struct sekv_ctx *c, int l)
 	}
 }
 
+
 /* mass_recall of this step's zooms of layer l (exact_mass computed), and
  * mass_oracle under a budget. */
 void sekv_add_mass_recall(struct sekv_ctx *c, int l)
@@ -157,10 +156,10 @@ void sekv_add_mass_recall(struct sekv_ctx *c, int l)
 		const float *x = c->xs + (size_t)h * m->n_tok;
 		double lost = 0;
 		for (int s = 0; s < m->n_comp; s++) {
+			const int32_t *pos = c->recon_pos + c->rec_base[l] + (zr[s] > 0 ? zr[s] : 0);
 			double got = 0;
-			int t0 = m->span[m->comp_span[s]].start + zw[2 * s];
-			for (int t = t0; zr[s] >= 0 && t < t0 + zw[2 * s + 1]; t++)
-				got += x[t];
+			for (int t = 0; zr[s] >= 0 && t < zw[2 * s + 1]; t++)
+				got += x[pos[t]];
 			lost += c->xmass[(size_t)h * m->n_comp + s] - got;
 		}
 		double r = c->xtotal[h] > 0 ? 1.0 - lost / c->xtotal[h] : 1.0;
@@ -282,6 +281,7 @@ static int route_landmark(struct sekv_ctx *c, int l, const float *q)
 		tot = exp(c->lse_exact[h] - mx);
 		for (int s = 0; s < m->n_comp; s++)
 			tot += exp(a[s] - mx);
+		c->lse_est[h] = mx + (float)log(tot);
 		for (int s = 0; s < m->n_comp; s++) {
 			float ls = a[s] - (mx + (float)log(tot));   /* log alpha_S <= 0 */
 			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;

@@ -92,6 +92,15 @@ struct sekv_params {
 	                        this many landmark blocks of a span (the best one
 	                        and its neighbours); the span's coarse row stands
 	                        for its other tokens; 0: whole spans (1) */
+	int zoom_scan;       /* with the landmark router, > 0 zooms single rows:
+	                        the best landmark blocks holding zoom_scan
+	                        times the rows the layer's zoom budget holds
+	                        have their keys rebuilt and scored against the
+	                        query, and the rows with the largest estimated
+	                        share of their heads' attention, over all KV
+	                        heads, are rebuilt (the span's coarse row
+	                        stands for its other rows); zoom_blocks is then
+	                        unused. 0: windows of landmark blocks (0) */
 	float zoom_share[SEKV_MAX_ZOOM_SHARE]; /* share of the zoom budget (the
 	                        budget past the static part and the tail) of
 	                        each global layer, in layer order; used when
@@ -659,6 +668,14 @@ struct sekv_route_view {
 /* Fills v with borrowed views valid until the next sekv_attend or
  * sekv_ctx_free. Pure. */
 void sekv_ctx_route_view(const struct sekv_ctx *c, struct sekv_route_view *v);
+
+/* The document positions of the rows of compressed span comp (index into
+ * comp_span) that KV head kv holds rebuilt at this step in global layer l,
+ * the layer sekv_attend zoomed last (a window's rows, or single rows with
+ * zoom_scan), ascending, into pos (at most cap written). Returns how many
+ * it holds (0: not zoomed), or SEKV_EINVAL for another layer or bad
+ * indices. */
+int sekv_ctx_zoomed_rows(const struct sekv_ctx *c, int l, int kv, int comp, int32_t *pos, int cap);
 
 /* Live statistics (borrowed, valid until the next sekv_attend). */
 const struct sekv_stats *sekv_ctx_stats(const struct sekv_ctx *c);

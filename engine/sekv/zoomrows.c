@@ -1,0 +1,209 @@
+/* zoomrows.c - SeKV zooms of single rows (issue 19; sekv_params.zoom_scan).
+ * The landmark router ranks blocks of lm_len rows; inside a block that
+ * holds the answer only a few rows carry the attention (measured on
+ * bench-qa: the best rows of the zoom budget hold 0.90 of the mass where
+ * whole blocks hold 0.85 and the landmark router's blocks 0.74). So the
+ * best blocks holding zoom_scan times the rows the budget allows are
+ * scanned: their keys rebuilt from the host-tier factors at int8 and
+ * scored against the query, and only the rows with the largest estimated
+ * share of their head's attention are rebuilt into the device tier. The
+ * window zooms, the region and the mixed attention live in attend.c.
+ */
+#include "engine/sekv/ctx_int.h"
+#include "engine/base/err.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int block_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->alpha != y->alpha)
+		return x->alpha < y->alpha ? 1 : -1;
+	if (x->kv != y->kv)
+		return x->kv < y->kv ? -1 : 1;
+	if (x->comp != y->comp)
+		return x->comp < y->comp ? -1 : 1;
+	return (x->r0 > y->r0) - (x->r0 < y->r0);
+}
+
+static int place_cmp(const void *a, const void *b)
+{
+	const struct cand *x = a, *y = b;
+	if (x->kv != y->kv)
+		return x->kv < y->kv ? -1 : 1;
+	if (x->comp != y->comp)
+		return x->comp < y->comp ? -1 : 1;
+	return (x->r0 > y->r0) - (x->r0 < y->r0);
+}
+
+/* Every landmark block of every KV head with its log share estimate
+ * (the best over the KV head's query heads of the block's landmark score
+ * less the head's estimated log-mass), best first, into c->bcand; then the
+ * best ones holding at most `want` rows (a block that would pass it is
+ * skipped for smaller ones), reordered by KV head, span and
+ * row. Returns how many were taken. */
+static int take_blocks(struct sekv_ctx *c, int want)
+{
+	const struct sekv_mem *m = c->m;
+	int n = 0, taken = 0, rows = 0;
+
+	for (int kv = 0; kv < m->n_head_kv; kv++)
+		for (int s = 0; s < m->n_comp; s++) {
+			int len = m->span[m->comp_span[s]].len;
+			for (int b = m->lm_first[s]; b < m->lm_first[s + 1]; b++) {
+				int r0 = (b - m->lm_first[s]) * m->lm_len;
+				struct cand cd = { kv, s, kv * c->group, -INFINITY, r0,
+						   len - r0 < m->lm_len ? len - r0 : m->lm_len };
+				for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
+					float a = c->lm_sc[(size_t)h * m->n_lm + b] - c->lse_est[h];
+					if (a > cd.alpha) {
+						cd.alpha = a;
+						cd.head = h;
+					}
+				}
+				c->bcand[n++] = cd;
+			}
+		}
+	qsort(c->bcand, (size_t)n, sizeof *c->bcand, block_cmp);
+	for (int i = 0; i < n; i++)
+		if (rows + c->bcand[i].n <= want) {
+			rows += c->bcand[i].n;
+			c->bcand[taken++] = c->bcand[i];
+		}
+	qsort(c->bcand, (size_t)taken, sizeof *c->bcand, place_cmp);
+	return taken;
+}
+
+/* Rebuilds the keys of the n_blk blocks taken into the scan buffers (int8,
+ * the device tier's key scaling) and scores them against qm; fills
+ * c->scan and c->scan_p (the estimated share: the sum over the KV head's
+ * query heads of exp(score - the head's estimated log-mass)). Returns the
+ * rows scanned, or a negative backend code. */
+static int scan_blocks(struct sekv_ctx *c, int l, const float *qm, int n_blk)
+{
+	const struct sekv_mem *m = c->m;
+	int d = m->d_h, n = 0, rc;
+
+	for (int i = 0; i < n_blk; i++) {
+		const struct cand *cd = &c->bcand[i];
+		size_t fi = (((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2;
+		struct backend_recon j = sekv_recon_job(c, &m->fac[fi], m->span[m->comp_span[cd->comp]].start,
+							cd->r0, cd->n, l, cd->kv, 1, 0, (size_t)n);
+		j.dst = c->scan_k;
+		j.off = (size_t)n * d;
+		j.dst_type = BACKEND_ROW_I8;
+		j.dst_s = c->scan_ks;
+		j.soff = (size_t)n;
+		c->rj[i] = j;
+		sekv_count_read(c, &j, cd->n);
+		for (int r = 0; r < cd->n; r++)
+			c->scan[n + r] = (struct srow){ cd->kv, cd->comp, cd->r0 + r, cd->head };
+		n += cd->n;
+	}
+	if (n_blk > 0 && (rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_blk)))
+		return rc;
+	for (int i0 = 0; i0 < n;) {
+		int kv = c->scan[i0].kv, i1 = i0, h0 = kv * c->group;
+		while (i1 < n && c->scan[i1].kv == kv)
+			i1++;
+		struct backend_score sa = { qm + (size_t)h0 * d, c->group, 1, d, c->scan_k,
+			(size_t)i0 * d, (size_t)d, c->scan_ks, (size_t)i0, i1 - i0, c->q_scale,
+			c->scan_sc, (size_t)c->scan_cap };
+		if ((rc = c->be->ops->score_i8(c->be, c->ws, &sa)))
+			return rc;
+		for (int i = i0; i < i1; i++) {
+			double p = 0;
+			for (int g = 0; g < c->group; g++)
+				p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + (i - i0)] -
+					 c->lse_est[h0 + g]);
+			c->scan_p[i] = (float)p;
+		}
+		i0 = i1;
+	}
+	return n;
+}
+
+int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *qm, size_t allow, size_t *bytes)
+{
+	const struct sekv_mem *m = c->m;
+	struct sekv_stats *st = &c->st;
+	size_t base = (size_t)c->rec_base[l], z_cap = allow / c->recon_row_bytes;
+	int n_scan, n_keep = 0, n_job = 0, distinct = 0, ties, rc;
+	float thr = -INFINITY;
+
+	sekv_zoom_clear(c, l);
+	c->n_zlist[l] = 0;   /* the region's rows are rewritten: nothing to keep */
+	*bytes = 0;
+	if (z_cap > (size_t)c->rec_cap[l])
+		z_cap = (size_t)c->rec_cap[l];
+	if (z_cap == 0)
+		return SEKV_OK;
+	size_t want = z_cap * (size_t)c->zoom_scan;
+	if (want < (size_t)m->lm_len)
+		want = (size_t)m->lm_len;   /* at least one block */
+	n_scan = scan_blocks(c, l, qm, take_blocks(c, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
+	if (n_scan < 0)
+		return n_scan;
+	if ((size_t)n_scan > z_cap) {
+		memcpy(c->scan_p + c->scan_cap, c->scan_p, (size_t)n_scan * sizeof *c->scan_p);
+		thr = sekv_kth_largest(c->scan_p + c->scan_cap, n_scan, (int)z_cap - 1);
+	}
+	ties = (int)z_cap;
+	for (int i = 0; i < n_scan; i++)
+		ties -= c->scan_p[i] > thr;
+	/* kept rows in scan order (KV head, span, row): one run per stretch
+	 * of neighbouring rows, a span's runs side by side in the region */
+	for (int i = 0; i < n_scan;) {
+		const struct srow *r = &c->scan[i];
+		int id = r->kv * m->n_comp + r->comp, first = -1, last = 0, held = 0, head = r->head;
+		double share = 0;
+		int s = m->comp_span[r->comp];
+		for (; i < n_scan && c->scan[i].kv == r->kv && c->scan[i].comp == r->comp;) {
+			int j = i;
+			/* the tie count is spent only on a row that joins the run */
+			while (j < n_scan && c->scan[j].kv == r->kv && c->scan[j].comp == r->comp &&
+			       (j == i || c->scan[j].off == c->scan[j - 1].off + 1) &&
+			       (c->scan_p[j] > thr || (c->scan_p[j] == thr && ties-- > 0)))
+				j++;
+			if (j == i) {
+				i++;
+				continue;
+			}
+			size_t fi = (((size_t)l * m->n_comp + r->comp) * m->n_head_kv + r->kv) * 2;
+			for (int k = 0; k < 2; k++) {
+				c->rj[n_job] = sekv_recon_job(c, &m->fac[fi + k], m->span[s].start, c->scan[i].off,
+							      j - i, l, r->kv, k == 0, base, (size_t)n_keep);
+				sekv_count_read(c, &c->rj[n_job++], j - i);
+			}
+			for (int k = i; k < j; k++) {
+				c->recon_pos[base + (size_t)n_keep++] = m->span[s].start + c->scan[k].off;
+				share += c->scan_p[k];
+			}
+			if (first < 0) {
+				first = c->scan[i].off;
+				c->zoom_row[id] = n_keep - (j - i);
+			}
+			last = c->scan[j - 1].off;
+			held += j - i;
+			i = j;
+		}
+		if (first < 0)
+			continue;
+		c->zoom_win[2 * id] = first;
+		c->zoom_win[2 * id + 1] = held;
+		distinct += !c->mark[r->comp];
+		c->mark[r->comp] = 1;
+		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, head, 1,
+			(float)(share / c->group), first, last - first + 1 };
+		for (int h = r->kv * c->group; h < (r->kv + 1) * c->group; h++)
+			st->zoom_count[(size_t)l * m->n_head + h]++;
+	}
+	c->distinct_layer[l] = distinct;
+	st->zoom_total += distinct;
+	*bytes = (size_t)n_keep * c->recon_row_bytes;
+	if (n_job > 0 && (rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job)))
+		return rc;
+	return SEKV_OK;
+}
