@@ -469,7 +469,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 	snprintf(header, sizeof header,
 		 "Model `%.200s`, %d threads, greedy answers of at most %d tokens, seed %llu. Grid: methods %s, "
 		 "budgets %s, tasks %s, lengths %s, depths %s, %d needles per cell; %d haystacks in %s. "
-		 "SeKV: router %s, --zoom-blocks %d, --rmax %d, --rank-energy %g, --rank-energy-v %g, "
+		 "SeKV: router %s, --zoom-blocks %d, --zoom-scan %d, --rmax %d, --rank-energy %g, --rank-energy-v %g, "
 		 "--factor-keys %s, --anchors %s, --static-share %.2f, --recent %d, --zoom-shares %s, "
 		 "--question-turn %s, --device-rows %s.",
 		 g->o.model, g->o.n_threads, g->o.n_predict, (unsigned long long)g->o.seed,
@@ -478,7 +478,7 @@ static void write_outputs(struct grid *g, const struct eval_recs *v, int final, 
 		 g->o.eval_tasks ? g->o.eval_tasks : APP_EVAL_TASKS,
 		 g->o.eval_lengths ? g->o.eval_lengths : APP_EVAL_LENGTHS,
 		 g->o.eval_depths ? g->o.eval_depths : APP_EVAL_DEPTHS, g->o.eval_needles, g->n_job, w,
-		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.r_max, g->o.rank_energy,
+		 sekv_router_name(g->o.router), g->o.zoom_blocks, g->o.zoom_scan, g->o.r_max, g->o.rank_energy,
 		 g->o.rank_energy_v, g->o.key_pre_rope ? "pre-rope" : "post-rope",
 		 g->o.anchors == 2 ? "both" : g->o.anchors ? "attention" : "surprisal", g->o.static_share,
 		 g->o.n_recent, g->o.zoom_shares ? g->o.zoom_shares : "equal",

@@ -717,6 +717,51 @@ static void zoom_rows_keep_the_best_rows(struct test_ctx *t)
 	free(pos);
 }
 
+/* Row zooms (zoom_scan) around exact question turns: the turn reads every
+ * span exactly, the answer after it holds single rows that are exactly
+ * the rows it reports (sekv_ctx_zoomed_rows; fp32 full-rank factors) and
+ * stays within the budget, and a second question turn, after the row
+ * zooms rewrote the region, is exact again. */
+static void zoom_rows_between_question_turns(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m = NULL;
+	struct sekv_ctx *c = NULL;
+	const struct sekv_stats *st;
+	char err[256];
+	double e;
+
+	T_CHECK(t, fx_doc_make(&d, 1200, 2, 4, 2, 64, 43) == 0);
+	fx_exact_params(&p);
+	p.n_recent = 32;
+	p.budget = 0.3;
+	p.static_share = 0.5;
+	p.tau = 0.0f;
+	p.zoom_scan = 4;
+	p.question_exact = 1;
+	T_CHECKF(t, fx_doc_build(&m, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECKF(t, sekv_ctx_new(&c, m, &p, 16, 0.125f, err, sizeof err) == 0, "%s", err);
+	st = sekv_ctx_stats(c);
+	for (int turn = 0; turn < 2; turn++) {
+		sekv_ctx_question(c, 1);
+		e = fx_decode_vs_ref(&d, m, c, 3, 0, 0.125f, 11 + turn);
+		T_CHECKF(t, e >= 0 && e < 1e-4, "turn %d: question vs exact attention: %g", turn, e);
+		sekv_ctx_question(c, 0);
+		e = fx_decode_vs_ref(&d, m, c, 3, 2, 0.125f, 21 + turn);
+		T_CHECKF(t, e >= 0 && e < 1e-4 && st->recon_bytes > 0 &&
+			 st->peak_resident_bytes <= st->budget_bytes,
+			 "turn %d: answer vs its rows: %g, rebuilt %zu, peak %zu of %zu", turn, e,
+			 st->recon_bytes, st->peak_resident_bytes, st->budget_bytes);
+		/* and those rows are not every row: the budget binds */
+		e = fx_decode_vs_ref(&d, m, c, 1, 0, 0.125f, 31 + turn);
+		T_CHECKF(t, e > 1e-3, "turn %d: the answer matched exact attention (%g)", turn, e);
+	}
+	sekv_ctx_free(c);
+	sekv_mem_free(m);
+	fx_doc_free(&d);
+}
+
 const struct test_case test_sekv_budget[] = {
 	{ "sekv_question_turn_exact_within_budget", question_turn_exact_within_budget },
 	{ "sekv_evict_tail_forgets_oldest_rows", evict_tail_forgets_oldest_rows },
@@ -727,5 +772,6 @@ const struct test_case test_sekv_budget[] = {
 	{ "sekv_attn_err_vs_reference", attn_err_vs_reference },
 	{ "sekv_mass_oracle_vs_sorted_reference", mass_oracle_vs_sorted_reference },
 	{ "sekv_zoom_rows_keep_the_best_rows", zoom_rows_keep_the_best_rows },
+	{ "sekv_zoom_rows_between_question_turns", zoom_rows_between_question_turns },
 	{ NULL, NULL },
 };
