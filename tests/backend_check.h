@@ -33,6 +33,7 @@ double bk_max_rel(const float *a, const double *b, size_t n, double floor);
 /* SeKV operations (backend_check_sekv.c), each against double precision. */
 void check_attention_mix(struct test_ctx *t, struct backend *b, struct gguf *g);
 void check_score_i8(struct test_ctx *t, struct backend *b, struct gguf *g);
+void check_score_lowrank(struct test_ctx *t, struct backend *b, struct gguf *g);
 void check_rows_i8(struct test_ctx *t, struct backend *b, struct gguf *g);
 void check_rows_k8v4(struct test_ctx *t, struct backend *b, struct gguf *g);
 void check_reconstruct(struct test_ctx *t, struct backend *b, struct gguf *g);

@@ -167,6 +167,99 @@ void check_score_i8(struct test_ctx *t, struct backend *b, struct gguf *g)
 	free(q), free(ks), free(s), free(k);
 }
 
+/* Scores through a span's factor (low rank fp16 and fp32, raw fp16 rows,
+ * int8 rows with a scale per row) against the rows rebuilt in double;
+ * a job past the output is refused. */
+void check_score_lowrank(struct test_ctx *t, struct backend *b, struct gguf *g)
+{
+	enum { DL = 64, NQ = 3, LDS = 64 };
+	static const int len[4] = { 37, 5, 9, 7 }, rank[4] = { 20, 12, SEKV_RANK_RAW, SEKV_RANK_RAW8 },
+			 use[4] = { 16, 12, 0, 0 }, f16[4] = { 1, 0, 1, 0 };
+	float *q = bk_randv((size_t)NQ * DL, 71), *s = calloc((size_t)NQ * LDS, sizeof(float));
+	float *uf[4], *vf[4], *sv[4];
+	void *u[4], *v[4];
+	struct backend_lr_job job[4];
+	struct backend_ws *ws = bk_ws_for(b, 1, 1, 1);
+	double worst = 0;
+	size_t col = 0;
+
+	(void)g;
+	T_CHECK(t, q && s && ws);
+	for (int i = 0; i < 4; i++) {
+		int w = rank[i] >= 0 ? rank[i] : DL;   /* u's row length */
+		uf[i] = bk_randv((size_t)len[i] * w, 80 + i);
+		vf[i] = bk_randv((size_t)DL * (rank[i] > 0 ? rank[i] : 1), 90 + i);
+		sv[i] = bk_randv(rank[i] > 0 ? (size_t)rank[i] : (size_t)len[i], 100 + i);
+		T_CHECK(t, uf[i] && vf[i] && sv[i]);
+		for (int k = 0; rank[i] == SEKV_RANK_RAW8 && k < len[i]; k++)
+			sv[i][k] = fabsf(sv[i][k]) * 0.02f + 0.001f;
+		if (f16[i]) {
+			uint16_t *uh = malloc(sizeof *uh * (size_t)len[i] * w);
+			uint16_t *vh = malloc(sizeof *vh * (size_t)DL * (rank[i] > 0 ? rank[i] : 1));
+			T_CHECK(t, uh && vh);
+			for (size_t k = 0; k < (size_t)len[i] * w; k++)
+				uf[i][k] = quant_f16_to_f32(uh[k] = quant_f32_to_f16(uf[i][k]));
+			for (size_t k = 0; k < (size_t)DL * (rank[i] > 0 ? rank[i] : 1); k++)
+				vf[i][k] = quant_f16_to_f32(vh[k] = quant_f32_to_f16(vf[i][k]));
+			u[i] = uh;
+			v[i] = vh;
+		} else if (rank[i] == SEKV_RANK_RAW8) {
+			int8_t *c8 = malloc((size_t)len[i] * DL);
+			T_CHECK(t, c8);
+			for (size_t k = 0; k < (size_t)len[i] * DL; k++)
+				uf[i][k] = c8[k] = (int8_t)(uf[i][k] * 40);
+			u[i] = c8;
+			v[i] = NULL;
+		} else {
+			u[i] = uf[i];
+			v[i] = vf[i];
+		}
+		job[i] = (struct backend_lr_job){ len[i], rank[i], use[i], f16[i], u[i], sv[i], v[i],
+						  q, col };
+		col += (size_t)len[i] + 1;
+	}
+	struct backend_score_lr a = { NQ, DL, 0.25f, job, 4, s, LDS };
+	T_CHECK(t, col <= LDS && b->ops->score_lowrank(b, ws, &a) == 0);
+	for (int i = 0; i < 4; i++)
+		for (int r = 0; r < len[i]; r++) {
+			double row[DL];
+			for (int j = 0; j < DL; j++) {
+				if (rank[i] == SEKV_RANK_RAW)
+					row[j] = uf[i][(size_t)r * DL + j];
+				else if (rank[i] == SEKV_RANK_RAW8)
+					row[j] = uf[i][(size_t)r * DL + j] * (double)sv[i][r];
+				else {
+					row[j] = 0;
+					for (int k = 0; k < use[i]; k++)
+						row[j] += (double)uf[i][(size_t)r * rank[i] + k] * sv[i][k] *
+							  vf[i][(size_t)j * rank[i] + k];
+				}
+			}
+			for (int h = 0; h < NQ; h++) {
+				double d = 0;
+				for (int j = 0; j < DL; j++)
+					d += q[h * DL + j] * row[j];
+				d *= 0.25;
+				worst = fmax(worst, fabs(s[h * LDS + job[i].col + r] - d) / (fabs(d) + 1.0));
+			}
+		}
+	T_CHECKF(t, worst < 1e-4, "score_lowrank: %g", worst);
+	job[3].col = LDS - 3;   /* rows past the output */
+	T_CHECK(t, b->ops->score_lowrank(b, ws, &a) == SEKV_EINVAL);
+	job[3].col = 0;
+	job[0].r = 21;          /* more components than stored */
+	T_CHECK(t, b->ops->score_lowrank(b, ws, &a) == SEKV_EINVAL);
+	b->ops->ws_free(ws);
+	for (int i = 0; i < 4; i++) {
+		if (u[i] != uf[i])
+			free(u[i]);
+		if (v[i] && v[i] != vf[i])
+			free(v[i]);
+		free(uf[i]), free(vf[i]), free(sv[i]);
+	}
+	free(q), free(s);
+}
+
 /* Double-precision softmax over 200 rows of dequantised keys ka and values
  * va (bias 0), then 60 fp16 rows of h16 from row 200 on (bias 0.5), the
  * rows [row][KV][D], scale 1/16: ref [H][D] and lse [H] (NULL: not kept),

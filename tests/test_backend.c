@@ -410,6 +410,7 @@ static const struct { const char *name; check_fn fn; } k_checks[] = {
 	{ "lse_fold", check_lse_fold },
 	{ "attention_mix", check_attention_mix },
 	{ "score_i8", check_score_i8 },
+	{ "score_lowrank", check_score_lowrank },
 	{ "rows_i8", check_rows_i8 },
 	{ "rows_k8v4", check_rows_k8v4 },
 	{ "reconstruct", check_reconstruct },

@@ -181,6 +181,39 @@ struct backend_score {
 	size_t lds;           /* >= n */
 };
 
+/* Scores of query heads against a span's key rows read through their
+ * truncated SVD without rebuilding them (SeKV's zooms of single rows):
+ * with qp[g][t] = s[t] * sum_j q[g][j] * v[j][t] (the query projected on
+ * the factor once), row i scores
+ *   out[g][col + i] = scale * sum_{t < r} u[i][t] * qp[g][t],
+ * which is scale * (q[g] . X_hat[i]) for the reconstruction of struct
+ * backend_recon. A raw factor (rank -1: rows [len][d] in u) scores its
+ * rows, an int8 one (rank -2: codes in u, row scales in s) its rows
+ * scaled. */
+struct backend_lr_job {
+	int len;              /* rows */
+	int rank;             /* stored rank (row stride of u and v, <= d), or
+	                         -1 raw rows, -2 int8 rows */
+	int r;                /* components used, 0..rank */
+	int f16;              /* 1: u, v (and raw rows) fp16; 0: fp32 */
+	const void *u;        /* [len][rank] (raw: [len][d]) host memory */
+	const float *s;       /* [rank] (int8 rows: [len]) */
+	const void *v;        /* [d][rank] */
+	const float *q;       /* [n_q][d] unscaled query heads */
+	size_t col;           /* output column of row 0 */
+};
+
+struct backend_score_lr {
+	int n_q;              /* query heads per job (n_q * d <= the workspace's
+	                         recon scratch: n_q <= d_head suffices) */
+	int d;                /* d_h (<= the workspace's d_head) */
+	float scale;
+	const struct backend_lr_job *job;
+	int n_job;
+	float *s;             /* out [n_q][lds] */
+	size_t lds;           /* > every job's col + len - 1 */
+};
+
 /* Low-rank reconstruction of a span's rows from its truncated SVD:
  * X[i][j] = sum_{t < r} (u[i][t] * s[t]) * v[j][t] (fp32 sums), written
  * to dst at element off as rows of d (fp16 rounded to nearest, fp32,
@@ -340,6 +373,11 @@ struct backend_ops {
 	 * arithmetic is fixed. 0 or SEKV_EINVAL (a row outside a buffer). */
 	int (*score_i8)(struct backend *b, struct backend_ws *ws,
 			const struct backend_score *a);
+	/* score_lowrank: see struct backend_score_lr; workspace with mix_rows
+	 * > 0. Jobs spread over the pool; each score's arithmetic is fixed.
+	 * 0 or SEKV_EINVAL. */
+	int (*score_lowrank)(struct backend *b, struct backend_ws *ws,
+			     const struct backend_score_lr *a);
 	/* reconstruct: the n jobs (independent spans), see struct
 	 * backend_recon; workspace with mix_rows > 0. 0 or SEKV_EINVAL. */
 	int (*reconstruct)(struct backend *b, struct backend_ws *ws,

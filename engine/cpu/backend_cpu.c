@@ -537,6 +537,7 @@ static const struct backend_ops cpu_ops = {
 	.buf_copy = cpu_buf_copy,
 	.attention_mix = cpu_attention_mix,
 	.score_i8 = cpu_score_i8,
+	.score_lowrank = cpu_score_lowrank,
 	.reconstruct = cpu_reconstruct,
 	.svd = cpu_svd,
 	.pca = cpu_pca,

@@ -673,6 +673,7 @@ int cpu_probe_ok(const struct backend_probe *p, int n_head);
 int cpu_attention(struct backend *b, struct backend_ws *ws, const struct backend_attn *a);
 int cpu_attention_mix(struct backend *b, struct backend_ws *ws, const struct backend_mix *a);
 int cpu_score_i8(struct backend *b, struct backend_ws *ws, const struct backend_score *a);
+int cpu_score_lowrank(struct backend *b, struct backend_ws *ws, const struct backend_score_lr *a);
 int cpu_reconstruct(struct backend *b, struct backend_ws *ws,
 		    const struct backend_recon *r, int n);
 int cpu_svd(struct backend *b, const struct backend_svd *job, int n, int *bad, int *info);

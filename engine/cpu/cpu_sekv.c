@@ -2,7 +2,8 @@
  * attention (one softmax over blocks of exact, tail, coarse and
  * reconstructed rows, each block with its score bias and mask) and the
  * low-rank reconstruction of zoomed spans from their factors.
- * Also the int8 landmark scores SeKV routes by.
+ * Also the int8 landmark scores SeKV routes by, and the scores of key
+ * rows read through their factors (zooms of single rows).
  * Invariant: the arithmetic of one part of rows (mixed attention, cut by
  * the rows alone), one score or one span (reconstruction) is fixed and
  * runs on one thread, so results are the same at any thread count; the
@@ -295,6 +296,88 @@ int cpu_score_i8(struct backend *b, struct backend_ws *ws, const struct backend_
 	if (need_k > a->k->bytes || need_s > a->ks->bytes / sizeof(float))
 		return SEKV_EINVAL;
 	cpu_parallel_for(b->impl, a->n, 64, score_rows, &j);
+	return 0;
+}
+
+/* ---- low-rank scores --------------------------------------------------- */
+
+struct lr_ctx {
+	const struct backend_score_lr *a;
+	struct backend_ws *ws;
+};
+
+/* One job: the query heads projected on the factor once (qp [n_q][r],
+ * scaled by s and the score scale), then r multiply-adds a row and head;
+ * raw and int8 rows are widened to fp32 (row) and dotted whole. */
+static void lr_one(const struct backend_score_lr *a, const struct backend_lr_job *x, float *qp,
+		   float *us, float *row)
+{
+	int d = a->d, r = x->r;
+
+	if (x->rank < 0) {
+		for (int i = 0; i < x->len; i++) {
+			size_t from = (size_t)i * d;
+			if (x->rank == SEKV_RANK_RAW8)
+				quant_i8_to_f32_row((const int8_t *)x->u + from, x->s[i], row, (size_t)d);
+			else if (x->f16)
+				quant_f16_to_f32_row((const uint16_t *)x->u + from, row, (size_t)d);
+			else
+				memcpy(row, (const float *)x->u + from, (size_t)d * sizeof(float));
+			for (int g = 0; g < a->n_q; g++)
+				a->s[(size_t)g * a->lds + x->col + i] =
+					vec_dot8(x->q + (size_t)g * d, row, d) * a->scale;
+		}
+		return;
+	}
+	memset(qp, 0, (size_t)a->n_q * r * sizeof *qp);
+	for (int j = 0; j < d && r; j++) {
+		if (x->f16)
+			quant_f16_to_f32_row((const uint16_t *)x->v + j * (size_t)x->rank, us, (size_t)r);
+		else
+			memcpy(us, (const float *)x->v + j * (size_t)x->rank, (size_t)r * sizeof(float));
+		for (int g = 0; g < a->n_q; g++)
+			cpu_axpy_lanes(qp + (size_t)g * r, x->q[(size_t)g * d + j], us, r);
+	}
+	for (int g = 0; g < a->n_q; g++)
+		for (int t = 0; t < r; t++)
+			qp[(size_t)g * r + t] *= x->s[t] * a->scale;
+	for (int i = 0; i < x->len; i++) {
+		if (x->f16)
+			quant_f16_to_f32_row((const uint16_t *)x->u + i * (size_t)x->rank, us, (size_t)r);
+		else
+			memcpy(us, (const float *)x->u + i * (size_t)x->rank, (size_t)r * sizeof(float));
+		for (int g = 0; g < a->n_q; g++)
+			a->s[(size_t)g * a->lds + x->col + i] = r ? vec_dot8(us, qp + (size_t)g * r, r) : 0.0f;
+	}
+}
+
+static void lr_items(void *ctx, int i0, int i1, int tid)
+{
+	const struct lr_ctx *j = ctx;
+	size_t d = (size_t)j->ws->sz.d_head, rk = cpu_recon_rank(j->ws);
+
+	for (int i = i0; i < i1; i++)
+		lr_one(j->a, &j->a->job[i], j->ws->rc_vf + (size_t)tid * rk * d,
+		       j->ws->rc_us + (size_t)tid * (rk + 1), j->ws->rc_row + (size_t)tid * d);
+}
+
+int cpu_score_lowrank(struct backend *b, struct backend_ws *ws, const struct backend_score_lr *a)
+{
+	struct lr_ctx j = { a, ws };
+
+	if (!ws || ws->sz.mix_rows < 1 || !a || a->n_job < 0 || a->n_q < 1 || a->d < 1 ||
+	    a->d > ws->sz.d_head || (size_t)a->n_q * a->d > cpu_recon_rank(ws) * ws->sz.d_head ||
+	    (a->n_job > 0 && !a->s))
+		return SEKV_EINVAL;
+	for (int i = 0; i < a->n_job; i++) {
+		const struct backend_lr_job *x = &a->job[i];
+		if (x->len < 0 || !x->u || !x->q || x->rank < SEKV_RANK_RAW8 || x->rank > a->d ||
+		    (x->rank >= 0 && (x->r < 0 || x->r > x->rank || (x->r > 0 && (!x->s || !x->v)))) ||
+		    (x->rank == SEKV_RANK_RAW8 && !x->s) || x->col > a->lds ||
+		    (size_t)x->len > a->lds - x->col)
+			return SEKV_EINVAL;
+	}
+	cpu_parallel_for(b->impl, a->n_job, 1, lr_items, &j);
 	return 0;
 }
 
