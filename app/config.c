@@ -258,9 +258,10 @@ static const struct opt_row opt_table[] = {
 	{ .name = "--zoom-scan", .arg = "F", .kind = OPT_INT, .off = F(zoom_scan),
 	  .set_off = NO_SET, SEKV_DEF(zoom_scan), .imin = 0, .imax = 1 << 10,
 	  .help = "with landmark routing, zoom single rows: the best landmark blocks holding F "
-		  "times the rows the zoom budget holds have their keys rebuilt and scored against "
-		  "the query, and only the rows with the most estimated attention are rebuilt "
-		  "(--zoom-blocks is then unused); 0: landmark blocks",
+		  "times the rows the zoom budget holds have their keys scored against the query "
+		  "through their factors, and only the rows with the most estimated attention are "
+		  "rebuilt (--zoom-blocks is then unused; keys factored before RoPE keep blocks); "
+		  "0: landmark blocks",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
 	{ .name = "--question-turn", .kind = OPT_CHOICE, .off = F(question_zoom), .set_off = NO_SET,
 	  .choices = "exact|zoom",

@@ -113,9 +113,6 @@ static int ctx_backend(struct sekv_ctx *c, const struct sekv_params *p, size_t n
 	    (c->recon_type == BACKEND_ROW_I8 &&
 	     ((rc = op->buf_new(c->be, n_rec * sizeof(float), &c->recon_ks)) ||
 	      (rc = op->buf_new(c->be, n_rec * vsc * sizeof(float), &c->recon_vs)))) ||
-	    (c->scan_cap > 0 &&
-	     ((rc = op->buf_new(c->be, (size_t)c->scan_cap * m->d_h, &c->scan_k)) ||
-	      (rc = op->buf_new(c->be, (size_t)c->scan_cap * sizeof(float), &c->scan_ks)))) ||
 	    (rc = sekv_dev_open(c)) ||
 	    (m->n_lm > 0 &&
 	     ((rc = op->buf_wrap(c->be, m->lm_k, (size_t)m->n_layer * m->n_lm * row, &c->lm_kb)) ||
@@ -135,7 +132,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
 	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl,
-	       o_le, o_bc, o_sr, o_ssc, o_sp, o_rp, scan_cap, n_rj, n_rope;
+	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_rp, scan_cap, n_rj;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -166,9 +163,11 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 		n_rec += r;
 		max_rows = r > max_rows ? r : max_rows;
 	}
-	/* a row zoom scans zoom_scan times its region's rows, at least a block */
+	/* a row zoom scans zoom_scan times its region's rows, at least a
+	 * block; keys factored before RoPE rotate per row, which a score
+	 * through the factor cannot: their zooms stay windows */
 	scan_cap = 0;
-	if (p->zoom_scan > 0 && m->n_lm > 0) {
+	if (p->zoom_scan > 0 && m->n_lm > 0 && m->rope_base <= 0) {
 		scan_cap = (size_t)p->zoom_scan * max_rows;
 		scan_cap = scan_cap > (size_t)m->lm_len ? scan_cap : (size_t)m->lm_len;
 		scan_cap = scan_cap < (size_t)m->n_head_kv * comp_tok ? scan_cap :
@@ -176,8 +175,6 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	}
 	n_rj = 2 * (size_t)m->n_head_kv * n_comp;
 	n_rj = n_rj > 2 * max_rows ? n_rj : 2 * max_rows;
-	n_rj = n_rj > (size_t)m->n_head_kv * m->n_lm ? n_rj : (size_t)m->n_head_kv * m->n_lm;
-	n_rope = max_rows > scan_cap ? max_rows : scan_cap;
 	o_c = arena_reserve(&ar, 1, sizeof *c);
 	o_kap = arena_reserve(&ar, (size_t)m->n_layer * m->n_head * n_comp, SEKV_D_ROUTE * sizeof(float));
 	o_nt = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
@@ -194,6 +191,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_rj = arena_reserve(&ar, n_rj, sizeof(struct backend_recon));
 	o_le = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	o_bc = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0, sizeof(struct cand));
+	o_lj = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0,
+			     sizeof(struct backend_lr_job));
 	o_sr = arena_reserve(&ar, scan_cap, sizeof(struct srow));
 	o_ssc = arena_reserve(&ar, scan_cap * (size_t)(m->n_head / m->n_head_kv), sizeof(float));
 	o_sp = arena_reserve(&ar, 2 * scan_cap, sizeof(float));
@@ -226,8 +225,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_lsa = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	half = m->rope_base > 0 ? (size_t)m->n_rot / 2 : 0;
 	o_rf = arena_reserve(&ar, half, sizeof(double));
-	o_rc = arena_reserve(&ar, n_rope * half, sizeof(float));
-	o_rs = arena_reserve(&ar, n_rope * half, sizeof(float));
+	o_rc = arena_reserve(&ar, max_rows * half, sizeof(float));
+	o_rs = arena_reserve(&ar, max_rows * half, sizeof(float));
 	o_sh = arena_reserve(&ar, (size_t)m->n_layer, sizeof(float));
 	o_rb = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
 	o_rcp = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int32_t));
@@ -283,6 +282,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->zoom_scan = scan_cap ? p->zoom_scan : 0;
 	c->scan_cap = (int)scan_cap;
 	c->bcand = (struct cand *)((char *)a + o_bc);
+	c->lrj = (struct backend_lr_job *)((char *)a + o_lj);
 	c->scan = (struct srow *)((char *)a + o_sr);
 	c->scan_sc = (float *)((char *)a + o_ssc);
 	c->scan_p = (float *)((char *)a + o_sp);
@@ -349,7 +349,7 @@ void sekv_ctx_free(struct sekv_ctx *c)
 					       c->exact_k, c->exact_v, c->bar_k, c->bar_v,
 					       c->lm_kb, c->lm_sb, c->tail_ks, c->tail_vs,
 					       c->exact_ks, c->exact_vs, c->bar_ks, c->bar_vs,
-					       c->recon_ks, c->recon_vs, c->scan_k, c->scan_ks };
+					       c->recon_ks, c->recon_vs };
 		for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++)
 			op->buf_free(c->be, bufs[i]);
 		if (c->ws)
@@ -429,7 +429,7 @@ void sekv_ctx_set_exact_values(struct sekv_ctx *c, const uint16_t *const *v)
 
 /* The kept components (at most r_use of them) or the raw rows; a pre-RoPE
  * key factor (is_key) gets its positions' RoPE angles in rows' part of
- * the tables (sized for the largest region and the scan). */
+ * the tables (sized for the largest region). */
 struct backend_recon sekv_recon_job(const struct sekv_ctx *c, const struct sekv_factor *f,
 				    int start, int r0, int len, int l, int kv, int is_key,
 				    size_t base, size_t rows)
@@ -824,7 +824,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	    (c->router != SEKV_ROUTER_NONE && !c->question && (rc = sekv_route(c, l, q, &n_cand))))
 		return rc;
 	rc = c->zoom_scan > 0 && c->router == SEKV_ROUTER_LANDMARK && !c->question ?
-	     sekv_zoom_rows(c, l, qm, zoom_allow(c, l, idx), &c->recon_layer[l]) :
+	     sekv_zoom_rows(c, l, q, zoom_allow(c, l, idx), &c->recon_layer[l]) :
 	     zoom(c, l, n_cand, zoom_allow(c, l, idx), &c->recon_layer[l]);
 	if (rc)
 		return rc;

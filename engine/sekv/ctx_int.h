@@ -117,8 +117,7 @@ struct sekv_ctx {
 	float *scan_sc;             /* [group][scan_cap] their scores (one KV head's) */
 	float *scan_p;              /* [2][scan_cap] estimated share of attention
 	                               per row, and a copy to select in */
-	struct backend_buf *scan_k, *scan_ks; /* [scan_cap][d_h] int8 keys rebuilt
-	                               for scoring, fp32 row scales [scan_cap] */
+	struct backend_lr_job *lrj; /* [n_head_kv * n_lm] a scan's score jobs */
 	int32_t *recon_pos;         /* [sum of rec_cap] document position of every
 	                               reconstructed row (this step's zooms) */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
@@ -211,13 +210,13 @@ void sekv_zoom_clear(struct sekv_ctx *c, int l);
 void sekv_count_read(struct sekv_ctx *c, const struct backend_recon *j, int n);
 /* Zooms of single rows of layer l (zoomrows.c; sekv_params.zoom_scan),
  * after the landmark router: the best landmark blocks holding zoom_scan
- * times the rows that `allow` bytes hold are scanned (keys rebuilt at
- * int8, scored with qm, the query as the mixed attention scores) and the
- * rows with the largest estimated share of their heads' attention, over
- * all KV heads, are rebuilt into the layer's region. Fills zoom_row,
+ * times the rows that `allow` bytes hold are scanned (their keys scored
+ * against q [n_head][d_h] through the factors) and the rows with the
+ * largest estimated share of their heads' attention, over all KV heads,
+ * are rebuilt into the layer's region. Fills zoom_row,
  * zoom_win (first row, rows held), recon_pos and the step's statistics;
  * *bytes = the reconstructed bytes. 0 or the backend's code. */
-int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *qm, size_t allow, size_t *bytes);
+int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size_t *bytes);
 /* Every compressed span of every KV head as a whole-span candidate (an
  * exact question turn), into c->cand; *n_out = their count. */
 void sekv_route_all(struct sekv_ctx *c, int *n_out);

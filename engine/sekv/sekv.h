@@ -95,12 +95,14 @@ struct sekv_params {
 	int zoom_scan;       /* with the landmark router, > 0 zooms single rows:
 	                        the best landmark blocks holding zoom_scan
 	                        times the rows the layer's zoom budget holds
-	                        have their keys rebuilt and scored against the
-	                        query, and the rows with the largest estimated
-	                        share of their heads' attention, over all KV
-	                        heads, are rebuilt (the span's coarse row
-	                        stands for its other rows); zoom_blocks is then
-	                        unused. 0: windows of landmark blocks (0) */
+	                        have their keys scored against the query
+	                        through their factors (no row rebuilt), and
+	                        the rows with the largest estimated share of
+	                        their heads' attention, over all KV heads, are
+	                        rebuilt (the span's coarse row stands for its
+	                        other rows); zoom_blocks is then unused. Keys
+	                        factored before RoPE keep windows. 0: windows
+	                        of landmark blocks (0) */
 	float zoom_share[SEKV_MAX_ZOOM_SHARE]; /* share of the zoom budget (the
 	                        budget past the static part and the tail) of
 	                        each global layer, in layer order; used when

@@ -4,8 +4,8 @@
  * bench-qa: the best rows of the zoom budget hold 0.90 of the mass where
  * whole blocks hold 0.85 and the landmark router's blocks 0.74). So the
  * best blocks holding zoom_scan times the rows the budget allows are
- * scanned: their keys rebuilt from the host-tier factors at int8 and
- * scored against the query, and only the rows with the largest estimated
+ * scanned: their keys scored against the query through the host-tier
+ * factors (no row rebuilt), and only the rows with the largest estimated
  * share of their head's attention are rebuilt into the device tier. The
  * window zooms, the region and the mixed attention live in attend.c.
  */
@@ -76,56 +76,52 @@ static int take_blocks(struct sekv_ctx *c, int want)
 	return taken;
 }
 
-/* Rebuilds the keys of the n_blk blocks taken into the scan buffers (int8,
- * the device tier's key scaling) and scores them against qm; fills
- * c->scan and c->scan_p (the estimated share: the sum over the KV head's
- * query heads of exp(score - the head's estimated log-mass)). Returns the
- * rows scanned, or a negative backend code. */
-static int scan_blocks(struct sekv_ctx *c, int l, const float *qm, int n_blk)
+/* Scores the rows of the n_blk blocks taken against q through their key
+ * factors (backend score_lowrank: no row is rebuilt); fills c->scan and
+ * c->scan_p (the estimated share: the sum over the KV head's query heads
+ * of exp(score - the head's estimated log-mass)). Returns the rows
+ * scanned, or a negative backend code. */
+static int scan_blocks(struct sekv_ctx *c, int l, const float *q, int n_blk)
 {
 	const struct sekv_mem *m = c->m;
 	int d = m->d_h, n = 0, rc;
 
 	for (int i = 0; i < n_blk; i++) {
 		const struct cand *cd = &c->bcand[i];
-		size_t fi = (((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2;
-		struct backend_recon j = sekv_recon_job(c, &m->fac[fi], m->span[m->comp_span[cd->comp]].start,
-							cd->r0, cd->n, l, cd->kv, 1, 0, (size_t)n);
-		j.dst = c->scan_k;
-		j.off = (size_t)n * d;
-		j.dst_type = BACKEND_ROW_I8;
-		j.dst_s = c->scan_ks;
-		j.soff = (size_t)n;
-		c->rj[i] = j;
-		sekv_count_read(c, &j, cd->n);
-		for (int r = 0; r < cd->n; r++)
-			c->scan[n + r] = (struct srow){ cd->kv, cd->comp, cd->r0 + r, cd->head };
+		const struct sekv_factor *f =
+			&m->fac[(((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2];
+		int rows_form = sekv_rank_is_rows(f->rank), r = rows_form ? 0 : f->rank;
+		size_t u_row = f->rank == SEKV_RANK_RAW8 ? (size_t)d :
+			       (size_t)(rows_form ? d : f->rank) *
+			       (m->factor_f16 ? sizeof(uint16_t) : sizeof(float));
+		size_t sb, ub, vb;
+		if (c->r_use > 0 && c->r_use < r)
+			r = c->r_use;
+		c->lrj[i] = (struct backend_lr_job){ cd->n, f->rank, r, m->factor_f16,
+			(const char *)f->u + (size_t)cd->r0 * u_row,
+			f->rank == SEKV_RANK_RAW8 ? f->s + cd->r0 : f->s, f->v,
+			q + (size_t)cd->kv * c->group * d, (size_t)n };
+		sekv_factor_bytes(rows_form ? f->rank : r, cd->n, d, m->factor_f16, &sb, &ub, &vb);
+		c->st.factor_read_bytes += sb + ub + vb;
+		for (int k = 0; k < cd->n; k++)
+			c->scan[n + k] = (struct srow){ cd->kv, cd->comp, cd->r0 + k, cd->head };
 		n += cd->n;
 	}
-	if (n_blk > 0 && (rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_blk)))
+	struct backend_score_lr sa = { c->group, d, c->q_scale, c->lrj, n_blk, c->scan_sc,
+				       (size_t)c->scan_cap };
+	if (n_blk > 0 && (rc = c->be->ops->score_lowrank(c->be, c->ws, &sa)))
 		return rc;
-	for (int i0 = 0; i0 < n;) {
-		int kv = c->scan[i0].kv, i1 = i0, h0 = kv * c->group;
-		while (i1 < n && c->scan[i1].kv == kv)
-			i1++;
-		struct backend_score sa = { qm + (size_t)h0 * d, c->group, 1, d, c->scan_k,
-			(size_t)i0 * d, (size_t)d, c->scan_ks, (size_t)i0, i1 - i0, c->q_scale,
-			c->scan_sc, (size_t)c->scan_cap };
-		if ((rc = c->be->ops->score_i8(c->be, c->ws, &sa)))
-			return rc;
-		for (int i = i0; i < i1; i++) {
-			double p = 0;
-			for (int g = 0; g < c->group; g++)
-				p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + (i - i0)] -
-					 c->lse_est[h0 + g]);
-			c->scan_p[i] = (float)p;
-		}
-		i0 = i1;
+	for (int i = 0; i < n; i++) {
+		int h0 = c->scan[i].kv * c->group;
+		double p = 0;
+		for (int g = 0; g < c->group; g++)
+			p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]);
+		c->scan_p[i] = (float)p;
 	}
 	return n;
 }
 
-int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *qm, size_t allow, size_t *bytes)
+int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size_t *bytes)
 {
 	const struct sekv_mem *m = c->m;
 	struct sekv_stats *st = &c->st;
@@ -143,7 +139,7 @@ int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *qm, size_t allow, siz
 	size_t want = z_cap * (size_t)c->zoom_scan;
 	if (want < (size_t)m->lm_len)
 		want = (size_t)m->lm_len;   /* at least one block */
-	n_scan = scan_blocks(c, l, qm, take_blocks(c, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
+	n_scan = scan_blocks(c, l, q, take_blocks(c, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
 	if (n_scan < 0)
 		return n_scan;
 	if ((size_t)n_scan > z_cap) {
