@@ -243,6 +243,11 @@ static const char *const store_migration[] = {
 	"ALTER TABLE mem ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
 	"ALTER TABLE ingest_state ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
 	"ALTER TABLE ingest_state ADD COLUMN exact_below INTEGER NOT NULL DEFAULT 0;",
+	/* 13 -> 14: session_part.lm_len, the landmark block of the part's own
+	 * memory (NULL: the document's, as before): `ingest --rebuild` may
+	 * choose other blocks for the document than a session's turns kept,
+	 * and the join rebuilds those landmarks (engine/sekv/part.c) */
+	"ALTER TABLE session_part ADD COLUMN lm_len INTEGER;",
 };
 
 #define STORE_SCHEMA_VERSION \

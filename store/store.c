@@ -56,8 +56,8 @@ static const char *const store_sql[ST_COUNT] = {
 	/* a session's memory: the parameters are numbered as ST_MEM_INSERT's
 	 * and ST_MEML_INSERT's (store_mem.c binds both alike), its own after */
 	[ST_PART_INSERT] = "INSERT OR REPLACE INTO session_part (session, idx, pos0, h_next, n_tok,"
-		" n_span, n_exact, spans, exact_pos, ranks, tokens, surprisal, is_anchor)"
-		" VALUES (?1, ?24, ?25, ?26, ?2, ?10, ?11, ?13, ?14, ?15, ?16, ?17, ?18)",
+		" n_span, n_exact, spans, exact_pos, ranks, tokens, surprisal, is_anchor, lm_len)"
+		" VALUES (?1, ?24, ?25, ?26, ?2, ?10, ?11, ?13, ?14, ?15, ?16, ?17, ?18, ?20)",
 	[ST_PARTL_INSERT] = "INSERT OR REPLACE INTO session_part_layer (session, idx, layer, k_bar,"
 		" v_bar, exact_k, exact_v, fac_s, fac_u, fac_v, lm_k, lm_s)"
 		" VALUES (?1, ?14, ?2, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
@@ -67,7 +67,7 @@ static const char *const store_sql[ST_COUNT] = {
 	 * then idx, pos0, h_next; the open end last */
 	[ST_PART_GET] = "SELECT p.n_tok, m.n_layer, m.n_head, m.n_head_kv, m.d_h, m.r_max,"
 		" m.alpha_used, m.note, p.n_span, p.n_exact, m.layer_id, p.spans, p.exact_pos,"
-		" p.ranks, p.tokens, p.surprisal, p.is_anchor, m.factor_f16, m.lm_len, 1,"
+		" p.ranks, p.tokens, p.surprisal, p.is_anchor, m.factor_f16, IFNULL(p.lm_len, m.lm_len), 1,"
 		" m.rank_energy, m.key_rope_base, m.n_rot, m.rank_energy_v, p.idx, p.pos0, p.h_next"
 		" FROM session_part p JOIN sessions s ON s.id = p.session JOIN mem m ON m.doc = s.doc"
 		" WHERE p.session = ? ORDER BY p.idx = -1, p.idx",

@@ -551,6 +551,67 @@ static void build_rows_int8_within_gate(struct test_ctx *t)
 	fx_doc_free(&d);
 }
 
+/* A session's slice whose landmark blocks have another size (the
+ * document rebuilt with other blocks) joins a memory: its landmarks are
+ * rebuilt from its key factors at the base's block size, within the int8
+ * and factor rounding of the ones sekv_build makes from the exact keys;
+ * the base's own landmarks stay bit for bit; keys factored before RoPE
+ * are refused. */
+static void join_rebuilds_landmarks_of_other_blocks(struct test_ctx *t)
+{
+	struct fx_doc d;
+	struct sekv_params p;
+	struct sekv_mem *m16 = NULL, *m32 = NULL, *lo = NULL, *hi = NULL, *j = NULL;
+	char err[256];
+	double worst = 0;
+	int cut, same_bits = 1;
+
+	T_CHECK(t, fx_doc_make(&d, 600, 2, 4, 2, 64, 29) == 0);
+	fx_no_budget(&p);
+	p.lm_len = 16;
+	T_CHECKF(t, fx_doc_build(&m16, &d, &p, err, sizeof err) == 0, "%s", err);
+	p.lm_len = 32;
+	T_CHECKF(t, fx_doc_build(&m32, &d, &p, err, sizeof err) == 0, "%s", err);
+	T_CHECK(t, m16->n_span == m32->n_span && m16->n_comp >= 6 && m16->lm_len == 16 &&
+		   m32->lm_len == 32 && m16->n_lm > m32->n_lm);
+	for (int i = 0; i < m16->n_span; i++)
+		T_CHECK(t, m16->span[i].start == m32->span[i].start && m16->span[i].len == m32->span[i].len);
+	cut = m16->span[m16->comp_span[m16->n_comp / 2]].start;
+	T_CHECK(t, sekv_mem_slice_dup(&lo, m16, 0, cut) == 0 &&
+		   sekv_mem_slice_dup(&hi, m32, cut, m32->n_tok) == 0);
+	const struct sekv_mem *part[1] = { hi };
+	const int32_t pos0[1] = { cut };
+	T_CHECK(t, sekv_mem_join(&j, lo, 1, part, pos0) == 0 && j && j->lm_len == 16 &&
+		   j->n_lm == m16->n_lm);
+	for (int l = 0; j && l < 2; l++)
+		for (int b = 0; b < m16->n_lm; b++)
+			for (int kv = 0; kv < 2; kv++) {
+				size_t at = ((size_t)l * m16->n_lm + b) * 2 + kv;
+				double e = 0, n = 0;
+				for (int i = 0; i < 64; i++) {
+					double x = j->lm_s[at] * j->lm_k[at * 64 + i];
+					double y = m16->lm_s[at] * m16->lm_k[at * 64 + i];
+					e += (x - y) * (x - y);
+					n += y * y;
+				}
+				if (b < m16->lm_first[m16->n_comp / 2])
+					same_bits &= e == 0;
+				else
+					worst = fmax(worst, sqrt(e / (n > 0 ? n : 1)));
+			}
+	T_CHECKF(t, same_bits && worst > 0 && worst < 0.03,
+		 "base blocks same bits %d, rebuilt landmarks off by %.4f", same_bits, worst);
+	sekv_mem_free(j);
+	j = NULL;
+	lo->rope_base = 10000.0f;   /* as a memory of keys factored before RoPE */
+	T_CHECK(t, sekv_mem_join(&j, lo, 1, part, pos0) == SEKV_EINVAL && !j);
+	sekv_mem_free(hi);
+	sekv_mem_free(lo);
+	sekv_mem_free(m32);
+	sekv_mem_free(m16);
+	fx_doc_free(&d);
+}
+
 /* sekv_mem_tier_parts: on a memory built at a 10% budget with sinks and
  * a recent window, the parts sum to static_bytes, the sinks are n_sink
  * rows, the recent window at least n_recent rows (anchors inside it count
@@ -729,6 +790,7 @@ const struct test_case test_sekv[] = {
 	{ "sekv_rank_gate_energy_rule", rank_gate_energy_rule },
 	{ "sekv_build_rank_gate_kept_and_raw", build_rank_gate_kept_and_raw },
 	{ "sekv_build_rows_int8_within_gate", build_rows_int8_within_gate },
+	{ "sekv_join_rebuilds_landmarks_of_other_blocks", join_rebuilds_landmarks_of_other_blocks },
 	{ "sekv_tier_parts_sum_to_static", tier_parts_sum_to_static },
 	{ "sekv_build_short_doc_stays_exact", build_short_doc_stays_exact },
 	{ "sekv_anchor_score_attention_hand_values", anchor_score_attention_hand_values },

@@ -73,7 +73,7 @@ static void store_open_creates_parent_dirs(struct test_ctx *t)
 	T_CHECKF(t, rc == 0, "%s", err);
 	store_close(s);
 	T_CHECK(t, stat(path, &st) == 0 && S_ISREG(st.st_mode));
-	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 13);
+	T_CHECK(t, fixture_raw_int(path, "PRAGMA user_version") == 14);
 	T_CHECK(t, fixture_raw_int(path, "PRAGMA application_id") == 0x73656b76);
 	/* a file where a directory must go is an I/O error, not a crash */
 	snprintf(path, sizeof path, "%s/a/b/c/lib.db/x.db", test_tmpdir());

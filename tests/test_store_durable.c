@@ -184,7 +184,7 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 		sizeof err);
 	int64_t ver = fixture_raw_int(path, "PRAGMA user_version");
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 13, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 14, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, in.part == 0 && in.n_part == 1 && in.part_limit == 0 && in.keep_full_kv == 1 &&
 		 in.n_tok_total == 900 && in.pos_end == 200 && in.n_probe == 2 && !in.next_pending &&
 		 !in.text_fp[0], "migrated row: part %d "

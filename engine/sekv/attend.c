@@ -132,7 +132,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
 	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl,
-	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_rp, scan_cap, n_rj;
+	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_scr, o_rp, scan_cap, n_rj;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -167,7 +167,8 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	 * block; keys factored before RoPE rotate per row, which a score
 	 * through the factor cannot: their zooms stay windows */
 	scan_cap = 0;
-	if (p->zoom_scan > 0 && m->n_lm > 0 && m->rope_base <= 0) {
+	if (p->zoom_scan > 0 && m->n_lm > 0 && m->rope_base <= 0 &&
+	    (p->router == SEKV_ROUTER_LANDMARK || p->router == SEKV_ROUTER_TRAINED)) {
 		scan_cap = (size_t)p->zoom_scan * max_rows;
 		scan_cap = scan_cap > (size_t)m->lm_len ? scan_cap : (size_t)m->lm_len;
 		scan_cap = scan_cap < (size_t)m->n_head_kv * comp_tok ? scan_cap :
@@ -196,6 +197,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_sr = arena_reserve(&ar, scan_cap, sizeof(struct srow));
 	o_ssc = arena_reserve(&ar, scan_cap * (size_t)(m->n_head / m->n_head_kv), sizeof(float));
 	o_sp = arena_reserve(&ar, 2 * scan_cap, sizeof(float));
+	o_scr = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
 	o_rp = arena_reserve(&ar, n_rec + 1, sizeof(int32_t));
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
 			      sizeof(struct backend_mix_block));
@@ -286,6 +288,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->scan = (struct srow *)((char *)a + o_sr);
 	c->scan_sc = (float *)((char *)a + o_ssc);
 	c->scan_p = (float *)((char *)a + o_sp);
+	c->scan_corr = (double *)((char *)a + o_scr);
 	c->recon_pos = (int32_t *)((char *)a + o_rp);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
@@ -823,7 +826,7 @@ int sekv_attend(void *ctx, int layer, int pos, const float *q,
 	if ((rc = mix_call(c, layer, 0, qm, out)) ||
 	    (c->router != SEKV_ROUTER_NONE && !c->question && (rc = sekv_route(c, l, q, &n_cand))))
 		return rc;
-	rc = c->zoom_scan > 0 && c->router == SEKV_ROUTER_LANDMARK && !c->question ?
+	rc = c->zoom_scan > 0 && !c->question ?
 	     sekv_zoom_rows(c, l, q, zoom_allow(c, l, idx), &c->recon_layer[l]) :
 	     zoom(c, l, n_cand, zoom_allow(c, l, idx), &c->recon_layer[l]);
 	if (rc)

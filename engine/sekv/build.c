@@ -642,7 +642,7 @@ static void append_keep(struct sekv_mem *m, const struct sekv_mem *old, int lo)
 	       (size_t)m->n_layer * m->n_head * SEKV_D_ROUTE * m->d_h * sizeof(float));
 	memcpy(m->tau, old->tau, (size_t)m->n_layer * m->n_head * sizeof(float));
 	sekv_mem_copy_exact(m, 0, old, 0, n_before, 0);
-	sekv_mem_copy_comps(m, 0, old, 0, old->n_comp);
+	(void)sekv_mem_copy_comps(m, 0, old, 0, old->n_comp); /* same blocks: cannot fail */
 }
 
 int sekv_mem_append(struct sekv_mem **out, const struct sekv_mem *old,

@@ -115,6 +115,8 @@ struct sekv_ctx {
 	struct cand *bcand;         /* [n_head_kv * n_lm] landmark blocks, ranked */
 	struct srow *scan;          /* [scan_cap] the rows scanned, by KV head */
 	float *scan_sc;             /* [group][scan_cap] their scores (one KV head's) */
+	double *scan_corr;          /* [n_head] a scan's correction of each head's
+	                               estimated mass (relative to exp(lse_est)) */
 	float *scan_p;              /* [2][scan_cap] estimated share of attention
 	                               per row, and a copy to select in */
 	struct backend_lr_job *lrj; /* [n_head_kv * n_lm] a scan's score jobs */
@@ -194,6 +196,9 @@ const float *sekv_dev_query(struct sekv_ctx *c, int l, const float *q);
  * per KV head, best first, into c->cand; *n_out their count. 0 or the
  * backend's code. */
 int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out);
+/* sigmoid(x) > tau for the logit x of alpha_S, decided in logit space
+ * (tau <= 0: always; >= 1: never). */
+int sekv_above_tau(float x, float tau);
 /* The value of rank k (0: the largest) of x[0..n), 0 <= k < n; reorders x
  * (Hoare's selection, expected O(n)). */
 float sekv_kth_largest(float *x, int n, int k);

@@ -3,11 +3,14 @@
  * sekv_mem_append made final), and the join that reopens it.
  * Invariant: a cut never crosses a span, so every span, its summary,
  * landmarks and factors travel whole, and join(slices) reproduces the
- * memory bit for bit. Growing a memory lives in build.c, storage in store/.
+ * memory bit for bit; a part whose landmark blocks have another size (a
+ * session begun before `ingest --rebuild` chose other blocks) gets its
+ * landmarks rebuilt from its key factors. Growing a memory lives in build.c, storage in store/.
  */
 #include "engine/sekv/sekv.h"
 #include "engine/sekv/sekv_int.h"
 #include "engine/base/err.h"
+#include "engine/quant/quant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -19,11 +22,63 @@ int sekv_mem_frontier(const struct sekv_mem *m, int n_sink)
 	return n_sink < m->n_tok ? (n_sink > 0 ? n_sink : 0) : m->n_tok;
 }
 
-void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n)
+/* Element i of a factor's u or v at the memory's type. */
+static float fac_at(const struct sekv_mem *m, const void *x, size_t i)
+{
+	return m->factor_f16 ? quant_f16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+/* Landmarks of dst's compressed span d (layer l), whose factors came from
+ * a memory with landmark blocks of another size: each block's mean key
+ * rebuilt from the K factors (post-RoPE keys: the mean of rebuilt rows is
+ * the factor's mean u row times s and v), int8 with an absmax / 127 scale
+ * as sekv_build makes them. acc is scratch [d_h + rank]. */
+static void landmarks_from_factors(struct sekv_mem *dst, int l, int d, float *acc)
+{
+	const struct sekv_span *sp = &dst->span[dst->comp_span[d]];
+	int dh = dst->d_h;
+
+	for (int kv = 0; kv < dst->n_head_kv; kv++) {
+		const struct sekv_factor *f = &dst->fac[(((size_t)l * dst->n_comp + d) * dst->n_head_kv + kv) * 2];
+		for (int b = dst->lm_first[d]; b < dst->lm_first[d + 1]; b++) {
+			int r0 = (b - dst->lm_first[d]) * dst->lm_len;
+			int r1 = r0 + dst->lm_len < sp->len ? r0 + dst->lm_len : sp->len;
+			size_t at = ((size_t)l * dst->n_lm + b) * dst->n_head_kv + kv;
+			float *ubar = acc + dh;
+			memset(acc, 0, (size_t)dh * sizeof *acc);
+			if (sekv_rank_is_rows(f->rank)) {
+				for (int i = r0; i < r1; i++)
+					for (int j = 0; j < dh; j++)
+						acc[j] += f->rank == SEKV_RANK_RAW8 ?
+							  f->s[i] * ((const int8_t *)f->u)[(size_t)i * dh + j] :
+							  fac_at(dst, f->u, (size_t)i * dh + j);
+			} else {
+				memset(ubar, 0, (size_t)f->rank * sizeof *ubar);
+				for (int i = r0; i < r1; i++)
+					for (int t = 0; t < f->rank; t++)
+						ubar[t] += fac_at(dst, f->u, (size_t)i * f->rank + t);
+				for (int j = 0; j < dh; j++)
+					for (int t = 0; t < f->rank; t++)
+						acc[j] += ubar[t] * f->s[t] * fac_at(dst, f->v, (size_t)j * f->rank + t);
+			}
+			for (int j = 0; j < dh; j++)
+				acc[j] /= (float)(r1 - r0);
+			dst->lm_s[at] = quant_f32_to_i8_row(acc, dst->lm_k + at * dh, (size_t)dh);
+		}
+	}
+}
+
+int sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n)
 {
 	size_t row = (size_t)dst->n_head_kv * dst->d_h, per = (size_t)dst->n_head_kv * 2;
 	int lm_d = dst->lm_first[d0], lm_s = src->lm_first[c0];
-	size_t n_lm = (size_t)(src->lm_first[c0 + n] - lm_s);
+	/* landmark blocks of another size are rebuilt from the factors */
+	int reblock = dst->lm_len > 0 && src->lm_len != dst->lm_len;
+	size_t n_lm = reblock ? 0 : (size_t)(src->lm_first[c0 + n] - lm_s);
+	float *acc = NULL;
+
+	if (reblock && n > 0 && !(acc = malloc(2 * (size_t)dst->d_h * sizeof *acc)))
+		return SEKV_ENOMEM;
 
 	for (int l = 0; l < dst->n_layer && n > 0; l++) {
 		size_t at = ((size_t)l * dst->n_comp + d0) * row, from = ((size_t)l * src->n_comp + c0) * row;
@@ -46,7 +101,11 @@ void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *sr
 				memcpy(b->s, a->s, sb);
 			memcpy(b->u, a->u, ub + vb); /* u and v are one run per factor */
 		}
+		for (int c = 0; reblock && c < n; c++)
+			landmarks_from_factors(dst, l, d0 + c, acc);
 	}
+	free(acc);
+	return SEKV_OK;
 }
 
 void sekv_mem_copy_exact(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int e0, int n,
@@ -134,8 +193,8 @@ static int assemble(struct sekv_mem **out, struct piece *pc, int n_pc)
 	for (int p = 0; p < n_pc; p++) {
 		const struct sekv_mem *m = pc[p].m;
 		if (m->n_layer != r->n_layer || m->n_head != r->n_head || m->n_head_kv != r->n_head_kv ||
-		    m->d_h != r->d_h || m->factor_f16 != r->factor_f16 || m->lm_len != r->lm_len ||
-		    (rc = piece_find(&pc[p])))
+		    m->d_h != r->d_h || m->factor_f16 != r->factor_f16 ||
+		    (m->lm_len != r->lm_len && r->rope_base > 0) || (rc = piece_find(&pc[p])))
 			return SEKV_EINVAL;
 		pc[p].at = n_tok;
 		n_tok += pc[p].t1 - pc[p].t0;
@@ -171,7 +230,11 @@ static int assemble(struct sekv_mem **out, struct piece *pc, int n_pc)
 		memcpy(m->tokens + q->at, q->m->tokens + q->t0, nt * sizeof *m->tokens);
 		memcpy(m->surprisal + q->at, q->m->surprisal + q->t0, nt * sizeof *m->surprisal);
 		memcpy(m->is_anchor + q->at, q->m->is_anchor + q->t0, nt);
-		sekv_mem_copy_comps(m, c, q->m, q->c0, q->nc);
+		if ((rc = sekv_mem_copy_comps(m, c, q->m, q->c0, q->nc))) {
+			sekv_mem_free(m);
+			*out = NULL;
+			goto out;
+		}
 		sekv_mem_copy_exact(m, e, q->m, q->e0, q->e1 - q->e0, q->at - q->t0);
 		c += q->nc;
 		e += q->e1 - q->e0;

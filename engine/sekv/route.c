@@ -25,8 +25,7 @@ static int cand_cmp(const void *a, const void *b)
 	return (x->comp > y->comp) - (x->comp < y->comp);
 }
 
-/* sigmoid(x) > tau, decided in logit space. */
-static int above_tau(float x, float tau)
+int sekv_above_tau(float x, float tau)
 {
 	if (tau <= 0.0f)
 		return 1;
@@ -422,7 +421,7 @@ int sekv_route(struct sekv_ctx *c, int l, const float *q, int *n_out)
 			struct cand best = { kv, s, -1, 0, 0, 0 };
 			for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
 				float a = c->alpha[(size_t)h * m->n_comp + s];
-				if (above_tau(a, tau[(size_t)l * m->n_head + h]) &&
+				if (sekv_above_tau(a, tau[(size_t)l * m->n_head + h]) &&
 				    (best.head < 0 || a > best.alpha)) {
 					best.head = h;
 					best.alpha = a;

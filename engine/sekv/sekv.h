@@ -92,7 +92,7 @@ struct sekv_params {
 	                        this many landmark blocks of a span (the best one
 	                        and its neighbours); the span's coarse row stands
 	                        for its other tokens; 0: whole spans (1) */
-	int zoom_scan;       /* with the landmark router, > 0 zooms single rows:
+	int zoom_scan;       /* with the landmark or trained router, > 0 zooms single rows:
 	                        the best landmark blocks holding zoom_scan
 	                        times the rows the layer's zoom budget holds
 	                        have their keys scored against the query

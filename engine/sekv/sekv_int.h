@@ -38,8 +38,10 @@ int sekv_seg_fit(const float *h, int n, const struct sekv_params *p,
 
 /* Copies compressed spans [c0, c0 + n) of src (summaries, landmarks,
  * factors) into dst's compressed spans from d0, whose spans must have the
- * same lengths and whose factors the same ranks (part.c). */
-void sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n);
+ * same lengths and whose factors the same ranks (part.c); landmarks of
+ * another block size are rebuilt from the key factors (post-RoPE keys).
+ * 0 or SEKV_ENOMEM. */
+int sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int c0, int n);
 /* Copies exact rows [e0, e0 + n) of src (positions moved by shift) into
  * dst's exact rows from d0 (part.c). */
 void sekv_mem_copy_exact(struct sekv_mem *dst, int d0, const struct sekv_mem *src, int e0, int n,

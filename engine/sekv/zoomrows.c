@@ -38,15 +38,20 @@ static int place_cmp(const void *a, const void *b)
 	return (x->r0 > y->r0) - (x->r0 < y->r0);
 }
 
-/* Every landmark block of every KV head with its log share estimate
- * (the best over the KV head's query heads of the block's landmark score
- * less the head's estimated log-mass), best first, into c->bcand; then the
+/* Every landmark block of every KV head whose span a query head of the
+ * KV head wants (alpha_S above tau, as for windows) with its log share
+ * estimate (the best over those query heads of the block's landmark
+ * score less the head's estimated log-mass; the trained router scales
+ * and shifts it by its a and b; its W term acts through alpha_S and tau
+ * alone), best first, into
+ * c->bcand; then the
  * best ones holding at most `want` rows (a block that would pass it is
  * skipped for smaller ones), reordered by KV head, span and
  * row. Returns how many were taken. */
-static int take_blocks(struct sekv_ctx *c, int want)
+static int take_blocks(struct sekv_ctx *c, int l, int want)
 {
 	const struct sekv_mem *m = c->m;
+	const float *tau = c->router == SEKV_ROUTER_TRAINED ? c->trained->tau : m->tau;
 	int n = 0, taken = 0, rows = 0;
 
 	for (int kv = 0; kv < m->n_head_kv; kv++)
@@ -57,13 +62,19 @@ static int take_blocks(struct sekv_ctx *c, int want)
 				struct cand cd = { kv, s, kv * c->group, -INFINITY, r0,
 						   len - r0 < m->lm_len ? len - r0 : m->lm_len };
 				for (int h = kv * c->group; h < (kv + 1) * c->group; h++) {
+					size_t lh = (size_t)l * m->n_head + h;
 					float a = c->lm_sc[(size_t)h * m->n_lm + b] - c->lse_est[h];
+					if (!sekv_above_tau(c->alpha[(size_t)h * m->n_comp + s], tau[lh]))
+						continue;
+					if (c->router == SEKV_ROUTER_TRAINED)
+						a = c->trained->a[lh] * a + c->trained->b[lh];
 					if (a > cd.alpha) {
 						cd.alpha = a;
 						cd.head = h;
 					}
 				}
-				c->bcand[n++] = cd;
+				if (cd.alpha > -INFINITY)
+					c->bcand[n++] = cd;
 			}
 		}
 	qsort(c->bcand, (size_t)n, sizeof *c->bcand, block_cmp);
@@ -79,7 +90,7 @@ static int take_blocks(struct sekv_ctx *c, int want)
 /* Scores the rows of the n_blk blocks taken against q through their key
  * factors (backend score_lowrank: no row is rebuilt); fills c->scan and
  * c->scan_p (the estimated share: the sum over the KV head's query heads
- * of exp(score - the head's estimated log-mass)). Returns the rows
+ * of the row's share of the head's estimated mass). Returns the rows
  * scanned, or a negative backend code. */
 static int scan_blocks(struct sekv_ctx *c, int l, const float *q, int n_blk)
 {
@@ -111,11 +122,29 @@ static int scan_blocks(struct sekv_ctx *c, int l, const float *q, int n_blk)
 				       (size_t)c->scan_cap };
 	if (n_blk > 0 && (rc = c->be->ops->score_lowrank(c->be, c->ws, &sa)))
 		return rc;
+	/* each head's whole mass, exp(lse_est) times corr: the scanned blocks'
+	 * landmark estimates replaced by their rows' scores (a mean key
+	 * underestimates a block that holds one strong row) */
+	for (int h = 0; h < m->n_head; h++)
+		c->scan_corr[h] = 1.0;
+	for (int i = 0; i < n_blk; i++) {
+		const struct cand *cd = &c->bcand[i];
+		int b = m->lm_first[cd->comp] + cd->r0 / m->lm_len;
+		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
+			c->scan_corr[h] -= exp((double)c->lm_sc[(size_t)h * m->n_lm + b] - c->lse_est[h]);
+	}
+	for (int i = 0; i < n; i++) {
+		int h0 = c->scan[i].kv * c->group;
+		for (int g = 0; g < c->group; g++)
+			c->scan_corr[h0 + g] +=
+				exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]);
+	}
 	for (int i = 0; i < n; i++) {
 		int h0 = c->scan[i].kv * c->group;
 		double p = 0;
 		for (int g = 0; g < c->group; g++)
-			p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]);
+			p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]) /
+			     (c->scan_corr[h0 + g] > 1e-30 ? c->scan_corr[h0 + g] : 1e-30);
 		c->scan_p[i] = (float)p;
 	}
 	return n;
@@ -139,7 +168,7 @@ int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size
 	size_t want = z_cap * (size_t)c->zoom_scan;
 	if (want < (size_t)m->lm_len)
 		want = (size_t)m->lm_len;   /* at least one block */
-	n_scan = scan_blocks(c, l, q, take_blocks(c, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
+	n_scan = scan_blocks(c, l, q, take_blocks(c, l, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
 	if (n_scan < 0)
 		return n_scan;
 	if ((size_t)n_scan > z_cap) {
