@@ -317,15 +317,18 @@ static void lr_one(const struct backend_score_lr *a, const struct backend_lr_job
 	if (x->rank < 0) {
 		for (int i = 0; i < x->len; i++) {
 			size_t from = (size_t)i * d;
+			float *out = a->s + x->col + i;
 			if (x->rank == SEKV_RANK_RAW8)
-				quant_i8_to_f32_row((const int8_t *)x->u + from, x->s[i], row, (size_t)d);
+				cpu_scores_row_g(x->q, a->n_q, d, (const int8_t *)x->u + from, 1,
+						 a->scale * x->s[i], out, a->lds, row);
 			else if (x->f16)
-				quant_f16_to_f32_row((const uint16_t *)x->u + from, row, (size_t)d);
+				cpu_scores_row_g(x->q, a->n_q, d, (const uint16_t *)x->u + from, 0,
+						 a->scale, out, a->lds, row);
 			else
-				memcpy(row, (const float *)x->u + from, (size_t)d * sizeof(float));
-			for (int g = 0; g < a->n_q; g++)
-				a->s[(size_t)g * a->lds + x->col + i] =
-					vec_dot8(x->q + (size_t)g * d, row, d) * a->scale;
+				for (int g = 0; g < a->n_q; g++)
+					out[(size_t)g * a->lds] = vec_dot8(x->q + (size_t)g * d,
+									  (const float *)x->u + from, d) *
+								  a->scale;
 		}
 		return;
 	}
@@ -342,12 +345,19 @@ static void lr_one(const struct backend_score_lr *a, const struct backend_lr_job
 		for (int t = 0; t < r; t++)
 			qp[(size_t)g * r + t] *= x->s[t] * a->scale;
 	for (int i = 0; i < x->len; i++) {
-		if (x->f16)
-			quant_f16_to_f32_row((const uint16_t *)x->u + i * (size_t)x->rank, us, (size_t)r);
-		else
-			memcpy(us, (const float *)x->u + i * (size_t)x->rank, (size_t)r * sizeof(float));
-		for (int g = 0; g < a->n_q; g++)
-			a->s[(size_t)g * a->lds + x->col + i] = r ? vec_dot8(us, qp + (size_t)g * r, r) : 0.0f;
+		float *out = a->s + x->col + i;
+		if (r == 0) {
+			for (int g = 0; g < a->n_q; g++)
+				out[(size_t)g * a->lds] = 0.0f;
+		} else if (x->f16) {
+			/* the u row (fp16) as a key of length r against qp */
+			cpu_scores_row_g(qp, a->n_q, r, (const uint16_t *)x->u + i * (size_t)x->rank, 0,
+					 1.0f, out, a->lds, us);
+		} else {
+			for (int g = 0; g < a->n_q; g++)
+				out[(size_t)g * a->lds] = vec_dot8((const float *)x->u + i * (size_t)x->rank,
+								  qp + (size_t)g * r, r);
+		}
 	}
 }
 

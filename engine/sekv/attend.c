@@ -132,7 +132,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
 	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl,
-	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_scr, o_rp, scan_cap, n_rj;
+	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_scr, o_rp, o_zk, o_nzr, o_zm, scan_cap, n_rj;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -199,6 +199,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_sp = arena_reserve(&ar, 2 * scan_cap, sizeof(float));
 	o_scr = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
 	o_rp = arena_reserve(&ar, n_rec + 1, sizeof(int32_t));
+	o_zk = arena_reserve(&ar, scan_cap ? n_rec + 1 : 0, sizeof(int64_t));
+	o_nzr = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
+	o_zm = arena_reserve(&ar, scan_cap, sizeof(int32_t));
 	o_blk = arena_reserve(&ar, (size_t)m->n_head_kv * (2 + 2 * n_comp),
 			      sizeof(struct backend_mix_block));
 	o_zc = arena_reserve(&ar, (size_t)m->n_layer * m->n_head, sizeof(int));
@@ -290,6 +293,9 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->scan_p = (float *)((char *)a + o_sp);
 	c->scan_corr = (double *)((char *)a + o_scr);
 	c->recon_pos = (int32_t *)((char *)a + o_rp);
+	c->zkey = (int64_t *)((char *)a + o_zk);
+	c->n_zrows = (int *)((char *)a + o_nzr);
+	c->zmap = (int32_t *)((char *)a + o_zm);
 	c->blk = (struct backend_mix_block *)((char *)a + o_blk);
 	c->st.zoom_count = (int *)((char *)a + o_zc);
 	c->st.mass_recall_lh = (double *)((char *)a + o_mr);
@@ -378,6 +384,7 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 	memset(c->distinct_layer, 0, (size_t)m->n_layer * sizeof *c->distinct_layer);
 	memset(c->st.zoom_count, 0, (size_t)m->n_layer * m->n_head * sizeof(int));
 	memset(c->n_zlist, 0, (size_t)m->n_layer * sizeof *c->n_zlist);
+	memset(c->n_zrows, 0, (size_t)m->n_layer * sizeof *c->n_zrows);
 	c->st.step = 0;
 	c->st.n_zoom = 0;
 	c->st.zoom_total = 0;
@@ -596,6 +603,7 @@ static int zoom(struct sekv_ctx *c, int l, int n_cand, size_t allow, size_t *byt
 	int distinct = 0, n_job = 0, n_z;
 
 	sekv_zoom_clear(c, l);
+	c->n_zrows[l] = 0;   /* windows rewrite the region */
 	/* windows by alpha while they fit; then, alpha first, a window grows to
 	 * its whole span where the rest still fits (a loose budget zooms
 	 * whole spans, as without windows) */

@@ -122,6 +122,11 @@ struct sekv_ctx {
 	struct backend_lr_job *lrj; /* [n_head_kv * n_lm] a scan's score jobs */
 	int32_t *recon_pos;         /* [sum of rec_cap] document position of every
 	                               reconstructed row (this step's zooms) */
+	int64_t *zkey;              /* [sum of rec_cap] a row zoom's rows as
+	                               kv * n_tok + position, ascending per layer */
+	int *n_zrows;               /* [n_layer] rows a layer's row zooms hold (0:
+	                               none kept: windows or nothing) */
+	int32_t *zmap;              /* [scan_cap] a row zoom's held row per kept row */
 	uint8_t *mark;              /* [n_comp] zoomed for some KV head */
 	struct backend_buf *recon_k; /* [sum of rec_cap][d_h] fp16 or fp32: each layer's
 	                               reconstructed rows (rows rec_base[l] ..

@@ -11,6 +11,7 @@
  */
 #include "engine/sekv/ctx_int.h"
 #include "engine/base/err.h"
+#include "engine/quant/quant.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -133,21 +134,99 @@ static int scan_blocks(struct sekv_ctx *c, int l, const float *q, int n_blk)
 		for (int h = cd->kv * c->group; h < (cd->kv + 1) * c->group; h++)
 			c->scan_corr[h] -= exp((double)c->lm_sc[(size_t)h * m->n_lm + b] - c->lse_est[h]);
 	}
+	/* scores become exp(score - lse_est) in place */
 	for (int i = 0; i < n; i++) {
 		int h0 = c->scan[i].kv * c->group;
-		for (int g = 0; g < c->group; g++)
-			c->scan_corr[h0 + g] +=
-				exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]);
+		for (int g = 0; g < c->group; g++) {
+			float *x = &c->scan_sc[(size_t)g * c->scan_cap + i];
+			*x = expf(*x - c->lse_est[h0 + g]);
+			c->scan_corr[h0 + g] += *x;
+		}
 	}
+	for (int h = 0; h < m->n_head; h++)
+		c->scan_corr[h] = 1.0 / (c->scan_corr[h] > 1e-30 ? c->scan_corr[h] : 1e-30);
 	for (int i = 0; i < n; i++) {
 		int h0 = c->scan[i].kv * c->group;
 		double p = 0;
 		for (int g = 0; g < c->group; g++)
-			p += exp((double)c->scan_sc[(size_t)g * c->scan_cap + i] - c->lse_est[h0 + g]) /
-			     (c->scan_corr[h0 + g] > 1e-30 ? c->scan_corr[h0 + g] : 1e-30);
+			p += c->scan_sc[(size_t)g * c->scan_cap + i] * c->scan_corr[h0 + g];
 		c->scan_p[i] = (float)p;
 	}
 	return n;
+}
+
+/* Bytes of one reconstructed row of each recon buffer: K rows, their
+ * scales, V rows, theirs (0: no such buffer). */
+static void row_parts(const struct sekv_ctx *c, size_t b[4])
+{
+	size_t d = (size_t)c->m->d_h;
+	size_t ke = c->recon_type == BACKEND_ROW_F32 ? sizeof(float) :
+		    c->recon_type == BACKEND_ROW_I8 ? 1 : sizeof(uint16_t);
+
+	b[0] = d * ke;
+	b[1] = c->recon_type == BACKEND_ROW_I8 ? sizeof(float) : 0;
+	b[2] = c->v4 && c->recon_type == BACKEND_ROW_I8 ? d / 2 : d * ke;
+	b[3] = c->recon_type != BACKEND_ROW_I8 ? 0 :
+	       c->v4 ? d / QUANT_I4_GROUP * sizeof(float) : sizeof(float);
+}
+
+/* Moves n region rows from row `from` to row `to` of layer base `base`
+ * (overlap allowed). 0 or the backend's code. */
+static int move_rows(struct sekv_ctx *c, size_t base, int from, int to, int n)
+{
+	struct backend_buf *buf[4] = { c->recon_k, c->recon_ks, c->recon_v, c->recon_vs };
+	size_t b[4];
+	int rc;
+
+	row_parts(c, b);
+	for (int k = 0; k < 4; k++)
+		if (b[k] && (rc = c->be->ops->buf_copy(c->be, buf[k], (base + (size_t)to) * b[k], buf[k],
+							(base + (size_t)from) * b[k], (size_t)n * b[k])))
+			return rc;
+	return SEKV_OK;
+}
+
+/* Keeps the rows layer l held at the step before that this step keeps
+ * again: the kept rows (c->scan[0 .. n)) and the held ones (zkey) are both
+ * in (KV head, position) order, so a held row's move to its new place
+ * keeps the order of the others: moves down are made first, lowest
+ * first, then moves up, highest first, none overwriting a row still to
+ * move. Fills c->zmap[j]: 1 for a row kept in place, 0 for one to
+ * rebuild. 0 or the backend's code. */
+static int keep_held(struct sekv_ctx *c, int l, int n)
+{
+	const struct sekv_mem *m = c->m;
+	size_t base = (size_t)c->rec_base[l];
+	const int64_t *old = c->zkey + base;
+	int n_old = c->n_zrows[l], o = 0, rc;
+
+	for (int j = 0; j < n; j++) {
+		const struct srow *r = &c->scan[j];
+		int64_t key = (int64_t)r->kv * m->n_tok + m->span[m->comp_span[r->comp]].start + r->off;
+		while (o < n_old && old[o] < key)
+			o++;
+		c->zmap[j] = o < n_old && old[o] == key ? o : -1;
+	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int k = 0; k < n; k++) {
+			int j = pass ? n - 1 - k : k, o0 = c->zmap[j], len = 1;
+			if (o0 < 0 || (pass == 0 ? o0 <= j : o0 >= j))
+				continue;
+			/* a stretch moving by the same distance: one copy */
+			if (pass == 0)
+				while (j + len < n && c->zmap[j + len] == o0 + len)
+					len++;
+			else
+				while (j - len >= 0 && o0 - len >= 0 && c->zmap[j - len] == o0 - len)
+					len++;
+			if ((rc = pass == 0 ? move_rows(c, base, o0, j, len)
+					    : move_rows(c, base, o0 - len + 1, j - len + 1, len)))
+				return rc;
+			k += len - 1;
+		}
+	for (int j = 0; j < n; j++)
+		c->zmap[j] = c->zmap[j] >= 0;
+	return SEKV_OK;
 }
 
 int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size_t *bytes)
@@ -159,76 +238,78 @@ int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size
 	float thr = -INFINITY;
 
 	sekv_zoom_clear(c, l);
-	c->n_zlist[l] = 0;   /* the region's rows are rewritten: nothing to keep */
+	c->n_zlist[l] = 0;   /* the windows' record: the region is laid out here */
 	*bytes = 0;
 	if (z_cap > (size_t)c->rec_cap[l])
 		z_cap = (size_t)c->rec_cap[l];
-	if (z_cap == 0)
-		return SEKV_OK;
 	size_t want = z_cap * (size_t)c->zoom_scan;
 	if (want < (size_t)m->lm_len)
 		want = (size_t)m->lm_len;   /* at least one block */
-	n_scan = scan_blocks(c, l, q, take_blocks(c, l, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
+	n_scan = z_cap == 0 ? 0 :
+		 scan_blocks(c, l, q, take_blocks(c, l, want < (size_t)c->scan_cap ? (int)want : c->scan_cap));
 	if (n_scan < 0)
 		return n_scan;
 	if ((size_t)n_scan > z_cap) {
 		memcpy(c->scan_p + c->scan_cap, c->scan_p, (size_t)n_scan * sizeof *c->scan_p);
 		thr = sekv_kth_largest(c->scan_p + c->scan_cap, n_scan, (int)z_cap - 1);
 	}
+	/* the kept rows to the front, in scan order (KV head, span, row) */
 	ties = (int)z_cap;
 	for (int i = 0; i < n_scan; i++)
 		ties -= c->scan_p[i] > thr;
-	/* kept rows in scan order (KV head, span, row): one run per stretch
-	 * of neighbouring rows, a span's runs side by side in the region */
-	for (int i = 0; i < n_scan;) {
+	for (int i = 0; i < n_scan; i++)
+		if (c->scan_p[i] > thr || (c->scan_p[i] == thr && ties-- > 0)) {
+			c->scan[n_keep] = c->scan[i];
+			c->scan_p[n_keep++] = c->scan_p[i];
+		}
+	if ((rc = keep_held(c, l, n_keep))) {
+		c->n_zrows[l] = 0;
+		return rc;
+	}
+	/* per span its rows side by side; a stretch of neighbouring rows not
+	 * held before is one rebuild */
+	for (int i = 0; i < n_keep;) {
 		const struct srow *r = &c->scan[i];
-		int id = r->kv * m->n_comp + r->comp, first = -1, last = 0, held = 0, head = r->head;
+		int id = r->kv * m->n_comp + r->comp, s = m->comp_span[r->comp], i0 = i;
 		double share = 0;
-		int s = m->comp_span[r->comp];
-		for (; i < n_scan && c->scan[i].kv == r->kv && c->scan[i].comp == r->comp;) {
-			int j = i;
-			/* the tie count is spent only on a row that joins the run */
-			while (j < n_scan && c->scan[j].kv == r->kv && c->scan[j].comp == r->comp &&
-			       (j == i || c->scan[j].off == c->scan[j - 1].off + 1) &&
-			       (c->scan_p[j] > thr || (c->scan_p[j] == thr && ties-- > 0)))
+		size_t fi = (((size_t)l * m->n_comp + r->comp) * m->n_head_kv + r->kv) * 2;
+		for (; i < n_keep && c->scan[i].kv == r->kv && c->scan[i].comp == r->comp; i++) {
+			c->recon_pos[base + (size_t)i] = m->span[s].start + c->scan[i].off;
+			c->zkey[base + (size_t)i] = (int64_t)r->kv * m->n_tok + c->recon_pos[base + (size_t)i];
+			share += c->scan_p[i];
+		}
+		for (int j = i0; j < i;) {
+			int e = j + 1;
+			if (c->zmap[j]) {
 				j++;
-			if (j == i) {
-				i++;
 				continue;
 			}
-			size_t fi = (((size_t)l * m->n_comp + r->comp) * m->n_head_kv + r->kv) * 2;
+			while (e < i && !c->zmap[e] && c->scan[e].off == c->scan[e - 1].off + 1)
+				e++;
 			for (int k = 0; k < 2; k++) {
-				c->rj[n_job] = sekv_recon_job(c, &m->fac[fi + k], m->span[s].start, c->scan[i].off,
-							      j - i, l, r->kv, k == 0, base, (size_t)n_keep);
-				sekv_count_read(c, &c->rj[n_job++], j - i);
+				c->rj[n_job] = sekv_recon_job(c, &m->fac[fi + k], m->span[s].start, c->scan[j].off,
+							      e - j, l, r->kv, k == 0, base, (size_t)j);
+				sekv_count_read(c, &c->rj[n_job++], e - j);
 			}
-			for (int k = i; k < j; k++) {
-				c->recon_pos[base + (size_t)n_keep++] = m->span[s].start + c->scan[k].off;
-				share += c->scan_p[k];
-			}
-			if (first < 0) {
-				first = c->scan[i].off;
-				c->zoom_row[id] = n_keep - (j - i);
-			}
-			last = c->scan[j - 1].off;
-			held += j - i;
-			i = j;
+			j = e;
 		}
-		if (first < 0)
-			continue;
-		c->zoom_win[2 * id] = first;
-		c->zoom_win[2 * id + 1] = held;
+		c->zoom_row[id] = i0;
+		c->zoom_win[2 * id] = c->scan[i0].off;
+		c->zoom_win[2 * id + 1] = i - i0;
 		distinct += !c->mark[r->comp];
 		c->mark[r->comp] = 1;
-		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, head, 1,
-			(float)(share / c->group), first, last - first + 1 };
+		st->zoom[st->n_zoom++] = (struct sekv_zoom){ s, l, r->head, 1, (float)(share / c->group),
+			c->scan[i0].off, c->scan[i - 1].off - c->scan[i0].off + 1 };
 		for (int h = r->kv * c->group; h < (r->kv + 1) * c->group; h++)
 			st->zoom_count[(size_t)l * m->n_head + h]++;
 	}
+	c->n_zrows[l] = n_keep;
 	c->distinct_layer[l] = distinct;
 	st->zoom_total += distinct;
 	*bytes = (size_t)n_keep * c->recon_row_bytes;
-	if (n_job > 0 && (rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job)))
+	if (n_job > 0 && (rc = c->be->ops->reconstruct(c->be, c->ws, c->rj, n_job))) {
+		c->n_zrows[l] = 0;   /* the rows are unknown now */
 		return rc;
+	}
 	return SEKV_OK;
 }
