@@ -132,7 +132,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	size_t max_rows = 0, o_sh, o_rb, o_rcp, o_c, o_kap, o_nt, o_rl, o_dl, o_qr, o_al, o_cand, o_zr, o_mark, o_rj,
 	       o_blk, o_zc, o_z, o_pr, o_xk, o_xr, o_lr, o_mr, o_zl, o_nzl, o_xs, o_xm, o_xt, o_rf, o_rc, o_rs, o_oe, o_lse, o_lsa, o_zw, o_zlw, o_lsc, half, n_tail, n_rec, rrow, budget,
 	       n_comp, o_kc, o_qk, o_t8, o_t8s, o_t8f, o_xv, o_xmx, o_xtl, o_xtt, o_xac, o_xfd, o_xsl,
-	       o_le, o_bc, o_lj, o_sr, o_ssc, o_sp, o_scr, o_rp, o_zk, o_nzr, o_zm, scan_cap, n_rj;
+	       o_le, o_bc, o_ba, o_lj, o_sr, o_ssc, o_sp, o_scr, o_rp, o_zk, o_nzr, o_zm, scan_cap, n_rj;
 	int comp_tok = 0, rc;
 	void *a;
 
@@ -192,6 +192,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_rj = arena_reserve(&ar, n_rj, sizeof(struct backend_recon));
 	o_le = arena_reserve(&ar, (size_t)m->n_head, sizeof(float));
 	o_bc = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0, sizeof(struct cand));
+	o_ba = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0, sizeof(float));
 	o_lj = arena_reserve(&ar, scan_cap ? (size_t)m->n_head_kv * m->n_lm : 0,
 			     sizeof(struct backend_lr_job));
 	o_sr = arena_reserve(&ar, scan_cap, sizeof(struct srow));
@@ -288,6 +289,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->scan_cap = (int)scan_cap;
 	c->bcand = (struct cand *)((char *)a + o_bc);
 	c->lrj = (struct backend_lr_job *)((char *)a + o_lj);
+	c->balpha = (float *)((char *)a + o_ba);
 	c->scan = (struct srow *)((char *)a + o_sr);
 	c->scan_sc = (float *)((char *)a + o_ssc);
 	c->scan_p = (float *)((char *)a + o_sp);

@@ -112,7 +112,8 @@ struct sekv_ctx {
 	float *lse_est;             /* [n_head] the landmark router's log of the
 	                               head's whole estimated mass this step */
 	int scan_cap;               /* rows a row zoom may scan per layer and step */
-	struct cand *bcand;         /* [n_head_kv * n_lm] landmark blocks, ranked */
+	struct cand *bcand;         /* [n_head_kv * n_lm] landmark blocks */
+	float *balpha;              /* [n_head_kv * n_lm] their scores, to select in */
 	struct srow *scan;          /* [scan_cap] the rows scanned, by KV head */
 	float *scan_sc;             /* [group][scan_cap] their scores (one KV head's) */
 	double *scan_corr;          /* [n_head] a scan's correction of each head's

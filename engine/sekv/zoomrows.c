@@ -17,38 +17,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int block_cmp(const void *a, const void *b)
-{
-	const struct cand *x = a, *y = b;
-	if (x->alpha != y->alpha)
-		return x->alpha < y->alpha ? 1 : -1;
-	if (x->kv != y->kv)
-		return x->kv < y->kv ? -1 : 1;
-	if (x->comp != y->comp)
-		return x->comp < y->comp ? -1 : 1;
-	return (x->r0 > y->r0) - (x->r0 < y->r0);
-}
-
-static int place_cmp(const void *a, const void *b)
-{
-	const struct cand *x = a, *y = b;
-	if (x->kv != y->kv)
-		return x->kv < y->kv ? -1 : 1;
-	if (x->comp != y->comp)
-		return x->comp < y->comp ? -1 : 1;
-	return (x->r0 > y->r0) - (x->r0 < y->r0);
-}
-
 /* Every landmark block of every KV head whose span a query head of the
  * KV head wants (alpha_S above tau, as for windows) with its log share
  * estimate (the best over those query heads of the block's landmark
  * score less the head's estimated log-mass; the trained router scales
  * and shifts it by its a and b; its W term acts through alpha_S and tau
- * alone), best first, into
- * c->bcand; then the
- * best ones holding at most `want` rows (a block that would pass it is
- * skipped for smaller ones), reordered by KV head, span and
- * row. Returns how many were taken. */
+ * alone), into c->bcand in KV head, span and row order; then the best
+ * want / lm_len of them (all when they hold at most want rows; ties in
+ * that order), at most `want` rows, left
+ * at the front in the same order. Returns how many were taken. */
 static int take_blocks(struct sekv_ctx *c, int l, int want)
 {
 	const struct sekv_mem *m = c->m;
@@ -78,13 +55,27 @@ static int take_blocks(struct sekv_ctx *c, int l, int want)
 					c->bcand[n++] = cd;
 			}
 		}
-	qsort(c->bcand, (size_t)n, sizeof *c->bcand, block_cmp);
+	/* the best k blocks (k: want rows at lm_len a block; a span's last
+	 * block may be shorter), kept in place order: no sort */
+	int all = 0, k, ties;
 	for (int i = 0; i < n; i++)
-		if (rows + c->bcand[i].n <= want) {
+		all += c->bcand[i].n;
+	k = all <= want ? n : want / m->lm_len < n ? want / m->lm_len : n;
+	float thr = -INFINITY;
+	if (k < n) {
+		for (int i = 0; i < n; i++)
+			c->balpha[i] = c->bcand[i].alpha;
+		thr = k > 0 ? sekv_kth_largest(c->balpha, n, k - 1) : INFINITY;
+	}
+	ties = k;
+	for (int i = 0; i < n; i++)
+		ties -= c->bcand[i].alpha > thr;
+	for (int i = 0; i < n; i++)
+		if ((c->bcand[i].alpha > thr || (c->bcand[i].alpha == thr && ties-- > 0)) &&
+		    rows + c->bcand[i].n <= want) {
 			rows += c->bcand[i].n;
 			c->bcand[taken++] = c->bcand[i];
 		}
-	qsort(c->bcand, (size_t)taken, sizeof *c->bcand, place_cmp);
 	return taken;
 }
 
