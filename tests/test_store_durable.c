@@ -171,7 +171,7 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 	T_CHECKF(t, refused == 6, "%d of 6 bad places refused", refused);
 	rc = ingest_state_after(path, "UPDATE ingest_state SET part = 3", part, &in, err, sizeof err);
 	T_CHECKF(t, rc == SEKV_EFORMAT && strstr(err, "part 3 of 3"), "rc %d: %s", rc, err);
-	/* back to version 11: the columns migrations 12 and 13 add go */
+	/* back to version 11: the columns migrations 12, 13 and 14 add go */
 	rc = ingest_state_after(path, "ALTER TABLE ingest_state DROP COLUMN part; ALTER TABLE ingest_state DROP COLUMN n_part;"
 		" ALTER TABLE ingest_state DROP COLUMN part_limit;"
 		" ALTER TABLE ingest_state DROP COLUMN keep_full_kv;"
@@ -180,6 +180,7 @@ static void store_ingest_state_split_fields(struct test_ctx *t)
 		" ALTER TABLE ingest_state DROP COLUMN rank_energy_v;"
 		" ALTER TABLE ingest_state DROP COLUMN exact_below; ALTER TABLE mem DROP COLUMN rank_energy_v;"
 		" ALTER TABLE documents DROP COLUMN full_kv; ALTER TABLE turn_evidence DROP COLUMN peak;"
+		" ALTER TABLE session_part DROP COLUMN lm_len;"
 		" PRAGMA user_version = 11", part, &in, err,
 		sizeof err);
 	int64_t ver = fixture_raw_int(path, "PRAGMA user_version");

@@ -272,7 +272,7 @@ static void store_v1_memory_loads_as_fp32(struct test_ctx *t)
 	fixture_free(&f);
 	T_CHECK(t, v1_ok);
 	T_CHECKF(t, rc == 0, "%s", err);
-	T_CHECKF(t, ver == 13, "user_version %lld after migration", (long long)ver);
+	T_CHECKF(t, ver == 14, "user_version %lld after migration", (long long)ver);
 	T_CHECKF(t, full_kv == 1, "documents.full_kv %d after migration: its rows were kept", full_kv);
 	T_CHECKF(t, !diff && g->factor_f16 == 0, "v1 memory: %s", why);
 	T_CHECKF(t, !diff16 && g16->factor_f16 == 1, "fp16 memory: %s", why);
