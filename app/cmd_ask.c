@@ -94,7 +94,8 @@ static cJSON *zooms_json(const struct session *s, const struct session_info *in,
 		cJSON_AddNumberToObject(o, "steps", z->steps);
 		cJSON_AddNumberToObject(o, "start", sp->start);
 		cJSON_AddNumberToObject(o, "len", sp->len);
-		/* the rows rebuilt: a window of the span (--zoom-blocks) or all */
+		/* the rows rebuilt: a window of the span (--zoom-blocks) or all;
+		 * single rows (--zoom-scan): the stretch from the first to the last */
 		cJSON_AddNumberToObject(o, "rows_start", sp->start + z->r0);
 		cJSON_AddNumberToObject(o, "rows", z->n);
 		cJSON_AddNumberToObject(o, "alpha", z->alpha);

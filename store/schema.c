@@ -244,10 +244,13 @@ static const char *const store_migration[] = {
 	"ALTER TABLE ingest_state ADD COLUMN rank_energy_v REAL NOT NULL DEFAULT 0;"
 	"ALTER TABLE ingest_state ADD COLUMN exact_below INTEGER NOT NULL DEFAULT 0;",
 	/* 13 -> 14: session_part.lm_len, the landmark block of the part's own
-	 * memory (NULL: the document's, as before): `ingest --rebuild` may
-	 * choose other blocks for the document than a session's turns kept,
-	 * and the join rebuilds those landmarks (engine/sekv/part.c) */
-	"ALTER TABLE session_part ADD COLUMN lm_len INTEGER;",
+	 * memory (NULL: the document's; parts stored before take the
+	 * document's of now, the one they were built with): `ingest --rebuild`
+	 * may choose other blocks for the document than a session's turns
+	 * kept, and the join rebuilds those landmarks (engine/sekv/part.c) */
+	"ALTER TABLE session_part ADD COLUMN lm_len INTEGER;"
+	"UPDATE session_part SET lm_len = (SELECT m.lm_len FROM sessions s JOIN mem m ON m.doc = s.doc"
+	" WHERE s.id = session_part.session);",
 };
 
 #define STORE_SCHEMA_VERSION \

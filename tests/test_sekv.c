@@ -603,6 +603,19 @@ static void join_rebuilds_landmarks_of_other_blocks(struct test_ctx *t)
 		 "base blocks same bits %d, rebuilt landmarks off by %.4f", same_bits, worst);
 	sekv_mem_free(j);
 	j = NULL;
+	/* a base without landmarks: the joined memory has none */
+	{
+		struct sekv_mem *m0 = NULL, *lo0 = NULL;
+		p.lm_len = 0;
+		T_CHECKF(t, fx_doc_build(&m0, &d, &p, err, sizeof err) == 0, "%s", err);
+		T_CHECK(t, m0->n_lm == 0 && sekv_mem_slice_dup(&lo0, m0, 0, cut) == 0);
+		T_CHECK(t, sekv_mem_join(&j, lo0, 1, part, pos0) == 0 && j && j->lm_len == 0 &&
+			   j->n_lm == 0 && j->n_comp == m16->n_comp);
+		sekv_mem_free(j);
+		j = NULL;
+		sekv_mem_free(lo0);
+		sekv_mem_free(m0);
+	}
 	lo->rope_base = 10000.0f;   /* as a memory of keys factored before RoPE */
 	T_CHECK(t, sekv_mem_join(&j, lo, 1, part, pos0) == SEKV_EINVAL && !j);
 	sekv_mem_free(hi);

@@ -713,6 +713,26 @@ static void zoom_rows_keep_the_best_rows(struct test_ctx *t)
 	}
 	T_CHECKF(t, recall[0] > recall[1] + 0.02, "mass_recall rows %.4f, blocks %.4f", recall[0],
 		 recall[1]);
+	/* damaged key factors (NaN scales) neither take the budget nor pass it */
+	{
+		struct sekv_params pr = p;
+		int n_bad = 0;
+		pr.zoom_scan = 64;
+		for (int s = 0; s < m->n_comp; s += 2)
+			if (m->fac[(size_t)s * 2].s) {
+				m->fac[(size_t)s * 2].s[0] = NAN;
+				n_bad++;
+			}
+		T_CHECKF(t, sekv_ctx_new(&c, m, &pr, 4, 0.18f, err, sizeof err) == 0, "%s", err);
+		int arc = sekv_attend(c, d.layer_id[0], n_tok, q, kk, vv, out);
+		T_CHECKF(t, n_bad >= 3 && arc == 0, "%d damaged factors, sekv_attend %d", n_bad, arc);
+		const struct sekv_stats *st = sekv_ctx_stats(c);
+		T_CHECKF(t, st->recon_bytes > 0 && st->resident_bytes <= st->budget_bytes,
+			 "rebuilt %zu, resident %zu of %zu", st->recon_bytes, st->resident_bytes,
+			 st->budget_bytes);
+		sekv_ctx_free(c);
+		c = NULL;
+	}
 	sekv_ctx_free(c);
 	sekv_mem_free(m);
 	fx_doc_free(&d);

@@ -377,7 +377,7 @@ int cpu_score_lowrank(struct backend *b, struct backend_ws *ws, const struct bac
 
 	if (!ws || ws->sz.mix_rows < 1 || !a || a->n_job < 0 || a->n_q < 1 || a->d < 1 ||
 	    a->d > ws->sz.d_head || (size_t)a->n_q * a->d > cpu_recon_rank(ws) * ws->sz.d_head ||
-	    (a->n_job > 0 && !a->s))
+	    (a->n_job > 0 && (!a->s || !a->job)))
 		return SEKV_EINVAL;
 	for (int i = 0; i < a->n_job; i++) {
 		const struct backend_lr_job *x = &a->job[i];

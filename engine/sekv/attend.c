@@ -7,8 +7,8 @@
  * the backend's, exact rows and summaries are wrapped at sekv_ctx_new.
  * Invariant: no raw document KV is read here (exact rows, summaries and
  * factors only) and nothing is allocated after sekv_ctx_new.
- * Routing (alpha_S, zoom windows, candidates) lives in route.c, the
- * context struct in ctx_int.h; building the memory in build.c; its
+ * Routing (alpha_S, zoom windows, candidates) lives in route.c, zooms of
+ * single rows in zoomrows.c, the context struct in ctx_int.h; building the memory in build.c; its
  * storage in mem.c.
  */
 #include "engine/sekv/ctx_int.h"
@@ -174,8 +174,10 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 		scan_cap = scan_cap < (size_t)m->n_head_kv * comp_tok ? scan_cap :
 			   (size_t)m->n_head_kv * comp_tok;
 	}
+	/* windows: two jobs a span and KV head; row zooms send theirs in
+	 * batches of this size */
 	n_rj = 2 * (size_t)m->n_head_kv * n_comp;
-	n_rj = n_rj > 2 * max_rows ? n_rj : 2 * max_rows;
+	n_rj = n_rj > 512 ? n_rj : 512;
 	o_c = arena_reserve(&ar, 1, sizeof *c);
 	o_kap = arena_reserve(&ar, (size_t)m->n_layer * m->n_head * n_comp, SEKV_D_ROUTE * sizeof(float));
 	o_nt = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
@@ -198,7 +200,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	o_sr = arena_reserve(&ar, scan_cap, sizeof(struct srow));
 	o_ssc = arena_reserve(&ar, scan_cap * (size_t)(m->n_head / m->n_head_kv), sizeof(float));
 	o_sp = arena_reserve(&ar, 2 * scan_cap, sizeof(float));
-	o_scr = arena_reserve(&ar, (size_t)m->n_head, sizeof(double));
+	o_scr = arena_reserve(&ar, 2 * (size_t)m->n_head, sizeof(double));
 	o_rp = arena_reserve(&ar, n_rec + 1, sizeof(int32_t));
 	o_zk = arena_reserve(&ar, scan_cap ? n_rec + 1 : 0, sizeof(int64_t));
 	o_nzr = arena_reserve(&ar, (size_t)m->n_layer, sizeof(int));
@@ -284,6 +286,7 @@ int sekv_ctx_new(struct sekv_ctx **out, const struct sekv_mem *m,
 	c->question_exact = p->question_exact != 0;
 	c->mark = (uint8_t *)((char *)a + o_mark);
 	c->rj = (struct backend_recon *)((char *)a + o_rj);
+	c->n_rj = (int)n_rj;
 	c->lse_est = (float *)((char *)a + o_le);
 	c->zoom_scan = scan_cap ? p->zoom_scan : 0;
 	c->scan_cap = (int)scan_cap;
@@ -378,6 +381,8 @@ void sekv_ctx_reset(struct sekv_ctx *c)
 
 	c->last_pos = -1;
 	c->zoomed_layer = -1;
+	for (size_t i = 0; i < (size_t)m->n_head_kv * m->n_comp; i++)
+		c->zoom_row[i] = -1;
 	c->question = 0;
 	c->st.question_host_bytes = 0;
 	memset(c->n_tail, 0, (size_t)m->n_layer * sizeof *c->n_tail);
@@ -916,8 +921,8 @@ int sekv_ctx_zoomed_rows(const struct sekv_ctx *c, int l, int kv, int comp, int3
 	size_t id = (size_t)kv * m->n_comp + comp;
 	int n;
 
-	if (l != c->zoomed_layer || kv < 0 || kv >= m->n_head_kv || comp < 0 || comp >= m->n_comp ||
-	    cap < 0)
+	if (l < 0 || l >= m->n_layer || l != c->zoomed_layer || kv < 0 || kv >= m->n_head_kv ||
+	    comp < 0 || comp >= m->n_comp || cap < 0)
 		return SEKV_EINVAL;
 	if (c->zoom_row[id] < 0)
 		return 0;

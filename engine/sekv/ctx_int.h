@@ -115,9 +115,10 @@ struct sekv_ctx {
 	struct cand *bcand;         /* [n_head_kv * n_lm] landmark blocks */
 	float *balpha;              /* [n_head_kv * n_lm] their scores, to select in */
 	struct srow *scan;          /* [scan_cap] the rows scanned, by KV head */
-	float *scan_sc;             /* [group][scan_cap] their scores (one KV head's) */
-	double *scan_corr;          /* [n_head] a scan's correction of each head's
-	                               estimated mass (relative to exp(lse_est)) */
+	float *scan_sc;             /* [group][scan_cap] every scanned row's scores
+	                               against its KV head's query heads */
+	double *scan_corr;          /* [2][n_head] a scan's correction of each head's
+	                               estimated mass, then its shift (zoomrows.c) */
 	float *scan_p;              /* [2][scan_cap] estimated share of attention
 	                               per row, and a copy to select in */
 	struct backend_lr_job *lrj; /* [n_head_kv * n_lm] a scan's score jobs */
@@ -133,7 +134,8 @@ struct sekv_ctx {
 	                               reconstructed rows (rows rec_base[l] ..
 	                               + rec_cap[l]), kept between steps */
 	struct backend_buf *recon_v; /* same */
-	struct backend_recon *rj;   /* [2 * n_head_kv * n_comp] rebuild jobs */
+	struct backend_recon *rj;   /* [n_rj] rebuild jobs */
+	int n_rj;                   /* max(2 * n_head_kv * n_comp, 512) */
 	double *rope_freq;          /* [n_rot/2] when mem->rope_base > 0 */
 	float *lse_exact;           /* [n_head] log-mass of the exact and tail rows
 	                               this step (the first softmax call's) */
@@ -224,7 +226,9 @@ void sekv_count_read(struct sekv_ctx *c, const struct backend_recon *j, int n);
  * times the rows that `allow` bytes hold are scanned (their keys scored
  * against q [n_head][d_h] through the factors) and the rows with the
  * largest estimated share of their heads' attention, over all KV heads,
- * are rebuilt into the layer's region. Fills zoom_row,
+ * are placed in the layer's region in (KV head, position) order: rows it
+ * held at the step before (zkey, n_zrows) are moved, the others rebuilt;
+ * the windows' record (n_zlist) is cleared. Fills zoom_row,
  * zoom_win (first row, rows held), recon_pos and the step's statistics;
  * *bytes = the reconstructed bytes. 0 or the backend's code. */
 int sekv_zoom_rows(struct sekv_ctx *c, int l, const float *q, size_t allow, size_t *bytes);

@@ -74,7 +74,8 @@ int sekv_mem_copy_comps(struct sekv_mem *dst, int d0, const struct sekv_mem *src
 	int lm_d = dst->lm_first[d0], lm_s = src->lm_first[c0];
 	/* landmark blocks of another size are rebuilt from the factors */
 	int reblock = dst->lm_len > 0 && src->lm_len != dst->lm_len;
-	size_t n_lm = reblock ? 0 : (size_t)(src->lm_first[c0 + n] - lm_s);
+	/* a memory without landmarks (lm_len 0) takes none */
+	size_t n_lm = src->lm_len != dst->lm_len ? 0 : (size_t)(src->lm_first[c0 + n] - lm_s);
 	float *acc = NULL;
 
 	if (reblock && n > 0 && !(acc = malloc(2 * (size_t)dst->d_h * sizeof *acc)))
@@ -194,7 +195,8 @@ static int assemble(struct sekv_mem **out, struct piece *pc, int n_pc)
 		const struct sekv_mem *m = pc[p].m;
 		if (m->n_layer != r->n_layer || m->n_head != r->n_head || m->n_head_kv != r->n_head_kv ||
 		    m->d_h != r->d_h || m->factor_f16 != r->factor_f16 ||
-		    (m->lm_len != r->lm_len && r->rope_base > 0) || (rc = piece_find(&pc[p])))
+		    (m->lm_len != r->lm_len && (r->rope_base > 0 || m->rope_base > 0)) ||
+		    (rc = piece_find(&pc[p])))
 			return SEKV_EINVAL;
 		pc[p].at = n_tok;
 		n_tok += pc[p].t1 - pc[p].t0;

@@ -140,7 +140,6 @@ static void add_mass_oracle(struct sekv_ctx *c, int l)
 	}
 }
 
-
 /* mass_recall of this step's zooms of layer l (exact_mass computed), and
  * mass_oracle under a budget. */
 void sekv_add_mass_recall(struct sekv_ctx *c, int l)

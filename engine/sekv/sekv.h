@@ -68,7 +68,7 @@ struct sekv_params {
 	                        (0.10); <= 0 or >= 1 with everything fitting:
 	                        no cap */
 	double static_share; /* share of the budget that exact rows + summaries
-	                        may take; alpha rises until they fit (0.7) */
+	                        may take; alpha rises until they fit (0.3) */
 	float tau;           /* default zoom threshold on alpha_S (0.0) */
 	int recon_f32;       /* 1: reconstructed rows kept fp32 (tests), else
 	                        the device-tier row type */
@@ -102,7 +102,7 @@ struct sekv_params {
 	                        rebuilt (the span's coarse row stands for its
 	                        other rows); zoom_blocks is then unused. Keys
 	                        factored before RoPE keep windows. 0: windows
-	                        of landmark blocks (0) */
+	                        of landmark blocks (4) */
 	float zoom_share[SEKV_MAX_ZOOM_SHARE]; /* share of the zoom budget (the
 	                        budget past the static part and the tail) of
 	                        each global layer, in layer order; used when
@@ -515,9 +515,13 @@ struct sekv_zoom {
 	int32_t layer;  /* global layer index */
 	int32_t head;   /* query head that routed it (highest alpha) */
 	int32_t steps;  /* decode steps it was zoomed in (1 in a step's list) */
-	float alpha;    /* alpha_S (the highest seen, aggregated) */
+	float alpha;    /* alpha_S (the highest seen, aggregated); zooms of
+	                   single rows: the rebuilt rows' estimated share of
+	                   attention, mean over the KV head's query heads */
 	int32_t r0;     /* rebuilt rows r0 .. r0 + n - 1 of the span (--zoom- */
-	int32_t n;      /* blocks; n = |S|: all of it); aggregated: the first */
+	int32_t n;      /* blocks; n = |S|: all of it); single rows: the
+	                   stretch from the first to the last rebuilt row, not
+	                   all of it rebuilt; aggregated: the first */
 };
 
 /* Live counters of a decode stream, updated at every sekv_attend call. */
