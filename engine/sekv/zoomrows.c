@@ -86,32 +86,40 @@ static int take_blocks(struct sekv_ctx *c, int l, int want)
 static int scan_blocks(struct sekv_ctx *c, int l, const float *q, int n_blk)
 {
 	const struct sekv_mem *m = c->m;
-	int d = m->d_h, n = 0, rc;
+	int d = m->d_h, n = 0, n_job = 0, rc;
 
 	for (int i = 0; i < n_blk; i++) {
-		const struct cand *cd = &c->bcand[i];
+		const struct cand *cd = &c->bcand[i], *pv = i ? &c->bcand[i - 1] : NULL;
 		const struct sekv_factor *f =
 			&m->fac[(((size_t)l * m->n_comp + cd->comp) * m->n_head_kv + cd->kv) * 2];
 		int rows_form = sekv_rank_is_rows(f->rank), r = rows_form ? 0 : f->rank;
 		size_t u_row = f->rank == SEKV_RANK_RAW8 ? (size_t)d :
 			       (size_t)(rows_form ? d : f->rank) *
 			       (m->factor_f16 ? sizeof(uint16_t) : sizeof(float));
-		size_t sb, ub, vb;
 		if (c->r_use > 0 && c->r_use < r)
 			r = c->r_use;
-		c->lrj[i] = (struct backend_lr_job){ cd->n, f->rank, r, m->factor_f16,
-			(const char *)f->u + (size_t)cd->r0 * u_row,
-			f->rank == SEKV_RANK_RAW8 ? f->s + cd->r0 : f->s, f->v,
-			q + (size_t)cd->kv * c->group * d, (size_t)n };
-		sekv_factor_bytes(rows_form ? f->rank : r, cd->n, d, m->factor_f16, &sb, &ub, &vb);
-		c->st.factor_read_bytes += sb + ub + vb;
 		for (int k = 0; k < cd->n; k++)
 			c->scan[n + k] = (struct srow){ cd->kv, cd->comp, cd->r0 + k, cd->head };
+		/* neighbouring blocks of a span are one job: the query is
+		 * projected on the factor once */
+		if (pv && pv->kv == cd->kv && pv->comp == cd->comp && pv->r0 + pv->n == cd->r0)
+			c->lrj[n_job - 1].len += cd->n;
+		else
+			c->lrj[n_job++] = (struct backend_lr_job){ cd->n, f->rank, r, m->factor_f16,
+				(const char *)f->u + (size_t)cd->r0 * u_row,
+				f->rank == SEKV_RANK_RAW8 ? f->s + cd->r0 : f->s, f->v,
+				q + (size_t)cd->kv * c->group * d, (size_t)n };
 		n += cd->n;
 	}
-	struct backend_score_lr sa = { c->group, d, c->q_scale, c->lrj, n_blk, c->scan_sc,
+	for (int i = 0; i < n_job; i++) {
+		const struct backend_lr_job *j = &c->lrj[i];
+		size_t sb, ub, vb;
+		sekv_factor_bytes(j->rank < 0 ? j->rank : j->r, j->len, d, m->factor_f16, &sb, &ub, &vb);
+		c->st.factor_read_bytes += sb + ub + vb;
+	}
+	struct backend_score_lr sa = { c->group, d, c->q_scale, c->lrj, n_job, c->scan_sc,
 				       (size_t)c->scan_cap };
-	if (n_blk > 0 && (rc = c->be->ops->score_lowrank(c->be, c->ws, &sa)))
+	if (n_job > 0 && (rc = c->be->ops->score_lowrank(c->be, c->ws, &sa)))
 		return rc;
 	/* each head's whole mass: its estimate exp(lse_est) with the scanned
 	 * blocks' landmark terms replaced by their rows' scores (a mean key
