@@ -281,7 +281,7 @@ static int route_landmark(struct sekv_ctx *c, int l, const float *q)
 			tot += exp(a[s] - mx);
 		c->lse_est[h] = mx + (float)log(tot);
 		for (int s = 0; s < m->n_comp; s++) {
-			float ls = a[s] - (mx + (float)log(tot));   /* log alpha_S <= 0 */
+			float ls = a[s] - c->lse_est[h];   /* log alpha_S <= 0 */
 			a[s] = ls < -1e-6f ? ls - log1pf(-expf(ls)) : 30.0f;
 		}
 	}
