@@ -255,10 +255,10 @@ static const struct opt_row opt_table[] = {
 		  "(its best block and neighbours; the span's summary stands for the rest), grown "
 		  "to the whole span where the budget still allows; 0: whole spans",
 	  .cmds = APP_CMD_CHAT | APP_CMD_ASK | APP_CMD_EVAL },
-	{ .name = "--zoom-scan", .arg = "F", .kind = OPT_INT, .off = F(zoom_scan),
+	{ .name = "--zoom-scan", .arg = "N", .kind = OPT_INT, .off = F(zoom_scan),
 	  .set_off = NO_SET, SEKV_DEF(zoom_scan), .imin = 0, .imax = 1 << 10,
-	  .help = "with landmark routing, zoom single rows: the best landmark blocks holding F "
-		  "times the rows the zoom budget holds have their keys scored against the query "
+	  .help = "with landmark routing, zoom single rows: the best landmark blocks holding N "
+		  "(an integer) times the rows the zoom budget holds have their keys scored against the query "
 		  "through their factors, and only the rows with the most estimated attention are "
 		  "rebuilt (--zoom-blocks is then unused; keys factored before RoPE keep blocks); "
 		  "0: landmark blocks",

@@ -108,7 +108,7 @@ struct app_opts {
 	float rank_energy_v;   /* --rank-energy-v E: the V factors' (0: the K gate's) */
 	int key_pre_rope;      /* --factor-keys post-rope|pre-rope: 1 = before RoPE */
 	int zoom_blocks;       /* --zoom-blocks N: landmark blocks a zoom rebuilds */
-	int zoom_scan;         /* --zoom-scan F: single-row zooms scanning F x the budget's rows */
+	int zoom_scan;         /* --zoom-scan N: single-row zooms scanning N x the budget's rows */
 	int question_zoom;     /* --question-turn exact|zoom (index: 1 = zoom) */
 	int device_rows;       /* --device-rows k8v4|int8|f16: index of the choice
 	                          (app_dev_rows gives the enum sekv_dev_rows) */
